@@ -1,0 +1,97 @@
+# h3 build. `make` builds build/h3 (CPU backend, FFmpeg media); `make test` runs the test suite.
+#   make CUDA=1   adds the CUDA backend (nvcc, sm_90; cuBLASLt/cuDNN)
+#   make MEDIA=0  builds without FFmpeg (media commands then fail with a clear error)
+#   make SAN=1    builds with ASan/UBSan into build-san/
+CC      ?= cc
+NVCC    ?= nvcc
+CUDA    ?= 0
+MEDIA   ?= 1
+SAN     ?= 0
+BUILD   ?= build
+
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -ffp-contract=off -g
+ifeq ($(SAN),1)
+  BUILD   = build-san
+  OPT     = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  LDSAN   = -fsanitize=address,undefined
+else
+  OPT     = -O2 -march=x86-64-v3 -mtune=generic
+endif
+CFLAGS  += $(CFLAGS_BASE) $(OPT) -Isrc -Iinclude
+LDLIBS  = -lopenblas -ljansson -lutf8proc -lm -lpthread
+LDFLAGS += -fopenmp $(LDSAN)
+
+SRC := $(wildcard src/core/*.c src/io/*.c src/backend/*.c src/backend/cpu/*.c src/model/*.c src/pipeline/*.c)
+ifeq ($(MEDIA),1)
+  SRC    += $(wildcard src/media/*.c)
+  LDLIBS += -lavformat -lavcodec -lswscale -lswresample -lavutil
+else
+  SRC    += $(wildcard src/media/none/*.c)
+endif
+
+CU_OBJ :=
+ifeq ($(CUDA),1)
+  CFLAGS  += -DH3_CUDA
+  CU_SRC  := $(wildcard src/backend/cuda/*.cu)
+  CU_OBJ  := $(CU_SRC:%.cu=$(BUILD)/%.o)
+  LDLIBS  += -L/usr/local/cuda/lib64 -lcudart -lcublasLt -lcublas -lcudnn -lstdc++
+endif
+
+OBJ      := $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
+TOOL_SRC := $(wildcard tools/h3/*.c)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all test clean fuzz bench
+all: $(BUILD)/h3 $(TEST_BIN)
+
+$(BUILD)/libh3.a: $(OBJ)
+	@mkdir -p $(dir $@)
+	ar rcs $@ $^
+
+$(BUILD)/h3: $(TOOL_OBJ) $(BUILD)/libh3.a
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libh3.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libh3.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libh3.a $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libh3.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libh3.a $(LDLIBS)
+
+bench: $(BENCH_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O3 -arch=sm_90 -std=c++17 -Isrc -DH3_CUDA -Xcompiler -fPIC -c -o $@ $<
+
+test: all
+	H3_BUILD=$(BUILD) bash tests/run_tests.sh
+
+# libFuzzer targets (clang, ASan + UBSan): `make fuzz`, then e.g.
+#   build-fuzz/fuzz_safetensors -max_total_time=600 fuzz/corpus/safetensors
+# Each target links the core + io sources plus its own extras (FUZZ_EXTRA_<name>, FUZZ_LIBS_<name>).
+FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
+FUZZ_BIN  := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
+FUZZ_CORE := $(wildcard src/core/*.c src/io/*.c)
+FUZZ_EXTRA_fuzz_tokenizer := src/model/tokenizer.c
+FUZZ_EXTRA_fuzz_media := $(wildcard src/media/*.c)
+FUZZ_LIBS_fuzz_media := -lavformat -lavcodec -lswscale -lswresample -lavutil
+fuzz: $(FUZZ_BIN)
+build-fuzz/%: fuzz/%.c $(FUZZ_CORE)
+	@mkdir -p build-fuzz
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -Isrc -Iinclude -o $@ $< $(FUZZ_CORE) $(FUZZ_EXTRA_$*) -ljansson -lutf8proc -lm -lpthread $(FUZZ_LIBS_$*)
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(OBJ:.o=.d) $(TOOL_OBJ:.o=.d)

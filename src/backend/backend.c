@@ -1,0 +1,157 @@
+/* Dispatch from h3_<op> to the CPU or CUDA implementation. */
+#include "backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_ops.h"
+#ifdef H3_CUDA
+#include "cuda/cuda_ops.h"
+#define DISPATCH(be, op, ...)                                  \
+    do {                                                       \
+        if ((be)->kind == H3_BACKEND_CUDA) cuda_##op(__VA_ARGS__); \
+        else cpu_##op(__VA_ARGS__);                            \
+    } while (0)
+#define DISPATCH_RET(be, op, ...) \
+    return (be)->kind == H3_BACKEND_CUDA ? cuda_##op(__VA_ARGS__) : cpu_##op(__VA_ARGS__)
+#else
+#define DISPATCH(be, op, ...) cpu_##op(__VA_ARGS__)
+#define DISPATCH_RET(be, op, ...) return cpu_##op(__VA_ARGS__)
+#endif
+
+#include <omp.h>
+
+h3_backend *h3_backend_new(h3_backend_kind kind, int nthreads, h3_err *e) {
+    h3_backend *be = calloc(1, sizeof *be);
+    if (!be) {
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    be->kind = kind;
+    be->nthreads = nthreads > 0 ? nthreads : omp_get_max_threads();
+    if (kind == H3_BACKEND_CUDA) {
+#ifdef H3_CUDA
+        if (cuda_backend_init(be, e) != 0) {
+            free(be);
+            return NULL;
+        }
+#else
+        free(be);
+        h3_fail(e, "--backend cuda: this binary was built without CUDA (rebuild with make CUDA=1)");
+        return NULL;
+#endif
+    }
+    return be;
+}
+
+void h3_backend_free(h3_backend *be) {
+    if (!be) return;
+#ifdef H3_CUDA
+    if (be->kind == H3_BACKEND_CUDA) cuda_backend_shutdown(be);
+#endif
+    free(be);
+}
+
+const char *h3_backend_name(const h3_backend *be) { return be->kind == H3_BACKEND_CUDA ? "cuda" : "cpu"; }
+
+void *h3_alloc(h3_backend *be, size_t bytes) { DISPATCH_RET(be, alloc, be, bytes); }
+void  h3_free(h3_backend *be, void *p) {
+    if (p) DISPATCH(be, free, be, p);
+}
+
+#ifdef H3_CUDA
+void h3_upload(h3_backend *be, void *dst, const void *src, size_t n) {
+    if (be->kind == H3_BACKEND_CUDA) cuda_upload(be, dst, src, n);
+    else memcpy(dst, src, n);
+}
+void h3_download(h3_backend *be, void *dst, const void *src, size_t n) {
+    if (be->kind == H3_BACKEND_CUDA) cuda_download(be, dst, src, n);
+    else memcpy(dst, src, n);
+}
+void h3_copy(h3_backend *be, void *dst, const void *src, size_t n) {
+    if (be->kind == H3_BACKEND_CUDA) cuda_copy(be, dst, src, n);
+    else memmove(dst, src, n);
+}
+void h3_sync(h3_backend *be) {
+    if (be->kind == H3_BACKEND_CUDA) cuda_sync(be);
+}
+#else
+void h3_upload(h3_backend *be, void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+void h3_download(h3_backend *be, void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+void h3_copy(h3_backend *be, void *dst, const void *src, size_t n) { memmove(dst, src, n); }
+void h3_sync(h3_backend *be) {}
+#endif
+
+h3_tensor *h3_weight_upload(h3_backend *be, const h3_tensor *t, h3_err *e) {
+    if (be->kind == H3_BACKEND_CPU) return h3_tensor_view(t->dtype, t->ndim, t->shape, t->data, e);
+    h3_tensor *w = h3_tensor_view(t->dtype, t->ndim, t->shape, NULL, e);
+    if (!w) return NULL;
+    size_t n = h3_tensor_nbytes(t);
+    w->data = h3_alloc(be, n);
+    if (!w->data) {
+        h3_tensor_free(w);
+        h3_fail(e, "out of device memory uploading %zu bytes", n);
+        return NULL;
+    }
+    h3_upload(be, w->data, t->data, n);
+    return w;
+}
+
+void h3_weight_free(h3_backend *be, h3_tensor *w) {
+    if (!w) return;
+    if (be->kind != H3_BACKEND_CPU) h3_free(be, w->data);
+    h3_tensor_free(w);
+}
+
+void h3_matmul(h3_backend *be, float *y, const float *x, int64_t M, const h3_tensor *w, const h3_tensor *bias,
+               int flags) {
+    DISPATCH(be, matmul, be, y, x, M, w, bias, flags);
+}
+
+void h3_attention(h3_backend *be, float *out, int64_t o_stride, const float *q, int64_t q_stride, const float *k,
+                  int64_t k_stride, const float *v, int64_t v_stride, int64_t Sq, int64_t Skv, int Hq, int Hkv,
+                  int D, float scale, int causal, int flags) {
+    DISPATCH(be, attention, be, out, o_stride, q, q_stride, k, k_stride, v, v_stride, Sq, Skv, Hq, Hkv, D, scale,
+             causal, flags);
+}
+
+void h3_rmsnorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w, float eps,
+                int flags) {
+    DISPATCH(be, rmsnorm, be, y, x, rows, dim, w, eps, flags);
+}
+
+void h3_layernorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w,
+                  const float *b, float eps, int flags) {
+    DISPATCH(be, layernorm, be, y, x, rows, dim, w, b, eps, flags);
+}
+
+void h3_groupnorm(h3_backend *be, float *y, const float *x, int64_t N, int64_t C, int64_t L, int groups,
+                  const float *w, const float *b, float eps, int flags) {
+    DISPATCH(be, groupnorm, be, y, x, N, C, L, groups, w, b, eps, flags);
+}
+
+void h3_rope_half(h3_backend *be, float *x, int64_t rows, int64_t stride, int nheads, int head_dim, int rot_dim,
+                  const float *cos, const float *sin, int flags) {
+    DISPATCH(be, rope_half, be, x, rows, stride, nheads, head_dim, rot_dim, cos, sin, flags);
+}
+
+void h3_silu(h3_backend *be, float *y, const float *x, int64_t n, int flags) { DISPATCH(be, silu, be, y, x, n, flags); }
+void h3_gelu_tanh(h3_backend *be, float *y, const float *x, int64_t n, int flags) {
+    DISPATCH(be, gelu_tanh, be, y, x, n, flags);
+}
+void h3_gelu_erf(h3_backend *be, float *y, const float *x, int64_t n, int flags) {
+    DISPATCH(be, gelu_erf, be, y, x, n, flags);
+}
+void h3_add(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags) {
+    DISPATCH(be, add, be, y, a, b, n, flags);
+}
+void h3_mul(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags) {
+    DISPATCH(be, mul, be, y, a, b, n, flags);
+}
+void h3_scale(h3_backend *be, float *y, const float *x, float s, int64_t n, int flags) {
+    DISPATCH(be, scale, be, y, x, s, n, flags);
+}
+void h3_round_bf16_buf(h3_backend *be, float *x, int64_t n) { DISPATCH(be, round_bf16_buf, be, x, n); }
+void h3_add_bias(h3_backend *be, float *y, const float *bias, int64_t rows, int64_t dim, int flags) {
+    DISPATCH(be, add_bias, be, y, bias, rows, dim, flags);
+}

@@ -1,0 +1,34 @@
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int h3_fail(h3_err *e, const char *fmt, ...) {
+    if (!e) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int h3_fail_prefix(h3_err *e, const char *fmt, ...) {
+    if (!e) return -1;
+    char prefix[512], old[sizeof e->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, e->msg, sizeof old);
+    size_t n = strlen(prefix);
+    if (n > sizeof e->msg - 3) n = sizeof e->msg - 3;
+    memcpy(e->msg, prefix, n);
+    memcpy(e->msg + n, ": ", 2);
+    size_t room = sizeof e->msg - n - 3;
+    size_t m = strlen(old);
+    if (m > room) m = room;
+    memcpy(e->msg + n + 2, old, m);
+    e->msg[n + 2 + m] = 0;
+    return -1;
+}

@@ -1,0 +1,31 @@
+/* The tensors a component's config implies: name, dtype and shape. Each model file provides
+ * `<comp>_expected_tensors(cfg, ..., list)`; `h3 info` checks a snapshot against that list. */
+#ifndef H3_EXPECT_H
+#define H3_EXPECT_H
+
+#include <stdint.h>
+
+#include "../core/dtype.h"
+#include "../core/tensor.h"
+
+typedef struct h3_expect {
+    char     name[192];
+    h3_dtype dtype;
+    int      ndim;
+    int64_t  shape[H3_MAX_DIMS];
+} h3_expect;
+
+typedef struct h3_expect_list {
+    h3_expect *v;
+    int        n, cap;
+} h3_expect_list;
+
+/* Appends one entry: name is a printf format; then ndim and ndim int64_t dims follow the name's
+ * format arguments are given first. Example:
+ *   h3_expect_add(l, H3_BF16, 2, (int64_t[]){7168, 5376}, "transformer_blocks.%d.attn.to_q.weight", i); */
+int  h3_expect_add(h3_expect_list *l, h3_dtype dtype, int ndim, const int64_t *shape, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void h3_expect_list_free(h3_expect_list *l);
+const h3_expect *h3_expect_find(const h3_expect_list *l, const char *name);
+
+#endif

@@ -1,0 +1,89 @@
+/* MiniMax-H3 diffusion transformer (../shared/spec/dit.md). This header is the contract between
+ * the model (dit.c) and the pipeline (src/pipeline/): keep these signatures stable. */
+#ifndef H3_DIT_H
+#define H3_DIT_H
+
+#include <stdint.h>
+
+#include "../backend/backend.h"
+#include "../core/error.h"
+#include "../io/expect.h"
+
+typedef struct dit_config {
+    int   num_attention_heads;  /* 56 */
+    int   attention_head_dim;   /* 128 */
+    int   hidden_size;          /* 5376 */
+    int   num_layers;           /* 50 */
+    int   num_refiner_layers;   /* 2 */
+    int   ffn_dim;              /* 14336 */
+    int   in_channels;          /* 24 */
+    int   audio_in_channels;    /* 32 */
+    int   patch_size[3];        /* 1,2,2 */
+    int   text_dim;             /* 5120 */
+    int   freq_dim;             /* 256 */
+    int   time_embed_hidden_dim;/* 5376 */
+    int   time_embed_dim;       /* 2688 */
+    int   rope_freq_dim;        /* 16 */
+    float rope_theta;           /* 10000 */
+    float norm_eps, qk_norm_eps, final_norm_eps;
+    int   original_layout;      /* 1: FL2VA/Ref2VA names (fused qkv_proj, [gate;value] fc1) */
+} dit_config;
+
+/* dir: a transformer folder (diffusers `transformer/` or original `FL2VA/transformer/`). */
+int dit_config_load(const char *dir, dit_config *cfg, h3_err *e);
+/* Every tensor name/dtype/shape the config implies, in the layout cfg->original_layout says. */
+int dit_expected_tensors(const dit_config *cfg, h3_expect_list *out, h3_err *e);
+
+typedef struct dit_model dit_model;
+
+/* Loads (mmap, zero-copy on the CPU) a transformer folder in either layout.
+ * bf16: compute as the release runs (spec 4, "[bf16]" roundings); 0: fp32 reference. */
+dit_model *dit_load(h3_backend *be, const char *dir, int bf16, h3_err *e);
+void       dit_free(dit_model *m);
+const dit_config *dit_get_config(const dit_model *m);
+
+/* AdaLN tables (spec 4.5) for these timestep values; later forwards with these values use the
+ * tables. After dit_release_adaln, forwards only accept precomputed values. */
+int  dit_prepare_timesteps(dit_model *m, const float *t, int n, h3_err *e);
+void dit_release_adaln(dit_model *m);
+/* Stored bytes of the AdaLN projections (what dit_release_adaln gives back) and of all weights. */
+size_t dit_adaln_weight_bytes(const dit_model *m);
+size_t dit_weight_bytes(const dit_model *m);
+
+/* One forward (spec 4), batch 1. Host pointers; rows as in PROBE.md's `dit` op. */
+typedef struct dit_inputs {
+    const float   *video;            /* [Nv, in_channels*pt*ph*pw] */
+    int64_t        Nv;
+    const float   *audio;            /* [Na, audio_in_channels] */
+    int64_t        Na;
+    const float   *text;             /* [Nt, text_dim] */
+    int64_t        Nt;
+    const float   *timestep;         /* [K] */
+    int            K;
+    int64_t        S;                /* packed rows = Nt + Nv + Na */
+    const int64_t *timestep_indices; /* [S] */
+    const int64_t *token_tags;       /* [S] */
+    const double  *position_ids;     /* [S, 3] */
+    const int64_t *video_indices;    /* [Nv] */
+    const int64_t *audio_indices;    /* [Na] */
+    const int64_t *text_indices;     /* [Nt] */
+} dit_inputs;
+
+/* Validates the inputs (index ranges, partitions, K) and writes video_out [Nv, 96-ish] and
+ * audio_out [Na, audio_in_channels]. */
+int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *audio_out, h3_err *e);
+
+/* The probe's tensors (PROBE.md `dit`, already converted: f32 / i64 / f64) -> inputs of batch item b.
+ * Checks every shape the reference checks or relies on (spec 3): position_ids [S,3], token_tags and
+ * timestep_indices [S], timestep 1-D, hidden_states [B,Nv,patch dim] with Nv = len(video_indices),
+ * audio [B,Na,audio_in_channels], text [B,Nt,text_dim]. One-line errors naming the tensor. */
+typedef struct dit_tensors {
+    const h3_tensor *hidden_states, *audio_hidden_states, *encoder_hidden_states, *timestep;
+    const h3_tensor *timestep_indices, *token_tags, *position_ids, *video_indices, *audio_indices, *text_indices;
+} dit_tensors;
+int dit_inputs_from_tensors(const dit_config *cfg, const dit_tensors *t, int64_t b, dit_inputs *out, h3_err *e);
+
+/* The rotary frequency table (spec 4.1), as the reference computes it. */
+void dit_rope_inv_freq(float *out, int rope_freq_dim, float theta);
+
+#endif

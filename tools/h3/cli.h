@@ -1,0 +1,14 @@
+/* Shared pieces of the `h3` command line. */
+#ifndef H3_CLI_H
+#define H3_CLI_H
+
+/* Prints "h3: MESSAGE" on stderr and returns 2 (the exit code for bad input). */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+int cmd_info(int argc, char **argv);
+int cmd_probe(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_make_tiny(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+#endif

@@ -1,0 +1,141 @@
+/* `h3 probe OP --model DIR --in IN.safetensors --out OUT.safetensors [--component C]
+ *  [--precision fp32|bf16] [--backend cpu|cuda]`: the parity contract of ../shared/PROBE.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "probe.h"
+
+static const struct {
+    const char *name;
+    probe_fn    fn;
+} probe_ops[] = {
+    {"dit", probe_dit},
+    {"sigmas", probe_sigmas},
+    {"layout", probe_layout},
+    {"denoise", probe_denoise},
+    {"vae-decode", probe_vae_decode},
+    {"vae-encode", probe_vae_encode},
+    {"audio-decode", probe_audio_decode},
+    {"audio-encode", probe_audio_encode},
+    {"text-encode", probe_text_encode},
+    {"tokenize", probe_tokenize},
+    {"vision", probe_vision},
+};
+
+int probe_has_input(probe_ctx *p, const char *name) {
+    return p->in && st_set_entry(p->in, name, NULL) != NULL;
+}
+
+int probe_input(probe_ctx *p, const char *name, h3_dtype want, int ndim, h3_tensor **out, h3_err *e) {
+    *out = NULL;
+    h3_tensor view;
+    h3_err tmp;
+    if (st_set_get(p->in, name, &view, &tmp) != 0)
+        return h3_fail(e, "input '%s': missing from --in %s", name, st_set_path(p->in));
+    if (ndim >= 0 && view.ndim != ndim) {
+        char s[128];
+        return h3_fail(e, "input '%s': expected %d dimensions, got shape %s", name, ndim,
+                       h3_shape_str(view.shape, view.ndim, s, sizeof s));
+    }
+    int ok;
+    switch (want) {
+    case H3_F32: ok = view.dtype == H3_F32 || view.dtype == H3_BF16 || view.dtype == H3_F16 || view.dtype == H3_F64; break;
+    case H3_I64: ok = view.dtype == H3_I64 || view.dtype == H3_I32; break;
+    case H3_F64: ok = view.dtype == H3_F64 || view.dtype == H3_F32; break;
+    default: ok = view.dtype == want; break;
+    }
+    if (!ok)
+        return h3_fail(e, "input '%s': dtype %s not accepted (want %s)", name, h3_dtype_name(view.dtype),
+                       h3_dtype_name(want));
+    h3_tensor *t = h3_tensor_new(want, view.ndim, view.shape, e);
+    if (!t) return -1;
+    int64_t n = h3_tensor_numel(&view);
+    if (view.dtype == want) {
+        memcpy(t->data, view.data, h3_tensor_nbytes(t));
+    } else if (want == H3_F32) {
+        h3_convert_to_f32(t->data, view.data, view.dtype, (size_t)n);
+    } else if (want == H3_I64) {
+        const int32_t *s = view.data;
+        int64_t *d = t->data;
+        for (int64_t i = 0; i < n; i++) d[i] = s[i];
+    } else if (want == H3_F64) {
+        const float *s = view.data;
+        double *d = t->data;
+        for (int64_t i = 0; i < n; i++) d[i] = s[i];
+    }
+    *out = t;
+    return 0;
+}
+
+int probe_output(probe_ctx *p, const char *name, const h3_tensor *t, h3_err *e) {
+    return st_writer_add_tensor(p->out, name, t, e);
+}
+
+int probe_output_f32(probe_ctx *p, const char *name, const float *data, int ndim, const int64_t *shape,
+                     h3_err *e) {
+    return st_writer_add(p->out, name, H3_F32, ndim, shape, data, e);
+}
+
+static void probe_usage(FILE *f) {
+    fprintf(f, "usage: h3 probe OP --model DIR --in IN.safetensors --out OUT.safetensors\n"
+               "                [--component transformer|transformer_ref] [--precision fp32|bf16]\n"
+               "                [--backend cpu|cuda]\nops:");
+    for (size_t i = 0; i < sizeof probe_ops / sizeof probe_ops[0]; i++) fprintf(f, " %s", probe_ops[i].name);
+    fprintf(f, "\n");
+}
+
+int cmd_probe(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        probe_usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    probe_ctx p = {0};
+    p.op = argv[1];
+    const char *in_path = NULL, *out_path = NULL, *precision = "fp32", *backend = "cpu";
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char **dst = NULL;
+        if (!strcmp(a, "--model")) dst = &p.model;
+        else if (!strcmp(a, "--in")) dst = &in_path;
+        else if (!strcmp(a, "--out")) dst = &out_path;
+        else if (!strcmp(a, "--component")) dst = &p.component;
+        else if (!strcmp(a, "--precision")) dst = &precision;
+        else if (!strcmp(a, "--backend")) dst = &backend;
+        else return cli_error("probe: unknown option '%s'", a);
+        if (i + 1 >= argc) return cli_error("probe: option '%s' needs a value", a);
+        *dst = argv[++i];
+    }
+    probe_fn fn = NULL;
+    for (size_t i = 0; i < sizeof probe_ops / sizeof probe_ops[0]; i++)
+        if (!strcmp(probe_ops[i].name, p.op)) fn = probe_ops[i].fn;
+    if (!fn) return cli_error("probe: unknown op '%s' (see h3 probe --help)", p.op);
+    if (!in_path) return cli_error("probe: --in is required");
+    if (!out_path) return cli_error("probe: --out is required");
+    if (strcmp(precision, "fp32") && strcmp(precision, "bf16"))
+        return cli_error("probe: --precision must be fp32 or bf16, got '%s'", precision);
+    p.bf16 = !strcmp(precision, "bf16");
+    if (p.component && strcmp(p.component, "transformer") && strcmp(p.component, "transformer_ref"))
+        return cli_error("probe: --component must be transformer or transformer_ref, got '%s'", p.component);
+    h3_backend_kind kind;
+    if (!strcmp(backend, "cpu")) kind = H3_BACKEND_CPU;
+    else if (!strcmp(backend, "cuda")) kind = H3_BACKEND_CUDA;
+    else return cli_error("probe: --backend must be cpu or cuda, got '%s'", backend);
+
+    h3_err e = {{0}};
+    int rc = 2;
+    p.in = st_set_open(in_path, &e);
+    if (!p.in) { cli_error("probe %s: %s", p.op, e.msg); goto done; }
+    p.be = h3_backend_new(kind, 0, &e);
+    if (!p.be) { cli_error("probe %s: %s", p.op, e.msg); goto done; }
+    p.out = st_writer_new();
+    if (fn(&p, &e) != 0) { cli_error("probe %s: %s", p.op, e.msg); goto done; }
+    if (st_writer_save(p.out, out_path, NULL, &e) != 0) { cli_error("probe %s: %s", p.op, e.msg); goto done; }
+    rc = 0;
+done:
+    st_writer_free(p.out);
+    h3_backend_free(p.be);
+    st_set_free(p.in);
+    return rc;
+}

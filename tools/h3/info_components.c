@@ -1,0 +1,102 @@
+#include "info_components.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "io/snapshot.h"
+#include "model/dit.h"
+
+static int dit_expected_dir(const char *dir, h3_expect_list *out, h3_err *e) {
+    dit_config cfg;
+    if (dit_config_load(dir, &cfg, e) != 0) return -1;
+    return dit_expected_tensors(&cfg, out, e);
+}
+
+static void report(int *problems, const char *fmt, const char *a, const char *b) {
+    printf("  PROBLEM: ");
+    printf(fmt, a, b);
+    printf("\n");
+    (*problems)++;
+}
+
+static void check_tokenizer(const char *dir, int index_only, int *problems) {
+    char p[4096];
+    json_error_t je;
+    json_t *vocab = json_load_file(snapshot_path(p, sizeof p, dir, "vocab.json"), 0, &je);
+    if (!json_is_object(vocab)) report(problems, "%s: missing or not a JSON object (%s)", p, je.text);
+    json_t *cfg = json_load_file(snapshot_path(p, sizeof p, dir, "tokenizer_config.json"), 0, &je);
+    json_t *added = cfg ? json_object_get(cfg, "added_tokens_decoder") : NULL;
+    if (!json_is_object(added)) report(problems, "%s: missing, invalid, or without added_tokens_decoder (%s)", p, je.text);
+    long merges = -1;
+    FILE *f = fopen(snapshot_path(p, sizeof p, dir, "merges.txt"), "r");
+    if (f) {
+        char line[1024];
+        merges = 0;
+        while (fgets(line, sizeof line, f))
+            if (line[0] != '#') merges++;
+        fclose(f);
+    } else {
+        report(problems, "%s: %s", p, "missing");
+    }
+    printf("  vocab %zu tokens, %ld merges, %zu added tokens\n", json_object_size(vocab), merges,
+           json_object_size(added));
+    json_decref(vocab);
+    json_decref(cfg);
+}
+
+static void check_scheduler(const char *dir, int index_only, int *problems) {
+    char p[4096];
+    json_t *cfg = json_load_file(snapshot_path(p, sizeof p, dir, "scheduler_config.json"), 0, NULL);
+    json_t *shift = cfg ? json_object_get(cfg, "shift") : NULL;
+    if (!json_is_number(shift) || json_number_value(shift) <= 0) report(problems, "%s: %s", p, "\"shift\" must be a positive number");
+    json_decref(cfg);
+}
+
+static void check_files(const char *dir, int index_only, int *problems) {
+    static const char *const files[] = {"preprocessor_config.json", "video_preprocessor_config.json", NULL};
+    char p[4096];
+    for (int i = 0; files[i]; i++)
+        if (!snapshot_exists(snapshot_path(p, sizeof p, dir, files[i]))) report(problems, "%s: %s", p, "missing");
+}
+
+static const char *const dit_keys[] = {"num_layers", "hidden_size", "num_attention_heads", "attention_head_dim", "ffn_dim",
+                                       "in_channels", "audio_in_channels", "text_dim", "patch_size", NULL};
+static const char *const dit_orig_keys[] = {"num_layers", "hidden_size", "num_attention_heads", "attention_head_dim",
+                                            "ffn_hidden_size", "latents_dim", "audio_latents_dim", "text_dim", NULL};
+static const char *const vae_keys[] = {"latent_channels", "block_out_channels", "decoder_num_layers", "decoder_num_attention_heads",
+                                       "decoder_attention_head_dim", "clip_length", "token_drop", NULL};
+static const char *const avae_keys[] = {"latent_channels", "encoder_rates", "decoder_rates", "decoder_dim", "sampling_rate", NULL};
+static const char *const te_keys[] = {"hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                                      "head_dim", "intermediate_size", "vocab_size", NULL};
+static const char *const sched_keys[] = {"shift", NULL};
+static const char *const ovae_keys[] = {"latent_channels", "vae_clip_length", "vae_token_drop", "vae_tile_size", NULL};
+static const char *const oavae_keys[] = {"latent_channels", "sample_rate", NULL};
+
+static const info_component_def diffusers_components[] = {
+    {"transformer", "DiT, t2va + fl2va", "config.json", NULL, dit_keys, 1, "diffusion_pytorch_model.safetensors", dit_expected_dir, NULL},
+    {"transformer_ref", "DiT, ref2va", "config.json", NULL, dit_keys, 1, "diffusion_pytorch_model.safetensors", dit_expected_dir, NULL},
+    {"vae", "video VAE", "config.json", NULL, vae_keys, 1, "diffusion_pytorch_model.safetensors", NULL, NULL},
+    {"audio_vae", "audio VAE", "config.json", NULL, avae_keys, 1, "diffusion_pytorch_model.safetensors", NULL, NULL},
+    {"text_encoder", "Qwen3-VL conditioner", "config.json", "text_config", te_keys, 1, "model.safetensors", NULL, NULL},
+    {"tokenizer", "Qwen2 tokenizer", NULL, NULL, NULL, 0, NULL, NULL, check_tokenizer},
+    {"processor", "Qwen3-VL processor configs", NULL, NULL, NULL, 0, NULL, NULL, check_files},
+    {"scheduler", "video schedule", "scheduler_config.json", NULL, sched_keys, 0, NULL, NULL, check_scheduler},
+    {"audio_scheduler", "audio schedule", "scheduler_config.json", NULL, sched_keys, 0, NULL, NULL, check_scheduler},
+};
+
+static const info_component_def original_components[] = {
+    {"transformer", "DiT, original names", "config.json", NULL, dit_orig_keys, 1, "model.safetensors", dit_expected_dir, NULL},
+    {"video_vae", "video VAE config (weights read from the diffusers vae/)", "config.json", NULL, ovae_keys, 0, NULL, NULL, NULL, 1},
+    {"audio_vae", "audio VAE config (weights read from the diffusers audio_vae/)", "config.json", NULL, oavae_keys, 0, NULL, NULL, NULL, 1},
+};
+
+const info_component_def *info_diffusers_components(int *n) {
+    *n = (int)(sizeof diffusers_components / sizeof diffusers_components[0]);
+    return diffusers_components;
+}
+
+const info_component_def *info_original_components(int *n) {
+    *n = (int)(sizeof original_components / sizeof original_components[0]);
+    return original_components;
+}

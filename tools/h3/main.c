@@ -1,0 +1,48 @@
+/* h3: a native inference engine for MiniMax-H3. This file only dispatches subcommands. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("h3: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"generate", cmd_generate, "generate a video with audio (t2va, fl2va, ref2va)"},
+    {"info", cmd_info, "describe and validate a snapshot"},
+    {"probe", cmd_probe, "run one component on named tensors (parity contract)"},
+    {"make-tiny", cmd_make_tiny, "write a tiny random-weight snapshot (smoke tests)"},
+    {"bench", cmd_bench, "benchmark at the released shapes with random weights"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: h3 COMMAND [options]   (h3 COMMAND --help for details)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    return cli_error("unknown command '%s' (see h3 --help)", argv[1]);
+}
