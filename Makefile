@@ -18,7 +18,16 @@ else
   OPT     = -O2 -march=x86-64-v3 -mtune=generic
 endif
 CFLAGS  += $(CFLAGS_BASE) $(OPT) -Isrc -Iinclude
-LDLIBS  = -lopenblas -ljansson -lutf8proc -lm -lpthread
+# OpenBLAS's OpenMP build shares one thread pool with our OpenMP loops (the pthread build and
+# OpenMP spin against each other); fall back to the default libopenblas when it is absent.
+OPENBLAS_OMP ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
+ifneq ($(wildcard $(OPENBLAS_OMP)/libopenblas.so),)
+  CFLAGS += -I/usr/include/x86_64-linux-gnu/openblas-openmp
+  BLAS    = -L$(OPENBLAS_OMP) -Wl,-rpath,$(OPENBLAS_OMP) -lopenblas
+else
+  BLAS    = -lopenblas
+endif
+LDLIBS  = $(BLAS) -ljansson -lutf8proc -lm -lpthread
 LDFLAGS += -fopenmp $(LDSAN)
 
 SRC := $(wildcard src/core/*.c src/io/*.c src/backend/*.c src/backend/cpu/*.c src/model/*.c src/pipeline/*.c)
@@ -45,7 +54,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test clean fuzz bench
+.PHONY: all test clean fuzz bench cuda-tests
 all: $(BUILD)/h3 $(TEST_BIN)
 
 $(BUILD)/libh3.a: $(OBJ)
@@ -69,12 +78,20 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/%.o: %.cu
+# --fmad=false: like the CPU build's -ffp-contract=off (kernels write fmaf where they mean it)
+$(BUILD)/%.o: %.cu $(wildcard src/backend/cuda/*.h)
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -arch=sm_90 -std=c++17 -Isrc -DH3_CUDA -Xcompiler -fPIC -c -o $@ $<
+	$(NVCC) -O3 -arch=sm_90 -std=c++17 --fmad=false -Isrc -DH3_CUDA -Xcompiler -fPIC -c -o $@ $<
 
 test: all
 	H3_BUILD=$(BUILD) bash tests/run_tests.sh
+
+# CUDA op parity tests and micro-benchmarks (tests/cuda/, outside the CPU `make test` wildcard);
+# built here, run on a GPU machine with tests/cuda/run_device.sh.
+cuda-tests: $(BUILD)/tests/cuda/test_cuda_ops $(BUILD)/tests/cuda/bench_cuda_ops
+ifneq ($(CUDA),1)
+	$(error cuda-tests needs CUDA=1, e.g. make CUDA=1 MEDIA=0 BUILD=build-cuda cuda-tests)
+endif
 
 # libFuzzer targets (clang, ASan + UBSan): `make fuzz`, then e.g.
 #   build-fuzz/fuzz_safetensors -max_total_time=600 fuzz/corpus/safetensors

@@ -83,6 +83,15 @@ typedef struct dit_tensors {
 } dit_tensors;
 int dit_inputs_from_tensors(const dit_config *cfg, const dit_tensors *t, int64_t b, dit_inputs *out, h3_err *e);
 
+/* One main block (spec 4.6) in place on the packed rows X [S, hidden] (backend memory), using the
+ * per-row fields of `in` (timestep, timestep_indices, token_tags, position_ids; S, K). For
+ * benchmarks and tests; dit_forward runs the whole model. */
+int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h3_err *e);
+
+/* A model with random weights in memory (no files), for benchmarks: every tensor of
+ * dit_expected_tensors(cfg) in its release dtype, deterministic in seed. */
+dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int bf16, uint64_t seed, h3_err *e);
+
 /* The rotary frequency table (spec 4.1), as the reference computes it. */
 void dit_rope_inv_freq(float *out, int rope_freq_dim, float theta);
 

@@ -48,6 +48,21 @@ cp -r "$SKEL" "$tmp/cfg"; chmod -R u+w "$tmp/cfg"
 sed -i 's/"num_layers": 50/"num_layers": 49/' "$tmp/cfg/transformer/config.json"
 expect "config disagreeing with the index" 2 "tensor 'transformer_blocks.49.adaln_proj.linear.bias' is not implied by the config" "... 12 unexpected tensors in all" -- "$H3" info -d "$tmp/cfg" --index-only
 
+# A real (tiny) snapshot with weights: validates fully, then corrupted shard headers are caught.
+TINY=tests/fixtures/tiny
+expect "tiny snapshot with weights" 0 "tensors: 62 (config implies 62" "ok" -- "$H3" info -d "$TINY"
+cp -rL "$TINY" "$tmp/shape"; chmod -R u+w "$tmp/shape"
+shard="$tmp/shape/transformer/diffusion_pytorch_model-00001-of-00002.safetensors"
+# Same byte length, so the file stays a valid safetensors file with a transposed tensor.
+sed -i 's/"proj_in.weight":{"dtype":"F32","shape":\[48,96\]/"proj_in.weight":{"dtype":"F32","shape":[96,48]/' "$shard"
+expect "transposed tensor in a shard" 2 "tensor 'proj_in.weight': F32 [96,48], config implies F32 [48,96]" -- "$H3" info -d "$tmp/shape"
+cp -rL "$TINY" "$tmp/trshard"; chmod -R u+w "$tmp/trshard"
+shard="$tmp/trshard/transformer_ref/diffusion_pytorch_model-00002-of-00002.safetensors"
+head -c $(( $(stat -c%s "$shard") - 100 )) "$shard" > "$shard.x" && mv "$shard.x" "$shard"
+expect "truncated shard" 2 "diffusion_pytorch_model-00002-of-00002.safetensors" "beyond the data area" -- "$H3" info -d "$tmp/trshard"
+rm "$tmp/trshard/transformer_ref/diffusion_pytorch_model-00002-of-00002.safetensors"
+expect "missing shard" 2 "shards missing (1 of 2)" -- "$H3" info -d "$tmp/trshard"
+
 expect "not a snapshot" 2 "no model_index.json" -- "$H3" info -d "$SKEL/tokenizer"
 expect "missing dir" 2 "not a directory" -- "$H3" info -d "$tmp/nope"
 expect "missing -d" 2 "-d SNAPSHOT_DIR is required" -- "$H3" info

@@ -15,6 +15,7 @@ static const struct {
     {"sigmas", probe_sigmas},
     {"layout", probe_layout},
     {"denoise", probe_denoise},
+    {"noise", probe_noise},
     {"vae-decode", probe_vae_decode},
     {"vae-encode", probe_vae_encode},
     {"audio-decode", probe_audio_decode},

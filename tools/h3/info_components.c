@@ -5,12 +5,27 @@
 #include <string.h>
 
 #include "io/snapshot.h"
+#include "model/audio_vae.h"
 #include "model/dit.h"
+#include "model/text_encoder.h"
+#include "model/video_vae.h"
 
 static int dit_expected_dir(const char *dir, h3_expect_list *out, h3_err *e) {
     dit_config cfg;
     if (dit_config_load(dir, &cfg, e) != 0) return -1;
     return dit_expected_tensors(&cfg, out, e);
+}
+
+static int video_vae_expected_dir(const char *dir, h3_expect_list *out, h3_err *e) {
+    video_vae_config cfg;
+    if (video_vae_config_load(dir, &cfg, e) != 0) return -1;
+    return video_vae_expected_tensors(&cfg, out, e);
+}
+
+static int audio_vae_expected_dir(const char *dir, h3_expect_list *out, h3_err *e) {
+    audio_vae_config cfg;
+    if (audio_vae_config_load(dir, &cfg, e) != 0) return -1;
+    return audio_vae_expected_tensors(&cfg, out, e);
 }
 
 static void report(int *problems, const char *fmt, const char *a, const char *b) {
@@ -74,19 +89,19 @@ static const char *const ovae_keys[] = {"latent_channels", "vae_clip_length", "v
 static const char *const oavae_keys[] = {"latent_channels", "sample_rate", NULL};
 
 static const info_component_def diffusers_components[] = {
-    {"transformer", "DiT, t2va + fl2va", "config.json", NULL, dit_keys, 1, "diffusion_pytorch_model.safetensors", dit_expected_dir, NULL},
-    {"transformer_ref", "DiT, ref2va", "config.json", NULL, dit_keys, 1, "diffusion_pytorch_model.safetensors", dit_expected_dir, NULL},
-    {"vae", "video VAE", "config.json", NULL, vae_keys, 1, "diffusion_pytorch_model.safetensors", NULL, NULL},
-    {"audio_vae", "audio VAE", "config.json", NULL, avae_keys, 1, "diffusion_pytorch_model.safetensors", NULL, NULL},
-    {"text_encoder", "Qwen3-VL conditioner", "config.json", "text_config", te_keys, 1, "model.safetensors", NULL, NULL},
-    {"tokenizer", "Qwen2 tokenizer", NULL, NULL, NULL, 0, NULL, NULL, check_tokenizer},
-    {"processor", "Qwen3-VL processor configs", NULL, NULL, NULL, 0, NULL, NULL, check_files},
-    {"scheduler", "video schedule", "scheduler_config.json", NULL, sched_keys, 0, NULL, NULL, check_scheduler},
-    {"audio_scheduler", "audio schedule", "scheduler_config.json", NULL, sched_keys, 0, NULL, NULL, check_scheduler},
+    {"transformer", "DiT, t2va + fl2va", "config.json", NULL, dit_keys, 1, "diffusion_pytorch_model.safetensors", dit_expected_dir, NULL, 0},
+    {"transformer_ref", "DiT, ref2va", "config.json", NULL, dit_keys, 1, "diffusion_pytorch_model.safetensors", dit_expected_dir, NULL, 0},
+    {"vae", "video VAE", "config.json", NULL, vae_keys, 1, "diffusion_pytorch_model.safetensors", video_vae_expected_dir, NULL, 0},
+    {"audio_vae", "audio VAE", "config.json", NULL, avae_keys, 1, "diffusion_pytorch_model.safetensors", audio_vae_expected_dir, NULL, 0},
+    {"text_encoder", "Qwen3-VL conditioner", "config.json", "text_config", te_keys, 1, "model.safetensors", text_encoder_expected_dir, NULL, 0},
+    {"tokenizer", "Qwen2 tokenizer", NULL, NULL, NULL, 0, NULL, NULL, check_tokenizer, 0},
+    {"processor", "Qwen3-VL processor configs", NULL, NULL, NULL, 0, NULL, NULL, check_files, 0},
+    {"scheduler", "video schedule", "scheduler_config.json", NULL, sched_keys, 0, NULL, NULL, check_scheduler, 0},
+    {"audio_scheduler", "audio schedule", "scheduler_config.json", NULL, sched_keys, 0, NULL, NULL, check_scheduler, 0},
 };
 
 static const info_component_def original_components[] = {
-    {"transformer", "DiT, original names", "config.json", NULL, dit_orig_keys, 1, "model.safetensors", dit_expected_dir, NULL},
+    {"transformer", "DiT, original names", "config.json", NULL, dit_orig_keys, 1, "model.safetensors", dit_expected_dir, NULL, 0},
     {"video_vae", "video VAE config (weights read from the diffusers vae/)", "config.json", NULL, ovae_keys, 0, NULL, NULL, NULL, 1},
     {"audio_vae", "audio VAE config (weights read from the diffusers audio_vae/)", "config.json", NULL, oavae_keys, 0, NULL, NULL, NULL, 1},
 };

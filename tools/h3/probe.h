@@ -37,6 +37,7 @@ int probe_dit(probe_ctx *p, h3_err *e);
 int probe_sigmas(probe_ctx *p, h3_err *e);
 int probe_layout(probe_ctx *p, h3_err *e);
 int probe_denoise(probe_ctx *p, h3_err *e);
+int probe_noise(probe_ctx *p, h3_err *e);
 int probe_vae_decode(probe_ctx *p, h3_err *e);
 int probe_vae_encode(probe_ctx *p, h3_err *e);
 int probe_audio_decode(probe_ctx *p, h3_err *e);

@@ -9,6 +9,9 @@
 #include <string.h>
 
 #define RND(v) ((flags & H3_BF16_OUT) ? h3_round_bf16(v) : (v))
+/* Start threads only when the loop has enough work to pay for them (tiny ops dominate small
+ * models, and waking a pool thousands of times costs more than it saves). */
+#define PAR(work) ((int64_t)(work) >= 32768)
 
 void *cpu_alloc(h3_backend *be, size_t bytes) {
     size_t n = (bytes + 63) / 64 * 64;
@@ -42,7 +45,7 @@ void cpu_matmul(h3_backend *be, float *y, const float *x, int64_t M, const h3_te
         size_t esz = h3_dtype_size(w->dtype);
         for (int64_t n0 = 0; n0 < N; n0 += tile) {
             int64_t nt = N - n0 < tile ? N - n0 : tile;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(PAR(nt * K))
             for (int64_t r = 0; r < nt; r++)
                 h3_convert_to_f32(buf + r * K, wb + (size_t)((n0 + r) * K) * esz, w->dtype, (size_t)K);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nt, (int)K, 1.0f, x, (int)K, buf,
@@ -56,7 +59,7 @@ void cpu_matmul(h3_backend *be, float *y, const float *x, int64_t M, const h3_te
             bf = malloc((size_t)N * sizeof(float));
             h3_convert_to_f32(bf, bias->data, bias->dtype, (size_t)N);
         }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(PAR(M * N))
         for (int64_t m = 0; m < M; m++) {
             float *row = y + m * N;
             for (int64_t n = 0; n < N; n++) {
@@ -82,7 +85,7 @@ void cpu_attention(h3_backend *be, float *out, int64_t o_stride, const float *q,
             const float *qh = q + q0 * q_stride + (int64_t)h * D;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)Skv, D, scale, qh, (int)q_stride, kh,
                         (int)k_stride, 0.0f, scores, (int)Skv);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(PAR(nq * Skv))
             for (int64_t i = 0; i < nq; i++) {
                 float *s = scores + i * Skv;
                 int64_t lim = causal ? q0 + i + 1 : Skv;
@@ -110,7 +113,7 @@ void cpu_attention(h3_backend *be, float *out, int64_t o_stride, const float *q,
 
 void cpu_rmsnorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w, float eps,
                  int flags) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(PAR(rows * dim))
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * dim;
         float *yr = y + r * dim;
@@ -127,7 +130,7 @@ void cpu_rmsnorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t
 
 void cpu_layernorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w,
                    const float *b, float eps, int flags) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(PAR(rows * dim))
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * dim;
         float *yr = y + r * dim;
@@ -148,7 +151,7 @@ void cpu_layernorm(h3_backend *be, float *y, const float *x, int64_t rows, int64
 void cpu_groupnorm(h3_backend *be, float *y, const float *x, int64_t N, int64_t C, int64_t L, int groups,
                    const float *w, const float *b, float eps, int flags) {
     int64_t cg = C / groups;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if(PAR(N * C * L))
     for (int64_t n = 0; n < N; n++) {
         for (int g = 0; g < groups; g++) {
             const float *xg = x + (n * C + g * cg) * L;
@@ -175,7 +178,7 @@ void cpu_groupnorm(h3_backend *be, float *y, const float *x, int64_t N, int64_t 
 void cpu_rope_half(h3_backend *be, float *x, int64_t rows, int64_t stride, int nheads, int head_dim, int rot_dim,
                    const float *cos, const float *sin, int flags) {
     int half = rot_dim / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(PAR(rows * stride))
     for (int64_t r = 0; r < rows; r++) {
         const float *cr = cos + r * rot_dim, *sr = sin + r * rot_dim;
         float tmp[1024];
@@ -198,7 +201,7 @@ void cpu_rope_half(h3_backend *be, float *x, int64_t rows, int64_t stride, int n
 
 #define ELEMENTWISE(name, expr)                                                                   \
     void cpu_##name(h3_backend *be, float *y, const float *x, int64_t n, int flags) {            \
-        _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < n; i++) {            \
+        _Pragma("omp parallel for schedule(static) if(PAR(n))") for (int64_t i = 0; i < n; i++) {            \
             float v = x[i];                                                                       \
             float r = (expr);                                                                     \
             y[i] = RND(r);                                                                        \
@@ -210,27 +213,27 @@ ELEMENTWISE(gelu_tanh, 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044
 ELEMENTWISE(gelu_erf, 0.5f * v * (1.0f + erff(v * 0.7071067811865476f)))
 
 void cpu_add(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(PAR(n))
     for (int64_t i = 0; i < n; i++) y[i] = RND(a[i] + b[i]);
 }
 
 void cpu_mul(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(PAR(n))
     for (int64_t i = 0; i < n; i++) y[i] = RND(a[i] * b[i]);
 }
 
 void cpu_scale(h3_backend *be, float *y, const float *x, float s, int64_t n, int flags) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(PAR(n))
     for (int64_t i = 0; i < n; i++) y[i] = RND(x[i] * s);
 }
 
 void cpu_round_bf16_buf(h3_backend *be, float *x, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(PAR(n))
     for (int64_t i = 0; i < n; i++) x[i] = h3_round_bf16(x[i]);
 }
 
 void cpu_add_bias(h3_backend *be, float *y, const float *bias, int64_t rows, int64_t dim, int flags) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if(PAR(rows * dim))
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < dim; c++) y[r * dim + c] = RND(y[r * dim + c] + bias[c]);
 }

@@ -1,0 +1,28 @@
+/* Ops of the Qwen3-VL conditioner (../shared/spec/text_encoder.md sections 2-3) that the core set
+ * lacks. CUDA has no twin yet: on a CUDA backend h3_rmsnorm_qwen falls back to the core
+ * h3_rmsnorm with gain (one bf16 rounding fewer) and h3_rows_add to per-row h3_add. */
+#ifndef H3_BACKEND_TEXT_H
+#define H3_BACKEND_TEXT_H
+
+#include <stdint.h>
+
+#include "backend.h"
+
+/* Qwen3VLTextRMSNorm (spec 2.4): y = w * round(x * rsqrt(mean(x^2) + eps)); with H3_BF16_OUT the
+ * normalized value is rounded to bf16 before the gain multiply and the product is rounded again.
+ * x, y: rows x dim (y may alias x); w: dim floats (backend memory). Statistics in fp32. */
+void h3_rmsnorm_qwen(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w, float eps,
+                     int flags);
+
+/* x[rows[a], :] += src[a, :] for a < n (rows of dim floats; rows host memory). Deepstack (spec 2.9). */
+void h3_rows_add(h3_backend *be, float *x, const int64_t *rows, const float *src, int64_t n, int64_t dim, int flags);
+
+/* Attention as transformers' eager path computes it (the reference the goldens use). Same
+ * arguments as h3_attention. Without H3_BF16_OUT it is h3_attention. With it, the bf16 tensor
+ * ops of eager_attention_forward are reproduced: scores = bf16(q.k^T), bf16(scores * scale),
+ * softmax in fp32 rounded to bf16, out = bf16(P.V) (fp32 accumulation throughout). */
+void h3_attention_eager(h3_backend *be, float *out, int64_t o_stride, const float *q, int64_t q_stride, const float *k,
+                        int64_t k_stride, const float *v, int64_t v_stride, int64_t Sq, int64_t Skv, int Hq, int Hkv,
+                        int D, float scale, int causal, int flags);
+
+#endif

@@ -1,0 +1,352 @@
+/* The CUDA backend's life cycle, memory (a stream-ordered pool) and GEMMs (cuBLASLt).
+ * All work goes to one stream per backend, so every op is ordered after the previous one without
+ * host synchronization; only h3_download and h3_sync wait. */
+#include "cuda_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+
+void cuda_record_error(h3_backend *be, const char *what, const char *detail) {
+    cuda_impl *c = cuda_of(be);
+    if (c->failed) return;
+    c->failed = 1;
+    snprintf(c->errmsg, sizeof c->errmsg, "cuda backend: %s failed: %s", what, detail);
+    fprintf(stderr, "h3: %s\n", c->errmsg);
+}
+
+int cuda_backend_check(h3_backend *be, h3_err *e) {
+    cuda_impl *c = cuda_of(be);
+    return c->failed ? h3_fail(e, "%s", c->errmsg) : 0;
+}
+
+int cuda_backend_init(h3_backend *be, h3_err *e) {
+    int ndev = 0;
+    cudaError_t err = cudaGetDeviceCount(&ndev);
+    if (err != cudaSuccess || ndev == 0)
+        return h3_fail(e, "--backend cuda: no usable CUDA device (%s)",
+                       err != cudaSuccess ? cudaGetErrorString(err) : "device count 0");
+    cuda_impl *c = (cuda_impl *)calloc(1, sizeof *c);
+    if (!c) return h3_fail(e, "out of memory");
+    be->impl = c;
+    c->device = 0;
+    c->widen_tile = 64LL << 20; /* 256 MB of fp32: big enough to keep the SGEMM efficient */
+    const char *prec = getenv("H3_CUDA_PRECISION");
+    c->force_fp32 = prec && strcmp(prec, "fp32") == 0;
+    const char *bn = getenv("H3_FLASH_BN");
+    c->flash_bn = bn ? atoi(bn) : 64;
+    if ((err = cudaSetDevice(c->device)) != cudaSuccess ||
+        (err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        free(c);
+        be->impl = NULL;
+        return h3_fail(e, "--backend cuda: cannot start device 0 (%s)", cudaGetErrorString(err));
+    }
+    /* Keep freed blocks in the pool: per-op scratch then costs no cudaMalloc after warm-up. */
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, c->device) == cudaSuccess) {
+        uint64_t keep = UINT64_MAX;
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) {
+        cudaStreamDestroy(c->stream);
+        free(c);
+        be->impl = NULL;
+        return h3_fail(e, "--backend cuda: cublasLtCreate failed");
+    }
+    c->workspace_bytes = 64u << 20;
+    if (cudaMalloc(&c->workspace, c->workspace_bytes) != cudaSuccess) c->workspace_bytes = 0, c->workspace = NULL;
+    cudaEventCreate(&c->marks[0]);
+    cudaEventCreate(&c->marks[1]);
+    return 0;
+}
+
+void cuda_backend_shutdown(h3_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    if (!c) return;
+    cudaStreamSynchronize(c->stream);
+    cuda_sdpa_release(be);
+    cudaEventDestroy(c->marks[0]);
+    cudaEventDestroy(c->marks[1]);
+    if (c->workspace) cudaFree(c->workspace);
+    cublasLtDestroy(c->lt);
+    cudaStreamDestroy(c->stream);
+    free(c);
+    be->impl = NULL;
+}
+
+/* ---- memory ---- */
+
+void *cuda_alloc(h3_backend *be, size_t bytes) {
+    cuda_impl *c = cuda_of(be);
+    void *p = NULL;
+    size_t n = bytes ? (bytes + 255) / 256 * 256 : 256;
+    if (cudaMallocAsync(&p, n, c->stream) != cudaSuccess) {
+        cudaGetLastError(); /* out of memory is reported by the NULL return, not as a sticky error */
+        return NULL;
+    }
+    CUDA_OK(be, cudaMemsetAsync(p, 0, n, c->stream));
+    return p;
+}
+
+void *cuda_scratch(h3_backend *be, size_t bytes) {
+    cuda_impl *c = cuda_of(be);
+    void *p = NULL;
+    cudaError_t err = cudaMallocAsync(&p, bytes ? bytes : 256, c->stream);
+    if (err != cudaSuccess) {
+        char what[96];
+        snprintf(what, sizeof what, "scratch allocation of %zu bytes", bytes);
+        cuda_record_error(be, what, cudaGetErrorString(err));
+        return NULL;
+    }
+    return p;
+}
+
+void cuda_free(h3_backend *be, void *p) {
+    if (p) CUDA_OK(be, cudaFreeAsync(p, cuda_of(be)->stream));
+}
+
+void cuda_upload(h3_backend *be, void *dst, const void *src, size_t bytes) {
+    /* From pageable memory this returns once src has been staged, so src may be freed after. */
+    CUDA_OK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_of(be)->stream));
+}
+
+void cuda_download(h3_backend *be, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_OK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    CUDA_OK(be, cudaStreamSynchronize(c->stream));
+}
+
+void cuda_copy(h3_backend *be, void *dst, const void *src, size_t bytes) {
+    cuda_impl *c = cuda_of(be);
+    const char *d = (const char *)dst, *s = (const char *)src;
+    if (dst == src || bytes == 0) return;
+    if (d < s + bytes && s < d + bytes) { /* overlapping (memmove semantics): go through scratch */
+        void *tmp = cuda_scratch(be, bytes);
+        if (!tmp) return;
+        CUDA_OK(be, cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+        CUDA_OK(be, cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice, c->stream));
+        cuda_free(be, tmp);
+        return;
+    }
+    CUDA_OK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+}
+
+void cuda_sync(h3_backend *be) { CUDA_OK(be, cudaStreamSynchronize(cuda_of(be)->stream)); }
+
+void cuda_mark(h3_backend *be, int slot) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_OK(be, cudaEventRecord(c->marks[slot ? 1 : 0], c->stream));
+}
+
+float cuda_elapsed_ms(h3_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    float ms = 0.0f;
+    CUDA_OK(be, cudaEventSynchronize(c->marks[1]));
+    CUDA_OK(be, cudaEventElapsedTime(&ms, c->marks[0], c->marks[1]));
+    return ms;
+}
+
+void cuda_set_widen_tile(h3_backend *be, int64_t elems) { cuda_of(be)->widen_tile = elems > 0 ? elems : 1; }
+
+} /* extern "C" */
+
+/* ---- conversions ---- */
+
+static __global__ void k_f32_to_bf16(uint16_t *dst, const float *src, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = f32_to_bf16_bits(src[i]);
+}
+
+/* Rows [0, rows) of a BF16 (is_f16 = 0) or F16 weight widened to fp32; exact. */
+static __global__ void k_widen(float *dst, const uint16_t *src, int64_t n, int is_f16) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        uint16_t h = src[i];
+        dst[i] = is_f16 ? __half2float(__ushort_as_half(h)) : __uint_as_float((uint32_t)h << 16);
+    }
+}
+
+static __device__ __forceinline__ float load_as_f32(const void *p, int64_t i, h3_dtype t) {
+    if (t == H3_F32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    if (t == H3_BF16) return __uint_as_float((uint32_t)h << 16);
+    return __half2float(__ushort_as_half(h));
+}
+
+/* y[m, n] = round?(y[m, n] + bias[n]); the CPU twin's epilogue. */
+static __global__ void k_bias_round(float *y, const void *bias, h3_dtype bt, int64_t M, int64_t N, int round) {
+    int64_t total = M * N;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = y[i];
+        if (bias) v = v + load_as_f32(bias, i % N, bt);
+        y[i] = round ? round_bf16(v) : v;
+    }
+}
+
+extern "C" void cuda_f32_to_bf16(h3_backend *be, uint16_t *dst, const float *src, int64_t n) {
+    if (n <= 0) return;
+    k_f32_to_bf16<<<cuda_blocks(n, 256), 256, 0, cuda_of(be)->stream>>>(dst, src, n);
+    CUDA_LAUNCHED(be, "f32_to_bf16");
+}
+
+/* ---- cuBLASLt ---- */
+
+static int ptr_align(const void *p) {
+    uintptr_t u = (uintptr_t)p;
+    int a = 256;
+    while (a > 1 && (u % (uintptr_t)a)) a >>= 1;
+    return a;
+}
+
+/* Row-major y[M,N] = x[M,K] . w[N,K]^T, written column-major as D[N,M] = W^T(NxK) . X(KxM): A = w with
+ * op T (ld K), B = x with op N (ld K), D ld = ldd (>= N; a column slice of a wider y). */
+static void lt_gemm(h3_backend *be, int kind, const void *w, const void *x, void *y, int64_t M, int64_t N,
+                    int64_t K, int64_t ldd) {
+    cuda_impl *c = cuda_of(be);
+    cudaDataType_t ab = kind == CUDA_GEMM_F32 ? CUDA_R_32F : CUDA_R_16BF;
+    cudaDataType_t cd = kind == CUDA_GEMM_BF16_BF16OUT ? CUDA_R_16BF : CUDA_R_32F;
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
+    cublasStatus_t st;
+    int align = ptr_align(w);
+    if (ptr_align(x) < align) align = ptr_align(x);
+    if (ptr_align(y) < align) align = ptr_align(y);
+    char what[128];
+    snprintf(what, sizeof what, "cublasLt matmul (kind %d, M %lld N %lld K %lld)", kind, (long long)M, (long long)N,
+             (long long)K);
+
+    if ((st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS) goto fail;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA);
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB);
+    if ((st = cublasLtMatrixLayoutCreate(&la, ab, (uint64_t)K, (uint64_t)N, K)) != CUBLAS_STATUS_SUCCESS) goto fail;
+    if ((st = cublasLtMatrixLayoutCreate(&lb, ab, (uint64_t)K, (uint64_t)M, K)) != CUBLAS_STATUS_SUCCESS) goto fail;
+    if ((st = cublasLtMatrixLayoutCreate(&ld, cd, (uint64_t)N, (uint64_t)M, ldd)) != CUBLAS_STATUS_SUCCESS) goto fail;
+
+    {
+        cuda_gemm_plan *plan = NULL;
+        int key_kind = kind * 1000 + align; /* the heuristic's choice depends on alignment too */
+        for (int i = 0; i < CUDA_PLAN_CACHE; i++) {
+            cuda_gemm_plan *p = &c->plans[i];
+            if (p->used && p->kind == key_kind && p->M == M && p->N == N && p->K == K && ldd == N) {
+                plan = p;
+                break;
+            }
+        }
+        if (!plan) {
+            cublasLtMatmulHeuristicResult_t res;
+            int nres = 0;
+            uint64_t ws = c->workspace_bytes;
+            uint32_t al = (uint32_t)align;
+            if ((st = cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) goto fail;
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+            st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, 1, &res, &nres);
+            if (st != CUBLAS_STATUS_SUCCESS) goto fail;
+            if (nres < 1) {
+                st = CUBLAS_STATUS_NOT_SUPPORTED;
+                goto fail;
+            }
+            plan = &c->plans[c->plan_next];
+            c->plan_next = (c->plan_next + 1) % CUDA_PLAN_CACHE;
+            plan->used = ldd == N; /* only cache the common contiguous case */
+            plan->kind = key_kind;
+            plan->M = M, plan->N = N, plan->K = K;
+            plan->algo = res.algo;
+        }
+        float alpha = 1.0f, beta = 0.0f;
+        st = cublasLtMatmul(c->lt, op, &alpha, w, la, x, lb, &beta, y, ld, y, ld, &plan->algo, c->workspace,
+                            c->workspace_bytes, c->stream);
+        if (st != CUBLAS_STATUS_SUCCESS) goto fail;
+    }
+    goto done;
+fail:
+    cuda_record_error(be, what, cublasLtGetStatusString(st));
+done:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (op) cublasLtMatmulDescDestroy(op);
+}
+
+extern "C" void cuda_gemm_bf16(h3_backend *be, uint16_t *y, const uint16_t *x, const uint16_t *w, int64_t M,
+                               int64_t N, int64_t K) {
+    if (M <= 0 || N <= 0) return;
+    lt_gemm(be, CUDA_GEMM_BF16_BF16OUT, w, x, y, M, N, K, N);
+}
+
+extern "C" void cuda_matmul(h3_backend *be, float *y, const float *x, int64_t M, const h3_tensor *w,
+                            const h3_tensor *bias, int flags) {
+    cuda_impl *c = cuda_of(be);
+    int64_t N = w->shape[0], K = w->shape[1];
+    if (M <= 0 || N <= 0) return;
+    if (w->dtype == H3_BF16 && (flags & H3_BF16_OUT) && !c->force_fp32) {
+        /* bf16 tensor-core path: x rounded to bf16 (a no-op on the reference's bf16 activations). */
+        uint16_t *xb = (uint16_t *)cuda_scratch(be, (size_t)(M * K) * 2);
+        if (!xb) return;
+        cuda_f32_to_bf16(be, xb, x, M * K);
+        lt_gemm(be, CUDA_GEMM_BF16_F32OUT, w->data, xb, y, M, N, K, N);
+        cuda_free(be, xb);
+    } else if (w->dtype == H3_F32) {
+        lt_gemm(be, CUDA_GEMM_F32, w->data, x, y, M, N, K, N);
+    } else if (w->dtype == H3_BF16 || w->dtype == H3_F16) {
+        /* exact fp32 path: widen a tile of weight rows, SGEMM into the matching columns of y */
+        int64_t tile = c->widen_tile / (K > 0 ? K : 1);
+        if (tile < 1) tile = 1;
+        if (tile > N) tile = N;
+        float *buf = (float *)cuda_scratch(be, (size_t)(tile * K) * sizeof(float));
+        if (!buf) return;
+        for (int64_t n0 = 0; n0 < N; n0 += tile) {
+            int64_t nt = N - n0 < tile ? N - n0 : tile;
+            k_widen<<<cuda_blocks(nt * K, 256), 256, 0, c->stream>>>(buf, (const uint16_t *)w->data + n0 * K,
+                                                                       nt * K, w->dtype == H3_F16);
+            CUDA_LAUNCHED(be, "widen");
+            lt_gemm(be, CUDA_GEMM_F32, buf, x, y + n0, M, nt, K, N);
+        }
+        cuda_free(be, buf);
+    } else {
+        cuda_record_error(be, "matmul", "weight dtype must be F32, BF16 or F16");
+        return;
+    }
+    if (bias || (flags & H3_BF16_OUT)) {
+        k_bias_round<<<cuda_blocks(M * N, 256), 256, 0, c->stream>>>(y, bias ? bias->data : NULL,
+                                                                      bias ? bias->dtype : H3_F32, M, N,
+                                                                      (flags & H3_BF16_OUT) != 0);
+        CUDA_LAUNCHED(be, "bias_round");
+    }
+}
+
+/* ---- random fills for tests and benchmarks (a hash of the index: reproducible, no state) ---- */
+
+static __device__ __forceinline__ float hash_uniform(uint64_t i, uint64_t seed) {
+    uint64_t z = i * 0x9E3779B97F4A7C15ull + seed * 0xD1B54A32D192ED03ull + 1;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f; /* [-1, 1) */
+}
+
+static __global__ void k_fill(float *x, uint16_t *xb, int64_t n, uint64_t seed, float scale) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = hash_uniform((uint64_t)i, seed) * scale;
+        if (x) x[i] = v;
+        else xb[i] = f32_to_bf16_bits(v);
+    }
+}
+
+extern "C" void cuda_fill_random(h3_backend *be, float *x, int64_t n, uint64_t seed, float scale) {
+    if (n <= 0) return;
+    k_fill<<<cuda_blocks(n, 256), 256, 0, cuda_of(be)->stream>>>(x, NULL, n, seed, scale);
+    CUDA_LAUNCHED(be, "fill_random");
+}
+
+extern "C" void cuda_fill_random_bf16(h3_backend *be, uint16_t *x, int64_t n, uint64_t seed, float scale) {
+    if (n <= 0) return;
+    k_fill<<<cuda_blocks(n, 256), 256, 0, cuda_of(be)->stream>>>(NULL, x, n, seed, scale);
+    CUDA_LAUNCHED(be, "fill_random_bf16");
+}

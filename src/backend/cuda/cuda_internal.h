@@ -1,0 +1,85 @@
+/* Private state and helpers shared by the CUDA backend's .cu files. */
+#ifndef H3_CUDA_INTERNAL_H
+#define H3_CUDA_INTERNAL_H
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cuda_ops.h"
+
+/* One cached cuBLASLt plan: a shape/type combination and the algorithm the heuristic chose. */
+typedef struct cuda_gemm_plan {
+    int                    used;
+    int                    kind; /* CUDA_GEMM_* below */
+    int64_t                M, N, K;
+    cublasLtMatmulAlgo_t   algo;
+} cuda_gemm_plan;
+
+enum { CUDA_GEMM_F32 = 0, CUDA_GEMM_BF16_F32OUT = 1, CUDA_GEMM_BF16_BF16OUT = 2 };
+enum { CUDA_PLAN_CACHE = 64 };
+
+typedef struct cuda_impl {
+    int              device;
+    cudaStream_t     stream;
+    cublasLtHandle_t lt;
+    void            *workspace; /* cuBLASLt workspace */
+    size_t           workspace_bytes;
+    int              force_fp32;  /* H3_CUDA_PRECISION=fp32 */
+    int              flash_bn;    /* H3_FLASH_BN: keys per flash tile at head_dim 128 (tuning) */
+    int64_t          widen_tile;  /* elements of a widened weight tile (fp32 matmul path) */
+    int              failed;      /* sticky first error */
+    char             errmsg[512];
+    cudaEvent_t      marks[2];
+    void            *sdpa;        /* cuDNN SDPA state (cuda_sdpa_cudnn.cu), created on first use */
+    cuda_gemm_plan   plans[CUDA_PLAN_CACHE];
+    int              plan_next;
+} cuda_impl;
+
+static inline cuda_impl *cuda_of(h3_backend *be) { return (cuda_impl *)be->impl; }
+
+/* Records the first failure (the ops are void; cuda_backend_check reports it). */
+extern "C" void cuda_record_error(h3_backend *be, const char *what, const char *detail);
+
+#define CUDA_OK(be, call)                                                          \
+    do {                                                                           \
+        cudaError_t err_ = (call);                                                 \
+        if (err_ != cudaSuccess) cuda_record_error((be), #call, cudaGetErrorString(err_)); \
+    } while (0)
+
+/* After each launch: catches bad configurations (the kernel's own faults show at the next sync). */
+#define CUDA_LAUNCHED(be, name)                                                    \
+    do {                                                                           \
+        cudaError_t err_ = cudaGetLastError();                                     \
+        if (err_ != cudaSuccess) cuda_record_error((be), name, cudaGetErrorString(err_)); \
+    } while (0)
+
+/* Scratch memory from the stream-ordered pool (freed with cuda_free, also stream-ordered). */
+extern "C" void *cuda_scratch(h3_backend *be, size_t bytes);
+/* Frees the cuDNN handle and cached SDPA plans (cuda_sdpa_cudnn.cu). */
+extern "C" void cuda_sdpa_release(h3_backend *be);
+
+static inline unsigned cuda_blocks(int64_t n, int threads) {
+    int64_t b = (n + threads - 1) / threads;
+    if (b > 65536LL * 16) b = 65536LL * 16; /* kernels use grid-stride loops */
+    return (unsigned)(b < 1 ? 1 : b);
+}
+
+/* Same rounding as h3_round_bf16 (dtype.h): nearest even, NaN stays a quiet NaN. */
+static __device__ __forceinline__ float round_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float((u | 0x00400000u) & 0xffff0000u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return __uint_as_float(u & 0xffff0000u);
+}
+
+static __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+#endif

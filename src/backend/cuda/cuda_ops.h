@@ -1,0 +1,95 @@
+/* CUDA twins of the core backend ops (backend.h), plus the backend's life cycle and a few entry
+ * points for tests and benchmarks. Same arguments as cpu_<op> (cpu/cpu_ops.h); all float pointers
+ * are device memory. Plain C interface: the implementations are extern "C" in the .cu files.
+ *
+ * Precision of each path (docs/cuda.md has the details and the measured errors):
+ *   matmul  F32 weight                     fp32 SGEMM (cuBLASLt COMPUTE_32F, no TF32): exact fp32 path
+ *           BF16/F16 weight, no H3_BF16_OUT weight widened to fp32 tile by tile, then fp32 SGEMM
+ *           BF16 weight with H3_BF16_OUT   x rounded to bf16 (exact when x is bf16 already, as in the
+ *                                          reference's mixed mode), BF16 x BF16 tensor cores, fp32
+ *                                          accumulate, fp32 bias add, one bf16 rounding
+ *   attention with H3_BF16_OUT and D in {64, 128}: q/k/v rounded to bf16, flash kernel on bf16
+ *           tensor cores (fp32 scores, fp32 online softmax, P rounded to bf16 like torch's flash
+ *           SDPA, fp32 accumulation); otherwise an fp32 kernel (online softmax, fp32 throughout).
+ *   everything else: fp32 arithmetic in the CPU twin's order (compiled with --fmad=false), one bf16
+ *           rounding where the twin rounds.
+ * H3_CUDA_PRECISION=fp32 forces the fp32 paths everywhere (for parity runs of the bf16 mode). */
+#ifndef H3_CUDA_OPS_H
+#define H3_CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* the project headers are C: give their declarations C linkage when nvcc compiles a .cu */
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "../backend.h"
+
+int  cuda_backend_init(h3_backend *be, h3_err *e);
+void cuda_backend_shutdown(h3_backend *be);
+/* First CUDA/cuBLASLt error since init (ops are void): 0 when none, else -1 with e filled. */
+int  cuda_backend_check(h3_backend *be, h3_err *e);
+
+void *cuda_alloc(h3_backend *be, size_t bytes);
+void  cuda_free(h3_backend *be, void *p);
+void  cuda_upload(h3_backend *be, void *dst, const void *src_host, size_t bytes);
+void  cuda_download(h3_backend *be, void *dst_host, const void *src, size_t bytes);
+void  cuda_copy(h3_backend *be, void *dst, const void *src, size_t bytes);
+void  cuda_sync(h3_backend *be);
+
+void cuda_matmul(h3_backend *be, float *y, const float *x, int64_t M, const h3_tensor *w, const h3_tensor *bias,
+                 int flags);
+void cuda_attention(h3_backend *be, float *out, int64_t o_stride, const float *q, int64_t q_stride, const float *k,
+                    int64_t k_stride, const float *v, int64_t v_stride, int64_t Sq, int64_t Skv, int Hq, int Hkv,
+                    int D, float scale, int causal, int flags);
+void cuda_rmsnorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w, float eps,
+                  int flags);
+void cuda_layernorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w,
+                    const float *b, float eps, int flags);
+void cuda_groupnorm(h3_backend *be, float *y, const float *x, int64_t N, int64_t C, int64_t L, int groups,
+                    const float *w, const float *b, float eps, int flags);
+void cuda_rope_half(h3_backend *be, float *x, int64_t rows, int64_t stride, int nheads, int head_dim, int rot_dim,
+                    const float *cos, const float *sin, int flags);
+void cuda_silu(h3_backend *be, float *y, const float *x, int64_t n, int flags);
+void cuda_gelu_tanh(h3_backend *be, float *y, const float *x, int64_t n, int flags);
+void cuda_gelu_erf(h3_backend *be, float *y, const float *x, int64_t n, int flags);
+void cuda_add(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags);
+void cuda_mul(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags);
+void cuda_scale(h3_backend *be, float *y, const float *x, float s, int64_t n, int flags);
+void cuda_round_bf16_buf(h3_backend *be, float *x, int64_t n);
+void cuda_add_bias(h3_backend *be, float *y, const float *bias, int64_t rows, int64_t dim, int flags);
+
+/* ---- for tests and benchmarks (bf16 data as uint16_t bit patterns, device memory) ---- */
+/* Widened-weight tile size of the fp32 matmul path in elements (tests force several tiles). */
+void cuda_set_widen_tile(h3_backend *be, int64_t elems);
+/* y[M,N] (bf16) = x[M,K] (bf16) . w[N,K]^T (bf16), fp32 accumulation: the raw cuBLASLt GEMM. */
+void cuda_gemm_bf16(h3_backend *be, uint16_t *y, const uint16_t *x, const uint16_t *w, int64_t M, int64_t N,
+                    int64_t K);
+/* Flash attention on head-major bf16 q [Hq][Sq][D], k/v [Hkv][Skv][D]; out fp32 rows [Sq][o_stride]
+ * (head h at column h*D), rounded to bf16 when round_out. D in {64, 128}. */
+void cuda_flash_attention_bf16(h3_backend *be, float *out, int64_t o_stride, const uint16_t *q, const uint16_t *k,
+                               const uint16_t *v, int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale,
+                               int causal, int round_out);
+/* cuDNN fused SDPA (non-causal) on the same head-major bf16 q/k/v; o is bf16 rows [Sq][Hq*D].
+ * Returns -1 when cuDNN has no engine for the shape (the caller then uses the own kernel). */
+int  cuda_cudnn_attention_bf16(h3_backend *be, uint16_t *o, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                               int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale);
+/* 0: h3_attention's bf16 path uses the own flash kernel only; 1 (default unless H3_ATTN=own): cuDNN
+ * SDPA first for non-causal attention. */
+void cuda_set_attention_cudnn(h3_backend *be, int enable);
+/* fp32 -> bf16 conversion (round to nearest even) of n elements. */
+void cuda_f32_to_bf16(h3_backend *be, uint16_t *dst, const float *src, int64_t n);
+/* Uniform values in [-scale, scale) from a hash of (index, seed), on the device. */
+void cuda_fill_random(h3_backend *be, float *x, int64_t n, uint64_t seed, float scale);
+void cuda_fill_random_bf16(h3_backend *be, uint16_t *x, int64_t n, uint64_t seed, float scale);
+/* Device-event timing: mark(0) ... mark(1), then elapsed_ms() waits for mark 1 and returns the gap. */
+void  cuda_mark(h3_backend *be, int slot);
+float cuda_elapsed_ms(h3_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

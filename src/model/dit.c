@@ -1,0 +1,1181 @@
+/* MiniMax-H3 diffusion transformer, ../shared/spec/dit.md sections 1-4 (numbers in comments
+ * refer to that spec). Matches diffusers' MiniMaxH3Transformer3DModel.
+ *
+ * Weights stay in their stored dtype (zero-copy views of the mmap'd shards on the CPU); the ops
+ * widen them to fp32. fp32 mode computes everything in fp32; bf16 mode adds the reference's bf16
+ * rounding after every op on bf16 tensors (the "[bf16]" marks of section 4).
+ *
+ * Both checkpoint layouts load into the same structure: the diffusers layout has to_q/to_k/to_v
+ * and ff.net.0.proj = [value; gate]; the original layout has a per-head interleaved qkv_proj
+ * (de-interleaved after its matmul) and mlp.fc1 = [gate; value]. The FFN halves are row views,
+ * so both layouts run the very same matmuls. */
+#include "dit.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../backend/backend_dit.h"
+#include "../io/safetensors.h"
+
+#define MODALITIES 3 /* AdaLN table rows per timestep: 0 video, 1 text, 2 audio (spec 4.5) */
+#define ADALN_SLOTS 6
+
+/* ---------------------------------------------------------------- config (spec 1) */
+
+static int json_int_key(json_t *root, const char *key, int def, int *out, const char *path, h3_err *e) {
+    json_t *v = json_object_get(root, key);
+    if (!v) {
+        if (def < 0) return h3_fail(e, "%s: missing key '%s'", path, key);
+        *out = def;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > (1 << 30))
+        return h3_fail(e, "%s: '%s' must be a positive integer", path, key);
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int json_float_key(json_t *root, const char *key, double def, float *out, const char *path, h3_err *e) {
+    json_t *v = json_object_get(root, key);
+    if (!v) {
+        *out = (float)def;
+        return 0;
+    }
+    if (!json_is_number(v) || !(json_number_value(v) > 0.0))
+        return h3_fail(e, "%s: '%s' must be a positive number", path, key);
+    *out = (float)json_number_value(v);
+    return 0;
+}
+
+int dit_config_load(const char *dir, dit_config *cfg, h3_err *e) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!root) return h3_fail(e, "%s: %s (line %d)", path, je.text, je.line);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return h3_fail(e, "%s: not a JSON object", path);
+    }
+    memset(cfg, 0, sizeof *cfg);
+    const char *cls = json_string_value(json_object_get(root, "_class_name"));
+    /* The original FL2VA/Ref2VA config (class MiniMaxH3DiTModel) names the same values differently. */
+    int orig = (cls && !strcmp(cls, "MiniMaxH3DiTModel")) ||
+               (!cls && json_object_get(root, "ffn_hidden_size") != NULL);
+    cfg->original_layout = orig;
+    int rc = 0;
+    /* Missing keys take the release values, as diffusers' register_to_config defaults do. */
+    rc |= json_int_key(root, "num_attention_heads", 56, &cfg->num_attention_heads, path, e);
+    rc |= rc ? 0 : json_int_key(root, "attention_head_dim", 128, &cfg->attention_head_dim, path, e);
+    rc |= rc ? 0 : json_int_key(root, "hidden_size", 5376, &cfg->hidden_size, path, e);
+    rc |= rc ? 0 : json_int_key(root, "num_layers", 50, &cfg->num_layers, path, e);
+    rc |= rc ? 0 : json_int_key(root, orig ? "token_refiner_num_layers" : "num_refiner_layers", 2,
+                                &cfg->num_refiner_layers, path, e);
+    rc |= rc ? 0 : json_int_key(root, orig ? "ffn_hidden_size" : "ffn_dim", 14336, &cfg->ffn_dim, path, e);
+    rc |= rc ? 0 : json_int_key(root, orig ? "latents_dim" : "in_channels", 24, &cfg->in_channels, path, e);
+    rc |= rc ? 0 : json_int_key(root, orig ? "audio_latents_dim" : "audio_in_channels", 32,
+                                &cfg->audio_in_channels, path, e);
+    rc |= rc ? 0 : json_int_key(root, "text_dim", 5120, &cfg->text_dim, path, e);
+    rc |= rc ? 0 : json_int_key(root, orig ? "timestep_input_dim" : "freq_dim", 256, &cfg->freq_dim, path, e);
+    rc |= rc ? 0 : json_int_key(root, orig ? "time_embed_hidden_size" : "time_embed_hidden_dim", 5376,
+                                &cfg->time_embed_hidden_dim, path, e);
+    rc |= rc ? 0 : json_int_key(root, "time_embed_dim", 2688, &cfg->time_embed_dim, path, e);
+    rc |= rc ? 0 : json_int_key(root, orig ? "rope_inv_freq_len" : "rope_freq_dim", 16, &cfg->rope_freq_dim, path, e);
+    rc |= rc ? 0 : json_float_key(root, "rope_theta", 10000.0, &cfg->rope_theta, path, e);
+    rc |= rc ? 0 : json_float_key(root, "norm_eps", 1e-5, &cfg->norm_eps, path, e);
+    rc |= rc ? 0 : json_float_key(root, "qk_norm_eps", 1e-5, &cfg->qk_norm_eps, path, e);
+    rc |= rc ? 0 : json_float_key(root, "final_norm_eps", 1e-5, &cfg->final_norm_eps, path, e);
+    if (!rc) {
+        json_t *ps = json_object_get(root, "patch_size");
+        if (!ps) {
+            cfg->patch_size[0] = 1, cfg->patch_size[1] = 2, cfg->patch_size[2] = 2;
+        } else if (!json_is_array(ps) || json_array_size(ps) != 3) {
+            rc = h3_fail(e, "%s: 'patch_size' must be a list of 3 positive integers", path);
+        } else {
+            for (int i = 0; i < 3 && !rc; i++) {
+                json_t *v = json_array_get(ps, (size_t)i);
+                if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 64)
+                    rc = h3_fail(e, "%s: 'patch_size' must be a list of 3 positive integers", path);
+                else cfg->patch_size[i] = (int)json_integer_value(v);
+            }
+        }
+    }
+    if (!rc && orig) {
+        /* derived sizes the original config spells out (spec 1) must agree */
+        int a = 0, f = 0;
+        if (json_object_get(root, "adaln_out_features") &&
+            (json_int_key(root, "adaln_out_features", 0, &a, path, e) ||
+             (int64_t)a != (int64_t)18 * cfg->hidden_size))
+            rc = h3_fail(e, "%s: 'adaln_out_features' must be 18 x hidden_size = %d", path, 18 * cfg->hidden_size);
+        if (!rc && json_object_get(root, "final_adaln_out_features") &&
+            (json_int_key(root, "final_adaln_out_features", 0, &f, path, e) || f != 2 * cfg->hidden_size))
+            rc = h3_fail(e, "%s: 'final_adaln_out_features' must be 2 x hidden_size = %d", path,
+                         2 * cfg->hidden_size);
+    }
+    json_decref(root);
+    if (rc) return -1;
+    if (6 * cfg->rope_freq_dim > cfg->attention_head_dim)
+        return h3_fail(e, "%s: 6 x rope_freq_dim (%d) must not exceed attention_head_dim (%d)", path,
+                       6 * cfg->rope_freq_dim, cfg->attention_head_dim);
+    if (cfg->freq_dim % 2) return h3_fail(e, "%s: freq_dim (%d) must be even", path, cfg->freq_dim);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- tensor names (spec 2) */
+
+#define SHAPE(...) ((int64_t[]){__VA_ARGS__})
+
+int dit_expected_tensors(const dit_config *c, h3_expect_list *l, h3_err *e) {
+    int64_t H = c->hidden_size, I = (int64_t)c->num_attention_heads * c->attention_head_dim;
+    int64_t D = c->attention_head_dim, FF = c->ffn_dim, TD = c->time_embed_dim, TH = c->time_embed_hidden_dim;
+    int64_t VP = (int64_t)c->in_channels * c->patch_size[0] * c->patch_size[1] * c->patch_size[2];
+    int64_t CA = c->audio_in_channels, TX = c->text_dim, FD = c->freq_dim;
+    int rc = 0;
+    if (!c->original_layout) {
+        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(H, VP), "proj_in.weight");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(H), "proj_in.bias");
+        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(H, CA), "audio_proj_in.weight");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(H), "audio_proj_in.bias");
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, TX), "context_embedder.weight");
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "context_embedder.bias");
+        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(TH, FD), "time_embedder.linear_1.weight");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TH), "time_embedder.linear_1.bias");
+        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(TD, TH), "time_embedder.linear_2.weight");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TD), "time_embedder.linear_2.bias");
+        for (int b = 0; b < c->num_refiner_layers + c->num_layers; b++) {
+            int ref = b < c->num_refiner_layers;
+            char p[96];
+            if (ref) snprintf(p, sizeof p, "token_refiner.refiner_blocks.%d", b);
+            else snprintf(p, sizeof p, "transformer_blocks.%d", b - c->num_refiner_layers);
+            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "%s.norm1.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(I, H), "%s.attn.to_q.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(I, H), "%s.attn.to_k.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(I, H), "%s.attn.to_v.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(D), "%s.attn.norm_q.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(D), "%s.attn.norm_k.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, I), "%s.attn.to_out.0.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "%s.norm2.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(2 * FF, H), "%s.ff.net.0.proj.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, FF), "%s.ff.net.2.weight", p);
+            if (!ref) {
+                rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(18 * H, TD), "%s.adaln_proj.linear.weight", p);
+                rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(18 * H), "%s.adaln_proj.linear.bias", p);
+            }
+            if (b == c->num_refiner_layers - 1)
+                rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "token_refiner.final_norm.weight");
+        }
+        if (c->num_refiner_layers == 0) rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "token_refiner.final_norm.weight");
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "norm_out.norm.weight");
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(2 * H, TD), "norm_out.linear.weight");
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(2 * H), "norm_out.linear.bias");
+        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(VP, H), "proj_out.weight");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(VP), "proj_out.bias");
+        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(CA, H), "audio_proj_out.weight");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(CA), "audio_proj_out.bias");
+    } else {
+        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(H, VP), "video_patch_proj.weight");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(H), "video_patch_proj.bias");
+        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(H, CA), "audio_patch_proj.weight");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(H), "audio_patch_proj.bias");
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, TX), "condition_proj.weight");
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "condition_proj.bias");
+        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(TH, FD), "time_embedder.proj_in.weight");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TH), "time_embedder.proj_in.bias");
+        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(TD, TH), "time_embedder.proj_out.weight");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TD), "time_embedder.proj_out.bias");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(c->rope_freq_dim), "rope.inv_freq");
+        for (int b = 0; b < c->num_refiner_layers + c->num_layers; b++) {
+            int ref = b < c->num_refiner_layers;
+            char p[96];
+            if (ref) snprintf(p, sizeof p, "token_refiner.blocks.%d", b);
+            else snprintf(p, sizeof p, "blocks.%d", b - c->num_refiner_layers);
+            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "%s.norm1.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "%s.norm2.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(3 * I, H), "%s.attn.qkv_proj.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(D), "%s.attn.q_norm.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(D), "%s.attn.k_norm.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, I), "%s.attn.out_proj.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(2 * FF, H), "%s.mlp.fc1.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, FF), "%s.mlp.fc2.weight", p);
+            if (!ref) {
+                rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(18 * H, TD), "%s.adaln_proj.linear.weight", p);
+                rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(18 * H), "%s.adaln_proj.linear.bias", p);
+            }
+        }
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "token_refiner.final_norm.weight");
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "final_layer.norm.weight");
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(2 * H, TD), "final_layer.adaln_proj.linear.weight");
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(2 * H), "final_layer.adaln_proj.linear.bias");
+        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(VP, H), "final_layer.video_out.weight");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(VP), "final_layer.video_out.bias");
+        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(CA, H), "final_layer.audio_out.weight");
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(CA), "final_layer.audio_out.bias");
+    }
+    if (rc) return h3_fail(e, "out of memory building the DiT tensor list");
+    return 0;
+}
+
+/* ---------------------------------------------------------------- model */
+
+typedef struct dit_attn_w {
+    h3_tensor *to_q, *to_k, *to_v; /* diffusers layout */
+    h3_tensor *qkv;                /* original layout: per-head [q k v] rows (spec 2.4) */
+    h3_tensor *to_out;
+    float     *norm_q, *norm_k;    /* [head_dim] fp32, backend memory */
+} dit_attn_w;
+
+typedef struct dit_block_w {
+    float     *norm1, *norm2;      /* [hidden] fp32 */
+    dit_attn_w attn;
+    h3_tensor *ff_value, *ff_gate; /* row views of the fused FFN input weight */
+    h3_tensor *ff_down;
+    h3_tensor *adaln_w, *adaln_b;  /* main blocks only; NULL after dit_release_adaln */
+} dit_block_w;
+
+/* AdaLN tables of one timestep value (spec 4.5): per block [3 modalities][6 slots][hidden], and the
+ * final layer's [shift | scale]. Backend memory. */
+typedef struct dit_adaln_entry {
+    float  t;
+    float *blocks; /* [L][3][6H] */
+    float *final;  /* [2H] */
+} dit_adaln_entry;
+
+struct dit_model {
+    h3_backend *be;
+    dit_config  cfg;
+    int         bf16;
+    st_set     *st;
+    h3_expect_list mem_names; /* dit_new_random: weights held in memory instead of st */
+    h3_tensor    **mem;
+    /* every h3_tensor this model owns (uploads and views), freed in reverse */
+    h3_tensor **owned;
+    uint8_t    *owned_is_view; /* row views: no backend memory of their own */
+    int         n_owned, cap_owned;
+    float     **fbufs; /* fp32 backend buffers (norm gains) */
+    int         n_fbufs, cap_fbufs;
+
+    h3_tensor *proj_in_w, *proj_in_b, *audio_in_w, *audio_in_b, *ctx_w, *ctx_b;
+    h3_tensor *te1_w, *te1_b, *te2_w, *te2_b;
+    dit_block_w *refiner, *blocks;
+    float       *refiner_final_norm, *out_norm;
+    h3_tensor   *out_ada_w, *out_ada_b;
+    h3_tensor   *proj_out_w, *proj_out_b, *audio_out_w, *audio_out_b;
+    float        inv_freq[64];
+    int          adaln_released;
+    size_t       adaln_bytes; /* stored bytes of every AdaLN projection (weights + biases) */
+    size_t       total_bytes; /* stored bytes of every loaded tensor */
+    dit_adaln_entry *cache;
+    int              n_cache, cap_cache;
+};
+
+const dit_config *dit_get_config(const dit_model *m) { return &m->cfg; }
+
+static int keep_tensor(dit_model *m, h3_tensor *t, int is_view) {
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 256;
+        h3_tensor **v = realloc(m->owned, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        m->owned = v;
+        uint8_t *f = realloc(m->owned_is_view, (size_t)cap);
+        if (!f) return -1;
+        m->owned_is_view = f, m->cap_owned = cap;
+    }
+    m->owned_is_view[m->n_owned] = (uint8_t)is_view;
+    m->owned[m->n_owned++] = t;
+    return 0;
+}
+
+static const char *source_name(const dit_model *m) { return m->st ? st_set_path(m->st) : "random weights"; }
+
+/* A view of a stored tensor: from the shards, or from dit_new_random's memory. */
+static int get_view(dit_model *m, const char *name, h3_tensor *view, h3_err *e) {
+    if (m->st) return st_set_get(m->st, name, view, e);
+    for (int i = 0; i < m->mem_names.n; i++)
+        if (!strcmp(m->mem_names.v[i].name, name)) {
+            *view = *m->mem[i];
+            view->owns_data = 0;
+            return 0;
+        }
+    return h3_fail(e, "random weights: tensor '%s' not found", name);
+}
+
+/* Looks a tensor up, checks its shape against the expected list and makes it backend resident. */
+static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *name, h3_err *e) {
+    const h3_expect *x = h3_expect_find(ex, name);
+    h3_tensor view;
+    if (!x) {
+        h3_fail(e, "internal: tensor '%s' not in the expected list", name);
+        return NULL;
+    }
+    if (get_view(m, name, &view, e) != 0) return NULL;
+    int ok = view.ndim == x->ndim;
+    for (int i = 0; ok && i < x->ndim; i++) ok = view.shape[i] == x->shape[i];
+    if (!ok) {
+        char a[96], b[96];
+        h3_fail(e, "%s: tensor '%s' has shape %s, expected %s for this config", source_name(m), name,
+                h3_shape_str(view.shape, view.ndim, a, sizeof a), h3_shape_str(x->shape, x->ndim, b, sizeof b));
+        return NULL;
+    }
+    if (view.dtype != H3_F32 && view.dtype != H3_BF16 && view.dtype != H3_F16) {
+        h3_fail(e, "%s: tensor '%s' has dtype %s (want F32, BF16 or F16)", source_name(m), name,
+                h3_dtype_name(view.dtype));
+        return NULL;
+    }
+    h3_tensor *w = h3_weight_upload(m->be, &view, e);
+    if (!w) return NULL;
+    m->total_bytes += h3_tensor_nbytes(&view);
+    if (keep_tensor(m, w, 0) != 0) {
+        h3_weight_free(m->be, w);
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    return w;
+}
+
+/* A fp32 backend copy of a small vector weight (norm gains, inv_freq). */
+static float *load_vec(dit_model *m, const h3_expect_list *ex, const char *name, h3_err *e) {
+    h3_tensor *w = load_w(m, ex, name, e);
+    if (!w) return NULL;
+    int64_t n = h3_tensor_numel(w);
+    float *host = malloc((size_t)n * sizeof(float));
+    h3_tensor view;
+    if (!host || get_view(m, name, &view, e) != 0) {
+        free(host);
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    h3_convert_to_f32(host, view.data, view.dtype, (size_t)n);
+    float *dev = h3_alloc(m->be, (size_t)n * sizeof(float));
+    if (dev && m->n_fbufs == m->cap_fbufs) {
+        int cap = m->cap_fbufs ? 2 * m->cap_fbufs : 128;
+        float **v = realloc(m->fbufs, (size_t)cap * sizeof *v);
+        if (!v) {
+            h3_free(m->be, dev);
+            dev = NULL;
+        } else {
+            m->fbufs = v, m->cap_fbufs = cap;
+        }
+    }
+    if (!dev) {
+        free(host);
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    h3_upload(m->be, dev, host, (size_t)n * sizeof(float));
+    free(host);
+    m->fbufs[m->n_fbufs++] = dev;
+    return dev;
+}
+
+/* A view of rows [r0, r0 + n) of a 2-D weight (no copy, also on the device). */
+static h3_tensor *row_view(dit_model *m, const h3_tensor *w, int64_t r0, int64_t n, h3_err *e) {
+    int64_t shape[2] = {n, w->shape[1]};
+    uint8_t *base = w->data;
+    h3_tensor *v = h3_tensor_view(w->dtype, 2, shape, base + (size_t)(r0 * w->shape[1]) * h3_dtype_size(w->dtype), e);
+    if (v && keep_tensor(m, v, 1) != 0) {
+        h3_tensor_free(v);
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    return v;
+}
+
+static size_t stored_bytes(const h3_tensor *t) { return h3_tensor_nbytes(t); }
+
+static int load_block(dit_model *m, const h3_expect_list *ex, dit_block_w *b, int refiner, int idx, h3_err *e) {
+    const dit_config *c = &m->cfg;
+    int orig = c->original_layout;
+    char p[96], n[192];
+    if (orig) snprintf(p, sizeof p, refiner ? "token_refiner.blocks.%d" : "blocks.%d", idx);
+    else snprintf(p, sizeof p, refiner ? "token_refiner.refiner_blocks.%d" : "transformer_blocks.%d", idx);
+#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", p, suffix), n)
+    if (!(b->norm1 = load_vec(m, ex, NAME("norm1.weight"), e))) return -1;
+    if (!(b->norm2 = load_vec(m, ex, NAME("norm2.weight"), e))) return -1;
+    if (!(b->attn.norm_q = load_vec(m, ex, NAME(orig ? "attn.q_norm.weight" : "attn.norm_q.weight"), e))) return -1;
+    if (!(b->attn.norm_k = load_vec(m, ex, NAME(orig ? "attn.k_norm.weight" : "attn.norm_k.weight"), e))) return -1;
+    if (!(b->attn.to_out = load_w(m, ex, NAME(orig ? "attn.out_proj.weight" : "attn.to_out.0.weight"), e))) return -1;
+    if (orig) {
+        if (!(b->attn.qkv = load_w(m, ex, NAME("attn.qkv_proj.weight"), e))) return -1;
+    } else {
+        if (!(b->attn.to_q = load_w(m, ex, NAME("attn.to_q.weight"), e))) return -1;
+        if (!(b->attn.to_k = load_w(m, ex, NAME("attn.to_k.weight"), e))) return -1;
+        if (!(b->attn.to_v = load_w(m, ex, NAME("attn.to_v.weight"), e))) return -1;
+    }
+    /* FFN input: original [gate; value], diffusers [value; gate] (spec 2.4, trap 2) */
+    h3_tensor *fc1 = load_w(m, ex, NAME(orig ? "mlp.fc1.weight" : "ff.net.0.proj.weight"), e);
+    if (!fc1) return -1;
+    int64_t FF = c->ffn_dim;
+    b->ff_value = row_view(m, fc1, orig ? FF : 0, FF, e);
+    b->ff_gate = row_view(m, fc1, orig ? 0 : FF, FF, e);
+    if (!b->ff_value || !b->ff_gate) return -1;
+    if (!(b->ff_down = load_w(m, ex, NAME(orig ? "mlp.fc2.weight" : "ff.net.2.weight"), e))) return -1;
+    if (!refiner) {
+        if (!(b->adaln_w = load_w(m, ex, NAME("adaln_proj.linear.weight"), e))) return -1;
+        if (!(b->adaln_b = load_w(m, ex, NAME("adaln_proj.linear.bias"), e))) return -1;
+        m->adaln_bytes += stored_bytes(b->adaln_w) + stored_bytes(b->adaln_b);
+    }
+#undef NAME
+    return 0;
+}
+
+/* inv_freq[k] = fp32(1 / fp32(theta ** (2k / 2F))) (spec 4.1: two roundings, not a correctly
+ * rounded theta ** (-k/F)). */
+void dit_rope_inv_freq(float *out, int F, float theta) {
+    for (int k = 0; k < F; k++) {
+        float p = (float)pow((double)theta, (double)(float)(2 * k) / (double)(2 * F));
+        out[k] = 1.0f / p;
+    }
+}
+
+/* Loads every weight of m->cfg from m->st or m->mem. */
+static int load_all(dit_model *m, h3_err *e) {
+    const dit_config *c = &m->cfg;
+    h3_expect_list ex = {0};
+    int rc = -1;
+    if (c->rope_freq_dim > 64) {
+        h3_fail(e, "rope_freq_dim %d is larger than this engine supports (64)", c->rope_freq_dim);
+        goto done;
+    }
+    if (dit_expected_tensors(c, &ex, e) != 0) goto done;
+    int orig = c->original_layout;
+#define W(field, dname, oname) \
+    if (!(m->field = load_w(m, &ex, orig ? oname : dname, e))) goto done
+    W(proj_in_w, "proj_in.weight", "video_patch_proj.weight");
+    W(proj_in_b, "proj_in.bias", "video_patch_proj.bias");
+    W(audio_in_w, "audio_proj_in.weight", "audio_patch_proj.weight");
+    W(audio_in_b, "audio_proj_in.bias", "audio_patch_proj.bias");
+    W(ctx_w, "context_embedder.weight", "condition_proj.weight");
+    W(ctx_b, "context_embedder.bias", "condition_proj.bias");
+    W(te1_w, "time_embedder.linear_1.weight", "time_embedder.proj_in.weight");
+    W(te1_b, "time_embedder.linear_1.bias", "time_embedder.proj_in.bias");
+    W(te2_w, "time_embedder.linear_2.weight", "time_embedder.proj_out.weight");
+    W(te2_b, "time_embedder.linear_2.bias", "time_embedder.proj_out.bias");
+    W(out_ada_w, "norm_out.linear.weight", "final_layer.adaln_proj.linear.weight");
+    W(out_ada_b, "norm_out.linear.bias", "final_layer.adaln_proj.linear.bias");
+    W(proj_out_w, "proj_out.weight", "final_layer.video_out.weight");
+    W(proj_out_b, "proj_out.bias", "final_layer.video_out.bias");
+    W(audio_out_w, "audio_proj_out.weight", "final_layer.audio_out.weight");
+    W(audio_out_b, "audio_proj_out.bias", "final_layer.audio_out.bias");
+#undef W
+    m->adaln_bytes += stored_bytes(m->out_ada_w) + stored_bytes(m->out_ada_b);
+    if (!(m->refiner_final_norm = load_vec(m, &ex, "token_refiner.final_norm.weight", e))) goto done;
+    if (!(m->out_norm = load_vec(m, &ex, orig ? "final_layer.norm.weight" : "norm_out.norm.weight", e))) goto done;
+    m->refiner = calloc((size_t)(c->num_refiner_layers + 1), sizeof *m->refiner);
+    m->blocks = calloc((size_t)(c->num_layers + 1), sizeof *m->blocks);
+    if (!m->refiner || !m->blocks) {
+        h3_fail(e, "out of memory");
+        goto done;
+    }
+    for (int r = 0; r < c->num_refiner_layers; r++)
+        if (load_block(m, &ex, &m->refiner[r], 1, r, e) != 0) goto done;
+    for (int i = 0; i < c->num_layers; i++)
+        if (load_block(m, &ex, &m->blocks[i], 0, i, e) != 0) goto done;
+    dit_rope_inv_freq(m->inv_freq, c->rope_freq_dim, c->rope_theta);
+    if (orig) {
+        /* The original checkpoint ships the table it used (spec 2.4, trap 27); use its bits. */
+        h3_tensor view;
+        if (get_view(m, "rope.inv_freq", &view, e) != 0) goto done;
+        if (view.dtype != H3_F32 || view.ndim != 1 || view.shape[0] != c->rope_freq_dim) {
+            h3_fail(e, "%s: tensor 'rope.inv_freq' must be F32 [%d]", source_name(m), c->rope_freq_dim);
+            goto done;
+        }
+        memcpy(m->inv_freq, view.data, (size_t)c->rope_freq_dim * sizeof(float));
+    }
+    rc = 0;
+done:
+    h3_expect_list_free(&ex);
+    return rc;
+}
+
+dit_model *dit_load(h3_backend *be, const char *dir, int bf16, h3_err *e) {
+    dit_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    m->be = be;
+    m->bf16 = bf16;
+    if (dit_config_load(dir, &m->cfg, e) != 0 || !(m->st = st_set_open(dir, e)) || load_all(m, e) != 0) {
+        dit_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int bf16, uint64_t seed, h3_err *e) {
+    dit_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    m->be = be;
+    m->bf16 = bf16;
+    m->cfg = *cfg;
+    if (dit_expected_tensors(cfg, &m->mem_names, e) != 0) goto fail;
+    m->mem = calloc((size_t)m->mem_names.n, sizeof *m->mem);
+    if (!m->mem) goto oom;
+    for (int i = 0; i < m->mem_names.n; i++) {
+        const h3_expect *x = &m->mem_names.v[i];
+        h3_tensor *t = h3_tensor_new(x->dtype, x->ndim, x->shape, e);
+        if (!t) goto fail;
+        m->mem[i] = t;
+        int64_t n = h3_tensor_numel(t);
+        /* uniform with the variance of N(0, 1/fan_in) for matrices; gains near 1, small biases */
+        int is_norm = x->ndim == 1 && strstr(x->name, "norm") != NULL;
+        int is_freq = !strcmp(x->name, "rope.inv_freq");
+        float scale = x->ndim == 2 ? sqrtf(3.0f / (float)x->shape[1]) : 0.1f;
+        uint64_t base = seed ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
+#pragma omp parallel for schedule(static)
+        for (int64_t j = 0; j < n; j++) {
+            uint64_t st = base + (uint64_t)j;
+            float u = (float)(splitmix64(&st) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+            float v = is_norm ? 1.0f + 0.2f * u : u * scale;
+            if (t->dtype == H3_BF16) ((uint16_t *)t->data)[j] = h3_f32_to_bf16(v);
+            else ((float *)t->data)[j] = v;
+        }
+        if (is_freq) dit_rope_inv_freq(t->data, cfg->rope_freq_dim, cfg->rope_theta);
+    }
+    if (load_all(m, e) != 0) goto fail;
+    return m;
+oom:
+    h3_fail(e, "out of memory");
+fail:
+    dit_free(m);
+    return NULL;
+}
+
+static void free_cache_entry(dit_model *m, dit_adaln_entry *c) {
+    h3_free(m->be, c->blocks);
+    h3_free(m->be, c->final);
+}
+
+void dit_free(dit_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_cache; i++) free_cache_entry(m, &m->cache[i]);
+    free(m->cache);
+    for (int i = m->n_owned - 1; i >= 0; i--) {
+        /* row views never own data; uploads own device memory on CUDA */
+        if (m->owned_is_view[i]) h3_tensor_free(m->owned[i]);
+        else h3_weight_free(m->be, m->owned[i]);
+    }
+    free(m->owned);
+    free(m->owned_is_view);
+    for (int i = 0; i < m->n_fbufs; i++) h3_free(m->be, m->fbufs[i]);
+    free(m->fbufs);
+    free(m->refiner);
+    free(m->blocks);
+    st_set_free(m->st);
+    for (int i = 0; m->mem && i < m->mem_names.n; i++) h3_tensor_free(m->mem[i]);
+    free(m->mem);
+    h3_expect_list_free(&m->mem_names);
+    free(m);
+}
+
+/* ---------------------------------------------------------------- timestep embedding + AdaLN (4.4, 4.5) */
+
+/* temb [n, time_embed_dim] (backend memory) for n timestep values. */
+static float *time_embedding(dit_model *m, const float *t, int n) {
+    const dit_config *c = &m->cfg;
+    int half = c->freq_dim / 2;
+    float *e_host = malloc((size_t)n * c->freq_dim * sizeof(float));
+    float *freq = malloc((size_t)half * sizeof(float));
+    float *e = h3_alloc(m->be, (size_t)n * c->freq_dim * sizeof(float));
+    float *h = h3_alloc(m->be, (size_t)n * c->time_embed_hidden_dim * sizeof(float));
+    float *temb = h3_alloc(m->be, (size_t)n * c->time_embed_dim * sizeof(float));
+    if (!e_host || !freq || !e || !h || !temb) {
+        free(e_host), free(freq), h3_free(m->be, e), h3_free(m->be, h), h3_free(m->be, temb);
+        return NULL;
+    }
+    const float neg_log_period = (float)-log(10000.0); /* fp32(-ln 10000), spec 4.4 step 1 */
+    for (int i = 0; i < half; i++) freq[i] = expf((neg_log_period * (float)i) / (float)half);
+    for (int k = 0; k < n; k++)
+        for (int i = 0; i < half; i++) {
+            float arg = t[k] * freq[i];
+            e_host[(size_t)k * c->freq_dim + i] = cosf(arg); /* cos half first ("flip_sin_to_cos") */
+            e_host[(size_t)k * c->freq_dim + half + i] = sinf(arg);
+        }
+    h3_upload(m->be, e, e_host, (size_t)n * c->freq_dim * sizeof(float));
+    /* the time embedder is an fp32 module in both modes */
+    h3_matmul(m->be, h, e, n, m->te1_w, m->te1_b, 0);
+    h3_silu(m->be, h, h, (int64_t)n * c->time_embed_hidden_dim, 0);
+    h3_matmul(m->be, temb, h, n, m->te2_w, m->te2_b, 0);
+    free(e_host), free(freq);
+    h3_free(m->be, e), h3_free(m->be, h);
+    return temb;
+}
+
+/* Computes the AdaLN tables of n timestep values into entries out[0..n) (allocated here). */
+static int compute_adaln(dit_model *m, const float *t, int n, dit_adaln_entry *out, h3_err *e) {
+    const dit_config *c = &m->cfg;
+    int64_t H = c->hidden_size, L = c->num_layers, row = (int64_t)MODALITIES * ADALN_SLOTS * H;
+    int flags = m->bf16 ? H3_BF16_OUT : 0;
+    if (m->adaln_released)
+        return h3_fail(e, "timestep %.9g has no precomputed AdaLN table and the AdaLN weights were released "
+                          "(call dit_prepare_timesteps before dit_release_adaln)", (double)t[0]);
+    for (int k = 0; k < n; k++) out[k] = (dit_adaln_entry){t[k], NULL, NULL};
+    float *temb = time_embedding(m, t, n);
+    float *u = h3_alloc(m->be, (size_t)n * c->time_embed_dim * sizeof(float));
+    float *mm = h3_alloc(m->be, (size_t)n * row * sizeof(float));
+    float *mf = h3_alloc(m->be, (size_t)n * 2 * H * sizeof(float));
+    int rc = 0;
+    for (int k = 0; k < n && temb && u && mm && mf; k++) {
+        out[k].blocks = h3_alloc(m->be, (size_t)(L * row) * sizeof(float));
+        out[k].final = h3_alloc(m->be, (size_t)(2 * H) * sizeof(float));
+        if (!out[k].blocks || !out[k].final) rc = -1;
+    }
+    if (!temb || !u || !mm || !mf || rc) {
+        for (int k = 0; k < n; k++) free_cache_entry(m, &out[k]);
+        rc = h3_fail(e, "out of memory computing AdaLN tables");
+        goto done;
+    }
+    /* SiLU in fp32 on the fp32 temb, then the cast to the bf16 projections (spec 4.5 step 1, trap 12) */
+    h3_silu(m->be, u, temb, (int64_t)n * c->time_embed_dim, flags);
+    for (int64_t b = 0; b < L; b++) {
+        h3_matmul(m->be, mm, u, n, m->blocks[b].adaln_w, m->blocks[b].adaln_b, flags);
+        for (int k = 0; k < n; k++)
+            h3_copy(m->be, out[k].blocks + b * row, mm + (int64_t)k * row, (size_t)row * sizeof(float));
+    }
+    h3_matmul(m->be, mf, u, n, m->out_ada_w, m->out_ada_b, flags);
+    for (int k = 0; k < n; k++) h3_copy(m->be, out[k].final, mf + (int64_t)k * 2 * H, (size_t)(2 * H) * sizeof(float));
+done:
+    h3_free(m->be, temb), h3_free(m->be, u), h3_free(m->be, mm), h3_free(m->be, mf);
+    return rc;
+}
+
+static dit_adaln_entry *find_cached(dit_model *m, float t) {
+    for (int i = 0; i < m->n_cache; i++)
+        if (m->cache[i].t == t) return &m->cache[i];
+    return NULL;
+}
+
+int dit_prepare_timesteps(dit_model *m, const float *t, int n, h3_err *e) {
+    float *fresh = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!fresh) return h3_fail(e, "out of memory");
+    int nf = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isfinite(t[i])) {
+            free(fresh);
+            return h3_fail(e, "dit_prepare_timesteps: timestep %d is not finite", i);
+        }
+        int dup = find_cached(m, t[i]) != NULL;
+        for (int j = 0; j < nf; j++) dup |= fresh[j] == t[i];
+        if (!dup) fresh[nf++] = t[i];
+    }
+    if (nf && m->n_cache + nf > m->cap_cache) {
+        int cap = m->n_cache + nf + 16;
+        dit_adaln_entry *v = realloc(m->cache, (size_t)cap * sizeof *v);
+        if (!v) {
+            free(fresh);
+            return h3_fail(e, "out of memory");
+        }
+        m->cache = v, m->cap_cache = cap;
+    }
+    /* all new values in one pass over the AdaLN weights (26 GB in the release) */
+    int rc = nf ? compute_adaln(m, fresh, nf, &m->cache[m->n_cache], e) : 0;
+    if (rc == 0) m->n_cache += nf;
+    free(fresh);
+    return rc;
+}
+
+/* Drops the AdaLN projections (spec 1: 39% of the release's bytes). On the CPU the weights are
+ * views of read-only file mappings, so the pages are handed back to the kernel (MADV_DONTNEED);
+ * on CUDA the device copies are freed. */
+void dit_release_adaln(dit_model *m) {
+    if (!m || m->adaln_released) return;
+    long page = sysconf(_SC_PAGESIZE);
+    h3_tensor *ws[4];
+    for (int b = 0; b <= m->cfg.num_layers; b++) {
+        int n = 0;
+        if (b < m->cfg.num_layers) ws[n++] = m->blocks[b].adaln_w, ws[n++] = m->blocks[b].adaln_b;
+        else ws[n++] = m->out_ada_w, ws[n++] = m->out_ada_b;
+        for (int i = 0; i < n; i++) {
+            if (m->be->kind == H3_BACKEND_CPU && m->st && ws[i]) { /* file pages only */
+                uintptr_t lo = ((uintptr_t)ws[i]->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+                uintptr_t hi = ((uintptr_t)ws[i]->data + h3_tensor_nbytes(ws[i])) & ~((uintptr_t)page - 1);
+                if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+            }
+            for (int j = 0; j < m->n_owned; j++)
+                if (m->owned[j] == ws[i]) {
+                    h3_weight_free(m->be, ws[i]);
+                    m->owned[j] = NULL;
+                }
+        }
+        if (b < m->cfg.num_layers) m->blocks[b].adaln_w = m->blocks[b].adaln_b = NULL;
+    }
+    m->out_ada_w = m->out_ada_b = NULL;
+    m->adaln_released = 1;
+}
+
+size_t dit_adaln_weight_bytes(const dit_model *m) { return m->adaln_bytes; }
+size_t dit_weight_bytes(const dit_model *m) { return m->total_bytes; }
+
+/* ---------------------------------------------------------------- forward (spec 4) */
+
+typedef struct dit_scratch {
+    float *n, *o;            /* [S, H] */
+    float *q, *k, *v, *a;    /* [S, I] */
+    float *big;              /* [S, max(3I, 2FF)]: fused qkv output, FFN value | gate */
+} dit_scratch;
+
+/* Attention sub-layer (spec 4.7) on rows x H input n -> out (rows x H). cos/sin NULL: no RoPE. */
+static void attention(dit_model *m, const dit_attn_w *w, const float *n, int64_t rows, const float *cos,
+                      const float *sin, dit_scratch *s, float *out) {
+    const dit_config *c = &m->cfg;
+    int flags = m->bf16 ? H3_BF16_OUT : 0;
+    int NH = c->num_attention_heads, D = c->attention_head_dim;
+    int64_t I = (int64_t)NH * D;
+    /* Both layouts go through the same row-mapped tiles: bit-identical q/k/v (spec 2.4, trap 1). */
+    if (w->qkv) {
+        h3_matmul_rows(m->be, s->q, n, rows, w->qkv, I, D, 3 * D, 0, flags);
+        h3_matmul_rows(m->be, s->k, n, rows, w->qkv, I, D, 3 * D, D, flags);
+        h3_matmul_rows(m->be, s->v, n, rows, w->qkv, I, D, 3 * D, 2 * D, flags);
+    } else {
+        h3_matmul_rows(m->be, s->q, n, rows, w->to_q, I, I, I, 0, flags);
+        h3_matmul_rows(m->be, s->k, n, rows, w->to_k, I, I, I, 0, flags);
+        h3_matmul_rows(m->be, s->v, n, rows, w->to_v, I, I, I, 0, flags);
+    }
+    /* per-head RMSNorm, one 128-wide gain shared by all heads */
+    h3_rmsnorm(m->be, s->q, s->q, rows * NH, D, w->norm_q, c->qk_norm_eps, flags);
+    h3_rmsnorm(m->be, s->k, s->k, rows * NH, D, w->norm_k, c->qk_norm_eps, flags);
+    if (cos) {
+        int rot = 6 * c->rope_freq_dim;
+        h3_rope_half(m->be, s->q, rows, I, NH, D, rot, cos, sin, flags);
+        h3_rope_half(m->be, s->k, rows, I, NH, D, rot, cos, sin, flags);
+    }
+    h3_attention(m->be, s->a, I, s->q, I, s->k, I, s->v, I, rows, rows, NH, NH, D, 1.0f / sqrtf((float)D), 0, flags);
+    h3_matmul(m->be, out, s->a, rows, w->to_out, NULL, flags);
+}
+
+/* SwiGLU FFN (spec 4.8): out = down(value * silu(gate)). */
+static void feed_forward(dit_model *m, const dit_block_w *b, const float *n, int64_t rows, dit_scratch *s,
+                         float *out) {
+    int flags = m->bf16 ? H3_BF16_OUT : 0;
+    int64_t FF = m->cfg.ffn_dim;
+    float *value = s->big, *gate = s->big + rows * FF;
+    h3_matmul(m->be, value, n, rows, b->ff_value, NULL, flags);
+    h3_matmul(m->be, gate, n, rows, b->ff_gate, NULL, flags);
+    h3_swiglu(m->be, value, value, gate, rows * FF, flags);
+    h3_matmul(m->be, out, value, rows, b->ff_down, NULL, flags);
+}
+
+static void free_scratch(h3_backend *be, dit_scratch *s) {
+    h3_free(be, s->n), h3_free(be, s->o), h3_free(be, s->q), h3_free(be, s->k);
+    h3_free(be, s->v), h3_free(be, s->a), h3_free(be, s->big);
+}
+
+static int alloc_scratch(dit_model *m, int64_t rows, dit_scratch *s) {
+    const dit_config *c = &m->cfg;
+    int64_t H = c->hidden_size, I = (int64_t)c->num_attention_heads * c->attention_head_dim;
+    int64_t big = 3 * I > 2 * (int64_t)c->ffn_dim ? 3 * I : 2 * (int64_t)c->ffn_dim;
+    size_t f = sizeof(float);
+    memset(s, 0, sizeof *s);
+    s->n = h3_alloc(m->be, (size_t)(rows * H) * f);
+    s->o = h3_alloc(m->be, (size_t)(rows * H) * f);
+    s->q = h3_alloc(m->be, (size_t)(rows * I) * f);
+    s->k = h3_alloc(m->be, (size_t)(rows * I) * f);
+    s->v = h3_alloc(m->be, (size_t)(rows * I) * f);
+    s->a = h3_alloc(m->be, (size_t)(rows * I) * f);
+    s->big = h3_alloc(m->be, (size_t)(rows * big) * f);
+    if (!s->n || !s->o || !s->q || !s->k || !s->v || !s->a || !s->big) {
+        free_scratch(m->be, s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Context embedder + token refiner (spec 4.2 step 3-4, 4.3): text rows -> xt [Nt, H]. */
+static int text_stream(dit_model *m, const float *text_host, int64_t Nt, float *xt, h3_err *e) {
+    const dit_config *c = &m->cfg;
+    int flags = m->bf16 ? H3_BF16_OUT : 0;
+    int64_t H = c->hidden_size;
+    float *tin = h3_alloc(m->be, (size_t)(Nt * c->text_dim) * sizeof(float));
+    dit_scratch s;
+    if (!tin || alloc_scratch(m, Nt, &s) != 0) {
+        h3_free(m->be, tin);
+        return h3_fail(e, "out of memory for the text stream (%lld rows)", (long long)Nt);
+    }
+    h3_upload(m->be, tin, text_host, (size_t)(Nt * c->text_dim) * sizeof(float));
+    /* bf16: the text is cast to the context embedder's dtype first */
+    if (m->bf16) h3_round_bf16_buf(m->be, tin, Nt * c->text_dim);
+    h3_matmul(m->be, xt, tin, Nt, m->ctx_w, m->ctx_b, flags);
+    for (int r = 0; r < c->num_refiner_layers; r++) {
+        const dit_block_w *b = &m->refiner[r];
+        h3_rmsnorm(m->be, s.n, xt, Nt, H, b->norm1, c->norm_eps, flags);
+        attention(m, &b->attn, s.n, Nt, NULL, NULL, &s, s.o);
+        h3_add(m->be, xt, xt, s.o, Nt * H, flags);
+        h3_rmsnorm(m->be, s.n, xt, Nt, H, b->norm2, c->norm_eps, flags);
+        feed_forward(m, b, s.n, Nt, &s, s.o);
+        h3_add(m->be, xt, xt, s.o, Nt * H, flags);
+    }
+    h3_rmsnorm(m->be, xt, xt, Nt, H, m->refiner_final_norm, c->final_norm_eps, flags);
+    h3_free(m->be, tin);
+    free_scratch(m->be, &s);
+    return 0;
+}
+
+/* Input checks the reference does (spec 3) plus the ones it leaves out: tags in {0,1,2}, the three
+ * index sets partition 0..S-1, timestep values finite, distinct and ascending. */
+static int validate_inputs(const dit_model *m, const dit_inputs *in, h3_err *e, int rows_only) {
+    if (in->S <= 0) return h3_fail(e, "dit: packed sequence length S must be positive, got %lld", (long long)in->S);
+    if (rows_only) goto rows;
+    if (in->Nv < 0 || in->Na < 0 || in->Nt < 0 || in->Nv + in->Na + in->Nt != in->S)
+        return h3_fail(e, "dit: video (%lld) + audio (%lld) + text (%lld) rows must add up to S = %lld",
+                       (long long)in->Nv, (long long)in->Na, (long long)in->Nt, (long long)in->S);
+    if (in->S > INT32_MAX) return h3_fail(e, "dit: S = %lld is too large", (long long)in->S);
+    if (in->K < 1) return h3_fail(e, "dit: 'timestep' must hold at least one value");
+    if ((in->Nv && !in->video) || (in->Na && !in->audio) || (in->Nt && !in->text))
+        return h3_fail(e, "dit: missing input array");
+rows:
+    if (in->K < 1) return h3_fail(e, "dit: 'timestep' must hold at least one value");
+    if (!in->timestep || !in->timestep_indices || !in->token_tags || !in->position_ids)
+        return h3_fail(e, "dit: missing input array");
+    for (int k = 0; k < in->K; k++) {
+        if (!isfinite(in->timestep[k])) return h3_fail(e, "dit: 'timestep'[%d] is not finite", k);
+        if (k > 0 && !(in->timestep[k] > in->timestep[k - 1]))
+            return h3_fail(e, "dit: 'timestep' values must be distinct and ascending (index %d: %.9g after %.9g)", k,
+                           (double)in->timestep[k], (double)in->timestep[k - 1]);
+    }
+    for (int64_t s = 0; s < in->S; s++) {
+        if (in->timestep_indices[s] < 0 || in->timestep_indices[s] >= in->K)
+            return h3_fail(e, "dit: 'timestep_indices'[%lld] = %lld is outside [0, %d) (K = len(timestep))",
+                           (long long)s, (long long)in->timestep_indices[s], in->K);
+        if (in->token_tags[s] < 0 || in->token_tags[s] > 2)
+            return h3_fail(e, "dit: 'token_tags'[%lld] = %lld must be 0 (video), 1 (text) or 2 (audio)",
+                           (long long)s, (long long)in->token_tags[s]);
+        for (int a = 0; a < 3; a++)
+            if (!isfinite(in->position_ids[s * 3 + a]))
+                return h3_fail(e, "dit: 'position_ids'[%lld] is not finite", (long long)s);
+    }
+    if (rows_only) return 0;
+    uint8_t *seen = calloc((size_t)in->S, 1);
+    if (!seen) return h3_fail(e, "out of memory");
+    const struct { const char *name; const int64_t *idx; int64_t n; } sets[3] = {
+        {"text_indices", in->text_indices, in->Nt},
+        {"video_indices", in->video_indices, in->Nv},
+        {"audio_indices", in->audio_indices, in->Na},
+    };
+    for (int j = 0; j < 3; j++) {
+        if (sets[j].n && !sets[j].idx) {
+            free(seen);
+            return h3_fail(e, "dit: missing '%s'", sets[j].name);
+        }
+        for (int64_t i = 0; i < sets[j].n; i++) {
+            int64_t r = sets[j].idx[i];
+            if (r < 0 || r >= in->S || seen[r]) {
+                free(seen);
+                return h3_fail(e, "dit: '%s'[%lld] = %lld %s", sets[j].name, (long long)i, (long long)r,
+                               r < 0 || r >= in->S ? "is outside [0, S)" : "addresses a row already taken "
+                                                                         "(the index sets must partition 0..S-1)");
+            }
+            seen[r] = 1;
+        }
+    }
+    free(seen);
+    (void)m;
+    return 0;
+}
+
+/* Host int32 copy of an index list, uploaded. */
+static int32_t *upload_index(h3_backend *be, const int64_t *src, int64_t n, int64_t mul, const int64_t *add) {
+    int32_t *host = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    int32_t *dev = h3_alloc(be, (size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!host || !dev) {
+        free(host);
+        h3_free(be, dev);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) host[i] = (int32_t)(src[i] * mul + (add ? add[i] : 0));
+    h3_upload(be, dev, host, (size_t)n * sizeof(int32_t));
+    free(host);
+    return dev;
+}
+
+/* Rotary tables [S, 6F] (spec 4.1): angle = fp32(fp32(pos) * inv_freq[k]) for the t, h and w blocks,
+ * duplicated for the rotate-half pairs. */
+static void rope_tables(const dit_model *m, const double *pos, int64_t S, float *cos_h, float *sin_h) {
+    int F = m->cfg.rope_freq_dim, R = 6 * F;
+#pragma omp parallel for schedule(static)
+    for (int64_t s = 0; s < S; s++) {
+        for (int a = 0; a < 3; a++) {
+            float p = (float)pos[s * 3 + a];
+            for (int k = 0; k < F; k++) {
+                float th = p * m->inv_freq[k];
+                float cs = cosf(th), sn = sinf(th);
+                int j = a * F + k;
+                cos_h[s * R + j] = cs, cos_h[s * R + j + 3 * F] = cs;
+                sin_h[s * R + j] = sn, sin_h[s * R + j + 3 * F] = sn;
+            }
+        }
+    }
+}
+
+/* Everything a forward shares between blocks: the AdaLN tables of its K timesteps, the per-row
+ * table indices, the rotary tables and the activation scratch. */
+typedef struct fwd_ctx {
+    int64_t          S, K;
+    float           *tab;     /* [L][K*3][6H] */
+    float           *tab_f;   /* [K][2H] */
+    int32_t         *ada_idx; /* [S] timestep_index * 3 + tag */
+    int32_t         *t_idx;   /* [S] timestep_index */
+    float           *cos, *sin;
+    dit_scratch      s;
+    int              have_scratch;
+    dit_adaln_entry *tmp;
+    int              n_tmp;
+} fwd_ctx;
+
+static void fwd_ctx_free(dit_model *m, fwd_ctx *x) {
+    if (x->have_scratch) free_scratch(m->be, &x->s);
+    for (int i = 0; i < x->n_tmp; i++) free_cache_entry(m, &x->tmp[i]);
+    free(x->tmp);
+    h3_free(m->be, x->tab), h3_free(m->be, x->tab_f), h3_free(m->be, x->ada_idx), h3_free(m->be, x->t_idx);
+    h3_free(m->be, x->cos), h3_free(m->be, x->sin);
+    memset(x, 0, sizeof *x);
+}
+
+static int fwd_ctx_init(dit_model *m, const dit_inputs *in, fwd_ctx *x, h3_err *e) {
+    const dit_config *c = &m->cfg;
+    h3_backend *be = m->be;
+    int64_t S = in->S, H = c->hidden_size, L = c->num_layers, K = in->K, R = 6 * c->rope_freq_dim;
+    int64_t row18 = (int64_t)MODALITIES * ADALN_SLOTS * H;
+    size_t f = sizeof(float);
+    memset(x, 0, sizeof *x);
+    x->S = S, x->K = K;
+    float *cos_h = NULL, *sin_h = NULL;
+    /* AdaLN tables from the cache, or computed now for values never prepared (spec 4.5) */
+    const dit_adaln_entry **ent = calloc((size_t)K, sizeof *ent);
+    x->tmp = calloc((size_t)K, sizeof *x->tmp);
+    if (!ent || !x->tmp) goto oom;
+    float *missing = malloc((size_t)K * sizeof(float));
+    if (!missing) goto oom;
+    for (int64_t k = 0; k < K; k++)
+        if (!(ent[k] = find_cached(m, in->timestep[k]))) missing[x->n_tmp++] = in->timestep[k];
+    if (x->n_tmp) { /* values never prepared: one pass now, dropped after this forward */
+        int nt = x->n_tmp;
+        x->n_tmp = 0;
+        if (compute_adaln(m, missing, nt, x->tmp, e) != 0) {
+            free(missing);
+            goto fail;
+        }
+        x->n_tmp = nt;
+        for (int64_t k = 0, j = 0; k < K; k++)
+            if (!ent[k]) ent[k] = &x->tmp[j++];
+    }
+    free(missing);
+    x->tab = h3_alloc(be, (size_t)(L * K * row18) * f);
+    x->tab_f = h3_alloc(be, (size_t)(K * 2 * H) * f);
+    if (!x->tab || !x->tab_f) goto oom;
+    for (int64_t b = 0; b < L; b++)
+        for (int64_t k = 0; k < K; k++)
+            h3_copy(be, x->tab + (b * K + k) * row18, ent[k]->blocks + b * row18, (size_t)row18 * f);
+    for (int64_t k = 0; k < K; k++) h3_copy(be, x->tab_f + k * 2 * H, ent[k]->final, (size_t)(2 * H) * f);
+    x->ada_idx = upload_index(be, in->timestep_indices, S, MODALITIES, in->token_tags);
+    x->t_idx = upload_index(be, in->timestep_indices, S, 1, NULL);
+    cos_h = malloc((size_t)(S * R) * f);
+    sin_h = malloc((size_t)(S * R) * f);
+    x->cos = h3_alloc(be, (size_t)(S * R) * f);
+    x->sin = h3_alloc(be, (size_t)(S * R) * f);
+    if (!x->ada_idx || !x->t_idx || !cos_h || !sin_h || !x->cos || !x->sin) goto oom;
+    rope_tables(m, in->position_ids, S, cos_h, sin_h);
+    h3_upload(be, x->cos, cos_h, (size_t)(S * R) * f);
+    h3_upload(be, x->sin, sin_h, (size_t)(S * R) * f);
+    if (alloc_scratch(m, S, &x->s) != 0) goto oom;
+    x->have_scratch = 1;
+    free(cos_h), free(sin_h), free(ent);
+    return 0;
+oom:
+    h3_fail(e, "dit: out of memory (S = %lld)", (long long)S);
+fail:
+    free(cos_h), free(sin_h), free(ent);
+    fwd_ctx_free(m, x);
+    return -1;
+}
+
+/* One main block (spec 4.6) in place on X [S, H]. */
+static void run_block(dit_model *m, fwd_ctx *x, int64_t b, float *X) {
+    const dit_config *c = &m->cfg;
+    h3_backend *be = m->be;
+    int flags = m->bf16 ? H3_BF16_OUT : 0;
+    int64_t S = x->S, H = c->hidden_size, row6 = (int64_t)ADALN_SLOTS * H;
+    const dit_block_w *w = &m->blocks[b];
+    const float *tb = x->tab + b * x->K * MODALITIES * row6;
+    dit_scratch *s = &x->s;
+    h3_rmsnorm(be, s->n, X, S, H, w->norm1, c->norm_eps, flags);
+    h3_adaln_modulate(be, s->n, s->n, S, H, tb, row6, x->ada_idx, 0 * H, 1 * H, flags);
+    attention(m, &w->attn, s->n, S, x->cos, x->sin, s, s->o);
+    h3_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 2 * H, flags);
+    h3_rmsnorm(be, s->n, X, S, H, w->norm2, c->norm_eps, flags);
+    h3_adaln_modulate(be, s->n, s->n, S, H, tb, row6, x->ada_idx, 3 * H, 4 * H, flags);
+    feed_forward(m, w, s->n, S, s, s->o);
+    h3_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 5 * H, flags);
+}
+
+int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *audio_out, h3_err *e) {
+    if (validate_inputs(m, in, e, 0) != 0) return -1;
+    const dit_config *c = &m->cfg;
+    h3_backend *be = m->be;
+    int flags = m->bf16 ? H3_BF16_OUT : 0;
+    int64_t S = in->S, H = c->hidden_size, L = c->num_layers;
+    int64_t VP = (int64_t)c->in_channels * c->patch_size[0] * c->patch_size[1] * c->patch_size[2];
+    int64_t CA = c->audio_in_channels;
+    int64_t nmax = in->Nv > in->Na ? in->Nv : in->Na, cmax = VP > CA ? VP : CA;
+    size_t f = sizeof(float);
+    int rc = -1;
+    fwd_ctx x;
+    float *X = NULL, *xt = NULL, *rows_in = NULL, *rows_h = NULL, *rows_out = NULL;
+    int32_t *ti_dev = NULL, *vi_dev = NULL, *ai_dev = NULL;
+    if (fwd_ctx_init(m, in, &x, e) != 0) return -1;
+    ti_dev = upload_index(be, in->text_indices, in->Nt, 1, NULL);
+    vi_dev = upload_index(be, in->video_indices, in->Nv, 1, NULL);
+    ai_dev = upload_index(be, in->audio_indices, in->Na, 1, NULL);
+    X = h3_alloc(be, (size_t)(S * H) * f);
+    rows_in = h3_alloc(be, (size_t)((nmax ? nmax : 1) * cmax) * f);
+    rows_h = h3_alloc(be, (size_t)((nmax ? nmax : 1) * H) * f);
+    rows_out = h3_alloc(be, (size_t)((nmax ? nmax : 1) * cmax) * f);
+    if (!ti_dev || !vi_dev || !ai_dev || !X || !rows_in || !rows_h || !rows_out) goto oom;
+
+    /* packed sequence (spec 4.2): text stream, then video and audio embeddings (fp32, cast on scatter) */
+    if (in->Nt) {
+        xt = h3_alloc(be, (size_t)(in->Nt * H) * f);
+        if (!xt) goto oom;
+        if (text_stream(m, in->text, in->Nt, xt, e) != 0) goto done;
+        h3_rows_scatter(be, X, xt, ti_dev, in->Nt, H, 0);
+    }
+    if (in->Nv) {
+        h3_upload(be, rows_in, in->video, (size_t)(in->Nv * VP) * f);
+        h3_matmul(be, rows_h, rows_in, in->Nv, m->proj_in_w, m->proj_in_b, 0);
+        h3_rows_scatter(be, X, rows_h, vi_dev, in->Nv, H, flags);
+    }
+    if (in->Na) {
+        h3_upload(be, rows_in, in->audio, (size_t)(in->Na * CA) * f);
+        h3_matmul(be, rows_h, rows_in, in->Na, m->audio_in_w, m->audio_in_b, 0);
+        h3_rows_scatter(be, X, rows_h, ai_dev, in->Na, H, flags);
+    }
+
+    for (int64_t b = 0; b < L; b++) run_block(m, &x, b, X);
+
+    /* output norm, shift then scale per timestep (spec 4.9), and the fp32 heads on the needed rows */
+    float *n = x.s.n;
+    h3_rmsnorm(be, n, X, S, H, m->out_norm, c->final_norm_eps, flags);
+    h3_adaln_modulate(be, n, n, S, H, x.tab_f, 2 * H, x.t_idx, 0, H, flags);
+    if (in->Nv) {
+        h3_rows_gather(be, rows_h, n, vi_dev, in->Nv, H);
+        h3_matmul(be, rows_out, rows_h, in->Nv, m->proj_out_w, m->proj_out_b, 0);
+        h3_download(be, video_out, rows_out, (size_t)(in->Nv * VP) * f);
+    }
+    if (in->Na) {
+        h3_rows_gather(be, rows_h, n, ai_dev, in->Na, H);
+        h3_matmul(be, rows_out, rows_h, in->Na, m->audio_out_w, m->audio_out_b, 0);
+        h3_download(be, audio_out, rows_out, (size_t)(in->Na * CA) * f);
+    }
+    h3_sync(be);
+    rc = 0;
+    goto done;
+oom:
+    h3_fail(e, "dit: out of memory (S = %lld)", (long long)S);
+done:
+    fwd_ctx_free(m, &x);
+    h3_free(be, X), h3_free(be, xt), h3_free(be, rows_in), h3_free(be, rows_h), h3_free(be, rows_out);
+    h3_free(be, ti_dev), h3_free(be, vi_dev), h3_free(be, ai_dev);
+    return rc;
+}
+
+int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h3_err *e) {
+    if (block < 0 || block >= m->cfg.num_layers)
+        return h3_fail(e, "dit: block %d outside [0, %d)", block, m->cfg.num_layers);
+    if (validate_inputs(m, in, e, 1) != 0) return -1;
+    fwd_ctx x;
+    if (fwd_ctx_init(m, in, &x, e) != 0) return -1;
+    run_block(m, &x, block, X);
+    h3_sync(m->be);
+    fwd_ctx_free(m, &x);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- probe tensors -> inputs */
+
+static int shape_is(const h3_tensor *t, int ndim, const int64_t *shape) {
+    if (t->ndim != ndim) return 0;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] >= 0 && t->shape[i] != shape[i]) return 0;
+    return 1;
+}
+
+static int bad_shape(h3_err *e, const char *name, const h3_tensor *t, const char *rule) {
+    char s[128];
+    return h3_fail(e, "input '%s': shape %s, %s", name, h3_shape_str(t->shape, t->ndim, s, sizeof s), rule);
+}
+
+int dit_inputs_from_tensors(const dit_config *c, const dit_tensors *t, int64_t b, dit_inputs *out, h3_err *e) {
+    const h3_tensor *req[10] = {t->hidden_states, t->audio_hidden_states, t->encoder_hidden_states, t->timestep,
+                                t->timestep_indices, t->token_tags, t->position_ids, t->video_indices,
+                                t->audio_indices, t->text_indices};
+    static const char *names[10] = {"hidden_states", "audio_hidden_states", "encoder_hidden_states", "timestep",
+                                    "timestep_indices", "token_tags", "position_ids", "video_indices",
+                                    "audio_indices", "text_indices"};
+    static const h3_dtype want[10] = {H3_F32, H3_F32, H3_F32, H3_F32, H3_I64, H3_I64, H3_F64, H3_I64, H3_I64, H3_I64};
+    for (int i = 0; i < 10; i++) {
+        if (!req[i]) return h3_fail(e, "input '%s': missing", names[i]);
+        if (req[i]->dtype != want[i])
+            return h3_fail(e, "input '%s': dtype %s, expected %s", names[i], h3_dtype_name(req[i]->dtype),
+                           h3_dtype_name(want[i]));
+    }
+    const h3_tensor *pos = t->position_ids;
+    if (pos->ndim != 2 || pos->shape[1] != 3) return bad_shape(e, "position_ids", pos, "must be (seq_len, 3)");
+    int64_t S = pos->shape[0];
+    if (!shape_is(t->token_tags, 1, (int64_t[]){S}))
+        return bad_shape(e, "token_tags", t->token_tags, "must be (seq_len,) matching position_ids");
+    if (!shape_is(t->timestep_indices, 1, (int64_t[]){S}))
+        return bad_shape(e, "timestep_indices", t->timestep_indices, "must be (seq_len,) matching position_ids");
+    if (t->timestep->ndim != 1) return bad_shape(e, "timestep", t->timestep, "must be 1-D (the distinct values)");
+    if (t->timestep->shape[0] < 1 || t->timestep->shape[0] > 1024)
+        return bad_shape(e, "timestep", t->timestep, "must hold 1..1024 values");
+    for (int i = 7; i < 10; i++)
+        if (req[i]->ndim != 1) return bad_shape(e, names[i], req[i], "must be 1-D");
+    int64_t Nv = t->video_indices->shape[0], Na = t->audio_indices->shape[0], Nt = t->text_indices->shape[0];
+    int64_t VP = (int64_t)c->in_channels * c->patch_size[0] * c->patch_size[1] * c->patch_size[2];
+    const h3_tensor *hv = t->hidden_states, *ha = t->audio_hidden_states, *ht = t->encoder_hidden_states;
+    if (hv->ndim != 3 || hv->shape[0] < 1) return bad_shape(e, "hidden_states", hv, "must be (batch, video rows, patch dim)");
+    int64_t B = hv->shape[0];
+    char rule[160];
+    snprintf(rule, sizeof rule, "must be (%lld, %lld, %lld): batch, len(video_indices), in_channels*prod(patch)",
+             (long long)B, (long long)Nv, (long long)VP);
+    if (!shape_is(hv, 3, (int64_t[]){B, Nv, VP})) return bad_shape(e, "hidden_states", hv, rule);
+    snprintf(rule, sizeof rule, "must be (%lld, %lld, %d): batch, len(audio_indices), audio_in_channels",
+             (long long)B, (long long)Na, c->audio_in_channels);
+    if (!shape_is(ha, 3, (int64_t[]){B, Na, c->audio_in_channels})) return bad_shape(e, "audio_hidden_states", ha, rule);
+    snprintf(rule, sizeof rule, "must be (%lld, %lld, %d): batch, len(text_indices), text_dim", (long long)B,
+             (long long)Nt, c->text_dim);
+    if (!shape_is(ht, 3, (int64_t[]){B, Nt, c->text_dim})) return bad_shape(e, "encoder_hidden_states", ht, rule);
+    if (Nv + Na + Nt != S)
+        return h3_fail(e, "input 'position_ids': %lld rows, but video (%lld) + audio (%lld) + text (%lld) indices "
+                          "address %lld rows", (long long)S, (long long)Nv, (long long)Na, (long long)Nt,
+                       (long long)(Nv + Na + Nt));
+    if (b < 0 || b >= B) return h3_fail(e, "dit: batch item %lld outside [0, %lld)", (long long)b, (long long)B);
+    memset(out, 0, sizeof *out);
+    out->video = (const float *)hv->data + b * Nv * VP;
+    out->audio = (const float *)ha->data + b * Na * c->audio_in_channels;
+    out->text = (const float *)ht->data + b * Nt * c->text_dim;
+    out->Nv = Nv, out->Na = Na, out->Nt = Nt, out->S = S;
+    out->timestep = t->timestep->data;
+    out->K = (int)t->timestep->shape[0];
+    out->timestep_indices = t->timestep_indices->data;
+    out->token_tags = t->token_tags->data;
+    out->position_ids = pos->data;
+    out->video_indices = t->video_indices->data;
+    out->audio_indices = t->audio_indices->data;
+    out->text_indices = t->text_indices->data;
+    return 0;
+}

@@ -1,0 +1,1255 @@
+/* MiniMax-H3 video VAE: config, weights, encoder, decoder and the tiling / chunking drivers
+ * (../shared/spec/video_vae.md; section numbers below refer to it). */
+#include "video_vae.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../backend/backend_conv.h"
+#include "../backend/backend_dit.h"
+#include "../io/safetensors.h"
+
+/* ------------------------------------------------------------------------------------------------
+ * Configuration (spec 1)
+ * ---------------------------------------------------------------------------------------------- */
+
+static const int default_blocks[6] = {128, 256, 256, 512, 512, 1024};
+static const int default_sfac[6] = {2, 2, 2, 2, 1, 1};
+static const int default_tfac[6] = {1, 2, 2, 1, 1, 1};
+
+static int pos_mod(int a, int m) { return ((a % m) + m) % m; }
+
+/* Missing keys keep the diffusers constructor default (ConfigMixin does the same). */
+static int cfg_int(json_t *root, const char *key, int *out, const char *path, h3_err *e) {
+    json_t *v = json_object_get(root, key);
+    if (!v) return 0;
+    if (!json_is_integer(v)) return h3_fail(e, "%s: '%s' must be an integer", path, key);
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int cfg_num(json_t *root, const char *key, double *out, const char *path, h3_err *e) {
+    json_t *v = json_object_get(root, key);
+    if (!v) return 0;
+    if (!json_is_number(v)) return h3_fail(e, "%s: '%s' must be a number", path, key);
+    *out = json_number_value(v);
+    return 0;
+}
+
+/* Reads a JSON array of numbers into out (capacity cap); *n = its length (unchanged if absent). */
+static int cfg_array(json_t *root, const char *key, double *out, int cap, int *n, const char *path, h3_err *e) {
+    json_t *v = json_object_get(root, key);
+    if (!v) return 0;
+    if (!json_is_array(v)) return h3_fail(e, "%s: '%s' must be an array", path, key);
+    if ((int)json_array_size(v) > cap)
+        return h3_fail(e, "%s: '%s' has %d entries, at most %d supported", path, key, (int)json_array_size(v), cap);
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        json_t *x = json_array_get(v, i);
+        if (!json_is_number(x)) return h3_fail(e, "%s: '%s'[%d] must be a number", path, key, (int)i);
+        out[i] = json_number_value(x);
+    }
+    *n = (int)json_array_size(v);
+    return 0;
+}
+
+static int cfg_derive(video_vae_config *c, double rope_ratio, const char *path, h3_err *e) {
+    if (c->in_channels <= 0 || c->out_channels <= 0 || c->latent_channels <= 0 || c->latent_channels > VVAE_MAX_LATENT)
+        return h3_fail(e, "%s: in/out/latent channels must be positive (latent at most %d)", path, VVAE_MAX_LATENT);
+    if (c->num_levels < 1) return h3_fail(e, "%s: block_out_channels must not be empty", path);
+    if (c->layers_per_block < 1) return h3_fail(e, "%s: layers_per_block must be >= 1", path);
+    if (c->norm_num_groups < 1) return h3_fail(e, "%s: norm_num_groups must be >= 1", path);
+    c->S = 1;
+    c->R = 1;
+    for (int l = 0; l < c->num_levels; l++) {
+        if (c->block_out_channels[l] <= 0 || c->block_out_channels[l] % c->norm_num_groups)
+            return h3_fail(e, "%s: block_out_channels[%d] = %d must be a positive multiple of norm_num_groups %d", path,
+                           l, c->block_out_channels[l], c->norm_num_groups);
+        if (c->spatial_factors[l] < 1 || c->spatial_factors[l] > 2 || c->temporal_factors[l] < 1 ||
+            c->temporal_factors[l] > 2)
+            return h3_fail(e, "%s: downsample factors of level %d must be 1 or 2 (got %d spatial, %d temporal)", path,
+                           l, c->spatial_factors[l], c->temporal_factors[l]);
+        c->S *= c->spatial_factors[l];
+        c->R *= c->temporal_factors[l];
+    }
+    if (c->dec_layers < 0 || c->dec_heads < 1 || c->dec_head_dim < 1 || c->dec_registers < 0 || c->dec_ffn_mult < 1)
+        return h3_fail(e, "%s: decoder sizes must be positive", path);
+    c->dim = c->dec_heads * c->dec_head_dim;
+    c->rope_dim = (int)((double)c->dec_head_dim * rope_ratio); /* Python int(head_dim * ratio) */
+    if (c->rope_dim <= 0 || c->rope_dim % 6 || c->rope_dim > c->dec_head_dim || c->rope_dim > 384)
+        return h3_fail(e, "%s: rotary dims int(%d * %g) = %d must be a positive multiple of 6, <= head dim and <= 384", path,
+                       c->dec_head_dim, rope_ratio, c->rope_dim);
+    if (c->clip_length < 1 || c->token_drop < 0)
+        return h3_fail(e, "%s: clip_length must be >= 1 and token_drop >= 0", path);
+    c->P = pos_mod(-c->clip_length, c->R);
+    c->K = (c->clip_length + c->R - 1) / c->R;
+    c->O = pos_mod(-c->token_drop, c->K);
+    c->FO = c->O * c->R - c->P > 0 ? c->O * c->R - c->P : 0;
+    c->CF = c->K * c->R;
+    c->patch_dim = c->out_channels * c->R * c->S * c->S;
+    c->ffn_inner = c->dim * c->dec_ffn_mult;
+    if (c->clip_length < c->R) return h3_fail(e, "%s: clip_length must be >= the temporal ratio %d", path, c->R);
+    for (int i = 0; i < c->latent_channels; i++)
+        if (!(c->latents_std[i] != 0.0f)) return h3_fail(e, "%s: latents_std[%d] must be non-zero", path, i);
+    return 0;
+}
+
+int video_vae_config_load(const char *vae_dir, video_vae_config *c, h3_err *e) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", vae_dir);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return h3_fail(e, "%s: cannot read JSON (%s, line %d)", path, je.text, je.line);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return h3_fail(e, "%s: expected a JSON object", path);
+    }
+    memset(c, 0, sizeof *c);
+    c->in_channels = 3;
+    c->out_channels = 3;
+    c->latent_channels = 24;
+    c->num_levels = 6;
+    for (int l = 0; l < 6; l++) {
+        c->block_out_channels[l] = default_blocks[l];
+        c->spatial_factors[l] = default_sfac[l];
+        c->temporal_factors[l] = default_tfac[l];
+    }
+    c->layers_per_block = 2;
+    c->norm_num_groups = 32;
+    c->reflect = 1;
+    c->dec_layers = 36;
+    c->dec_heads = 32;
+    c->dec_head_dim = 64;
+    c->dec_registers = 4;
+    c->dec_ffn_mult = 4;
+    c->clip_length = 17;
+    c->token_drop = 3;
+    double norm_eps = 1e-6, theta = 100.0, ratio = 0.75, dec_eps = 1e-5;
+    double arr[VVAE_MAX_LATENT];
+    int n_blocks = 6, n_sf = 6, n_tf = 6, n_mean = 24, n_std = 24, rc = -1;
+    for (int i = 0; i < 24; i++) c->latents_mean[i] = 0.0f, c->latents_std[i] = 1.0f;
+    if (cfg_int(root, "in_channels", &c->in_channels, path, e) || cfg_int(root, "out_channels", &c->out_channels, path, e) ||
+        cfg_int(root, "latent_channels", &c->latent_channels, path, e) ||
+        cfg_int(root, "layers_per_block", &c->layers_per_block, path, e) ||
+        cfg_int(root, "norm_num_groups", &c->norm_num_groups, path, e) || cfg_num(root, "norm_eps", &norm_eps, path, e) ||
+        cfg_int(root, "decoder_num_layers", &c->dec_layers, path, e) ||
+        cfg_int(root, "decoder_num_attention_heads", &c->dec_heads, path, e) ||
+        cfg_int(root, "decoder_attention_head_dim", &c->dec_head_dim, path, e) ||
+        cfg_int(root, "decoder_num_register_tokens", &c->dec_registers, path, e) ||
+        cfg_int(root, "decoder_ffn_mult", &c->dec_ffn_mult, path, e) ||
+        cfg_num(root, "decoder_rope_theta", &theta, path, e) || cfg_num(root, "decoder_rope_dim_ratio", &ratio, path, e) ||
+        cfg_num(root, "decoder_norm_eps", &dec_eps, path, e) || cfg_int(root, "clip_length", &c->clip_length, path, e) ||
+        cfg_int(root, "token_drop", &c->token_drop, path, e))
+        goto done;
+    if (cfg_array(root, "block_out_channels", arr, VVAE_MAX_LEVELS, &n_blocks, path, e)) goto done;
+    if (json_object_get(root, "block_out_channels"))
+        for (int i = 0; i < n_blocks; i++) c->block_out_channels[i] = (int)arr[i];
+    if (cfg_array(root, "spatial_downsample_factors", arr, VVAE_MAX_LEVELS, &n_sf, path, e)) goto done;
+    if (json_object_get(root, "spatial_downsample_factors"))
+        for (int i = 0; i < n_sf; i++) c->spatial_factors[i] = (int)arr[i];
+    if (cfg_array(root, "temporal_downsample_factors", arr, VVAE_MAX_LEVELS, &n_tf, path, e)) goto done;
+    if (json_object_get(root, "temporal_downsample_factors"))
+        for (int i = 0; i < n_tf; i++) c->temporal_factors[i] = (int)arr[i];
+    if (n_sf != n_blocks || n_tf != n_blocks) {
+        h3_fail(e, "%s: block_out_channels, spatial_downsample_factors and temporal_downsample_factors need the same "
+                   "length (%d, %d, %d)", path, n_blocks, n_sf, n_tf);
+        goto done;
+    }
+    c->num_levels = n_blocks;
+    if (cfg_array(root, "latents_mean", arr, VVAE_MAX_LATENT, &n_mean, path, e)) goto done;
+    for (int i = 0; i < n_mean; i++) c->latents_mean[i] = (float)arr[i];
+    if (cfg_array(root, "latents_std", arr, VVAE_MAX_LATENT, &n_std, path, e)) goto done;
+    for (int i = 0; i < n_std; i++) c->latents_std[i] = (float)arr[i];
+    if (n_mean != c->latent_channels || n_std != c->latent_channels) {
+        h3_fail(e, "%s: latents_mean/latents_std need latent_channels = %d entries (got %d, %d)", path,
+                c->latent_channels, n_mean, n_std);
+        goto done;
+    }
+    json_t *mode = json_object_get(root, "spatial_padding_mode");
+    if (mode) {
+        const char *m = json_string_value(mode);
+        if (m && !strcmp(m, "reflect")) c->reflect = 1;
+        else if (m && (!strcmp(m, "constant") || !strcmp(m, "zeros"))) c->reflect = 0;
+        else {
+            h3_fail(e, "%s: spatial_padding_mode must be \"reflect\" or \"constant\"", path);
+            goto done;
+        }
+    }
+    c->norm_eps = (float)norm_eps;
+    c->rope_theta = (float)theta;
+    c->rope_dim_ratio = (float)ratio;
+    c->dec_norm_eps = (float)dec_eps;
+    rc = cfg_derive(c, ratio, path, e);
+done:
+    json_decref(root);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Tensor list (spec 2.1, Appendix A)
+ * ---------------------------------------------------------------------------------------------- */
+
+#define SHAPE(...) (int64_t[]){__VA_ARGS__}
+
+static int expect_parts(const video_vae_config *c, int parts, h3_expect_list *l, h3_err *e) {
+    int bad = 0;
+    if (parts & VIDEO_VAE_ENCODER) {
+        int64_t c0 = c->block_out_channels[0], z2 = 2 * c->latent_channels;
+        bad |= h3_expect_add(l, H3_F32, 5, SHAPE(c0, c->in_channels, 3, 3, 3), "encoder.conv_in.weight");
+        bad |= h3_expect_add(l, H3_F32, 1, SHAPE(c0), "encoder.conv_in.bias");
+        for (int L = 0; L < c->num_levels; L++) {
+            int64_t co = c->block_out_channels[L], cin = L ? c->block_out_channels[L - 1] : c0;
+            for (int r = 0; r < c->layers_per_block; r++) {
+                int64_t ci = r ? co : cin;
+                const char *p = "encoder.down_blocks.%d.resnets.%d.%s";
+                bad |= h3_expect_add(l, H3_F32, 1, SHAPE(ci), p, L, r, "norm1.weight");
+                bad |= h3_expect_add(l, H3_F32, 1, SHAPE(ci), p, L, r, "norm1.bias");
+                bad |= h3_expect_add(l, H3_F32, 5, SHAPE(co, ci, 3, 3, 3), p, L, r, "conv1.weight");
+                bad |= h3_expect_add(l, H3_F32, 1, SHAPE(co), p, L, r, "conv1.bias");
+                bad |= h3_expect_add(l, H3_F32, 1, SHAPE(co), p, L, r, "norm2.weight");
+                bad |= h3_expect_add(l, H3_F32, 1, SHAPE(co), p, L, r, "norm2.bias");
+                bad |= h3_expect_add(l, H3_F32, 5, SHAPE(co, co, 3, 3, 3), p, L, r, "conv2.weight");
+                bad |= h3_expect_add(l, H3_F32, 1, SHAPE(co), p, L, r, "conv2.bias");
+                if (ci != co) {
+                    bad |= h3_expect_add(l, H3_F32, 5, SHAPE(co, ci, 1, 1, 1), p, L, r, "conv_shortcut.weight");
+                    bad |= h3_expect_add(l, H3_F32, 1, SHAPE(co), p, L, r, "conv_shortcut.bias");
+                }
+            }
+            if (c->spatial_factors[L] * c->temporal_factors[L] > 1) {
+                bad |= h3_expect_add(l, H3_F32, 5, SHAPE(co, co, 3, 3, 3), "encoder.down_blocks.%d.downsamplers.0.conv.weight", L);
+                bad |= h3_expect_add(l, H3_F32, 1, SHAPE(co), "encoder.down_blocks.%d.downsamplers.0.conv.bias", L);
+            }
+        }
+        int64_t cl = c->block_out_channels[c->num_levels - 1];
+        bad |= h3_expect_add(l, H3_F32, 1, SHAPE(cl), "encoder.norm_out.weight");
+        bad |= h3_expect_add(l, H3_F32, 1, SHAPE(cl), "encoder.norm_out.bias");
+        bad |= h3_expect_add(l, H3_F32, 5, SHAPE(z2, cl, 3, 3, 3), "encoder.conv_out.weight");
+        bad |= h3_expect_add(l, H3_F32, 1, SHAPE(z2), "encoder.conv_out.bias");
+        bad |= h3_expect_add(l, H3_F32, 5, SHAPE(z2, z2, 1, 1, 1), "quant_conv.weight");
+        bad |= h3_expect_add(l, H3_F32, 1, SHAPE(z2), "quant_conv.bias");
+    }
+    if (parts & VIDEO_VAE_DECODER) {
+        int64_t z = c->latent_channels, D = c->dim, F = c->ffn_inner;
+        bad |= h3_expect_add(l, H3_F32, 5, SHAPE(z, z, 1, 1, 1), "post_quant_conv.weight");
+        bad |= h3_expect_add(l, H3_F32, 1, SHAPE(z), "post_quant_conv.bias");
+        bad |= h3_expect_add(l, H3_F32, 2, SHAPE(D, z), "decoder.proj_in.weight");
+        bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), "decoder.proj_in.bias");
+        bad |= h3_expect_add(l, H3_F32, 3, SHAPE(1, c->dec_registers, D), "decoder.register_tokens");
+        for (int i = 0; i < c->dec_layers; i++) {
+            const char *p = "decoder.transformer_blocks.%d.%s";
+            bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), p, i, "norm1.weight");
+            bad |= h3_expect_add(l, H3_F32, 2, SHAPE(D, D), p, i, "attn.to_q.weight");
+            bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), p, i, "attn.to_q.bias");
+            bad |= h3_expect_add(l, H3_F32, 2, SHAPE(D, D), p, i, "attn.to_k.weight");
+            bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), p, i, "attn.to_k.bias");
+            bad |= h3_expect_add(l, H3_F32, 2, SHAPE(D, D), p, i, "attn.to_v.weight");
+            bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), p, i, "attn.to_v.bias");
+            bad |= h3_expect_add(l, H3_F32, 2, SHAPE(D, D), p, i, "attn.to_out.0.weight");
+            bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), p, i, "attn.to_out.0.bias");
+            bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), p, i, "scale1");
+            bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), p, i, "norm2.weight");
+            bad |= h3_expect_add(l, H3_F32, 2, SHAPE(2 * F, D), p, i, "ff.net.0.proj.weight");
+            bad |= h3_expect_add(l, H3_F32, 1, SHAPE(2 * F), p, i, "ff.net.0.proj.bias");
+            bad |= h3_expect_add(l, H3_F32, 2, SHAPE(D, F), p, i, "ff.net.2.weight");
+            bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), p, i, "ff.net.2.bias");
+            bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), p, i, "scale2");
+        }
+        bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), "decoder.norm_out.weight");
+        bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), "decoder.norm_out.bias");
+        bad |= h3_expect_add(l, H3_F32, 2, SHAPE(c->patch_dim, D), "decoder.proj_out.weight");
+        bad |= h3_expect_add(l, H3_F32, 1, SHAPE(c->patch_dim), "decoder.proj_out.bias");
+    }
+    return bad ? h3_fail(e, "video VAE tensor list: out of memory") : 0;
+}
+
+int video_vae_expected_tensors(const video_vae_config *cfg, h3_expect_list *out, h3_err *e) {
+    return expect_parts(cfg, VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER, out, e);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Model and weights
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct vv_resnet {
+    int cin, cout;
+    const float *n1w, *n1b, *c1w, *c1b, *n2w, *n2b, *c2w, *c2b, *scw, *scb; /* sc*: NULL without shortcut */
+} vv_resnet;
+
+typedef struct vv_level {
+    vv_resnet  *res;
+    const float *dw, *db; /* downsampler conv, NULL without */
+} vv_level;
+
+typedef struct vv_block {
+    const float *norm1, *norm2, *scale1, *scale2;
+    h3_tensor    q, qb, k, kb, v, vb, o, ob;
+    h3_tensor    ffv, ffvb, ffg, ffgb, ff2, ff2b; /* ff.net.0.proj split into its value / gate halves */
+} vv_block;
+
+struct video_vae {
+    video_vae_config cfg;
+    h3_backend      *be;
+    st_set          *set;
+    int              parts;
+    h3_expect_list   names;   /* tensors loaded, same order as `w` */
+    h3_tensor      **w;       /* resident weights (h3_weight_upload) */
+    /* encoder */
+    const float *conv_in_w, *conv_in_b, *norm_out_w, *norm_out_b, *conv_out_w, *conv_out_b, *quant_w, *quant_b;
+    vv_level     levels[VVAE_MAX_LEVELS];
+    /* decoder */
+    h3_tensor    pq, pqb, proj_in, proj_in_b, proj_out, proj_out_b;
+    const float *registers, *dnorm_w, *dnorm_b;
+    vv_block    *blocks;
+};
+
+static h3_tensor *find_w(video_vae *v, const char *fmt, ...) {
+    char name[192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    for (int i = 0; i < v->names.n; i++)
+        if (!strcmp(v->names.v[i].name, name)) return v->w[i];
+    return NULL; /* unreachable for names from expect_parts */
+}
+
+static const float *fw(video_vae *v, const char *fmt, ...) {
+    char name[192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    h3_tensor *t = find_w(v, "%s", name);
+    return t ? (const float *)t->data : NULL;
+}
+
+/* A 2-D (rows x cols) view starting `row0` rows into t. */
+static h3_tensor view2d(const h3_tensor *t, int64_t row0, int64_t rows, int64_t cols) {
+    h3_tensor r;
+    memset(&r, 0, sizeof r);
+    r.dtype = H3_F32;
+    r.ndim = cols > 0 ? 2 : 1;
+    r.shape[0] = rows;
+    r.shape[1] = cols;
+    r.data = (float *)t->data + row0 * (cols > 0 ? cols : 1);
+    return r;
+}
+
+static void wire(video_vae *v) {
+    const video_vae_config *c = &v->cfg;
+    if (v->parts & VIDEO_VAE_ENCODER) {
+        v->conv_in_w = fw(v, "encoder.conv_in.weight");
+        v->conv_in_b = fw(v, "encoder.conv_in.bias");
+        for (int L = 0; L < c->num_levels; L++) {
+            vv_level *lv = &v->levels[L];
+            int co = c->block_out_channels[L], cin = L ? c->block_out_channels[L - 1] : c->block_out_channels[0];
+            for (int r = 0; r < c->layers_per_block; r++) {
+                vv_resnet *rs = &lv->res[r];
+                const char *p = "encoder.down_blocks.%d.resnets.%d.%s";
+                rs->cin = r ? co : cin;
+                rs->cout = co;
+                rs->n1w = fw(v, p, L, r, "norm1.weight");
+                rs->n1b = fw(v, p, L, r, "norm1.bias");
+                rs->c1w = fw(v, p, L, r, "conv1.weight");
+                rs->c1b = fw(v, p, L, r, "conv1.bias");
+                rs->n2w = fw(v, p, L, r, "norm2.weight");
+                rs->n2b = fw(v, p, L, r, "norm2.bias");
+                rs->c2w = fw(v, p, L, r, "conv2.weight");
+                rs->c2b = fw(v, p, L, r, "conv2.bias");
+                if (rs->cin != rs->cout) {
+                    rs->scw = fw(v, p, L, r, "conv_shortcut.weight");
+                    rs->scb = fw(v, p, L, r, "conv_shortcut.bias");
+                }
+            }
+            if (c->spatial_factors[L] * c->temporal_factors[L] > 1) {
+                lv->dw = fw(v, "encoder.down_blocks.%d.downsamplers.0.conv.weight", L);
+                lv->db = fw(v, "encoder.down_blocks.%d.downsamplers.0.conv.bias", L);
+            }
+        }
+        v->norm_out_w = fw(v, "encoder.norm_out.weight");
+        v->norm_out_b = fw(v, "encoder.norm_out.bias");
+        v->conv_out_w = fw(v, "encoder.conv_out.weight");
+        v->conv_out_b = fw(v, "encoder.conv_out.bias");
+        v->quant_w = fw(v, "quant_conv.weight");
+        v->quant_b = fw(v, "quant_conv.bias");
+    }
+    if (v->parts & VIDEO_VAE_DECODER) {
+        int64_t z = c->latent_channels, D = c->dim, F = c->ffn_inner;
+        v->pq = view2d(find_w(v, "post_quant_conv.weight"), 0, z, z);
+        v->pqb = view2d(find_w(v, "post_quant_conv.bias"), 0, z, 0);
+        v->proj_in = *find_w(v, "decoder.proj_in.weight");
+        v->proj_in_b = *find_w(v, "decoder.proj_in.bias");
+        v->proj_out = *find_w(v, "decoder.proj_out.weight");
+        v->proj_out_b = *find_w(v, "decoder.proj_out.bias");
+        v->registers = fw(v, "decoder.register_tokens");
+        v->dnorm_w = fw(v, "decoder.norm_out.weight");
+        v->dnorm_b = fw(v, "decoder.norm_out.bias");
+        for (int i = 0; i < c->dec_layers; i++) {
+            vv_block *b = &v->blocks[i];
+            const char *p = "decoder.transformer_blocks.%d.%s";
+            b->norm1 = fw(v, p, i, "norm1.weight");
+            b->norm2 = fw(v, p, i, "norm2.weight");
+            b->scale1 = fw(v, p, i, "scale1");
+            b->scale2 = fw(v, p, i, "scale2");
+            b->q = *find_w(v, p, i, "attn.to_q.weight");
+            b->qb = *find_w(v, p, i, "attn.to_q.bias");
+            b->k = *find_w(v, p, i, "attn.to_k.weight");
+            b->kb = *find_w(v, p, i, "attn.to_k.bias");
+            b->v = *find_w(v, p, i, "attn.to_v.weight");
+            b->vb = *find_w(v, p, i, "attn.to_v.bias");
+            b->o = *find_w(v, p, i, "attn.to_out.0.weight");
+            b->ob = *find_w(v, p, i, "attn.to_out.0.bias");
+            /* diffusers stores [value; gate] (spec 15, trap 1) */
+            h3_tensor *w1 = find_w(v, p, i, "ff.net.0.proj.weight"), *b1 = find_w(v, p, i, "ff.net.0.proj.bias");
+            b->ffv = view2d(w1, 0, F, D);
+            b->ffg = view2d(w1, F, F, D);
+            b->ffvb = view2d(b1, 0, F, 0);
+            b->ffgb = view2d(b1, F, F, 0);
+            b->ff2 = *find_w(v, p, i, "ff.net.2.weight");
+            b->ff2b = *find_w(v, p, i, "ff.net.2.bias");
+        }
+    }
+}
+
+video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err *e) {
+    video_vae *v = calloc(1, sizeof *v);
+    if (!v) {
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    v->be = be;
+    v->parts = parts;
+    if (video_vae_config_load(vae_dir, &v->cfg, e) != 0) goto fail;
+    if ((parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
+        h3_fail(e, "video VAE encoder: the %s backend has no convolution ops in this build", h3_backend_name(be));
+        goto fail;
+    }
+    if (expect_parts(&v->cfg, parts, &v->names, e) != 0) goto fail;
+    v->set = st_set_open(vae_dir, e);
+    if (!v->set) goto fail;
+    v->w = calloc((size_t)v->names.n, sizeof *v->w);
+    if (!v->w) {
+        h3_fail(e, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < v->names.n; i++) {
+        const h3_expect *x = &v->names.v[i];
+        h3_tensor view;
+        if (st_set_get(v->set, x->name, &view, e) != 0) goto fail;
+        int same = view.dtype == x->dtype && view.ndim == x->ndim;
+        for (int d = 0; same && d < x->ndim; d++) same = view.shape[d] == x->shape[d];
+        if (!same) {
+            char got[96], want[96];
+            h3_fail(e, "%s: tensor '%s' is %s %s, the config implies %s %s", st_set_path(v->set), x->name,
+                    h3_dtype_name(view.dtype), h3_shape_str(view.shape, view.ndim, got, sizeof got),
+                    h3_dtype_name(x->dtype), h3_shape_str(x->shape, x->ndim, want, sizeof want));
+            goto fail;
+        }
+        v->w[i] = h3_weight_upload(be, &view, e);
+        if (!v->w[i]) goto fail;
+    }
+    for (int L = 0; L < v->cfg.num_levels; L++) {
+        v->levels[L].res = calloc((size_t)v->cfg.layers_per_block, sizeof(vv_resnet));
+        if (!v->levels[L].res) {
+            h3_fail(e, "out of memory");
+            goto fail;
+        }
+    }
+    v->blocks = calloc((size_t)(v->cfg.dec_layers ? v->cfg.dec_layers : 1), sizeof(vv_block));
+    if (!v->blocks) {
+        h3_fail(e, "out of memory");
+        goto fail;
+    }
+    wire(v);
+    return v;
+fail:
+    video_vae_free(v);
+    return NULL;
+}
+
+void video_vae_free(video_vae *v) {
+    if (!v) return;
+    if (v->w)
+        for (int i = 0; i < v->names.n; i++)
+            if (v->w[i]) h3_weight_free(v->be, v->w[i]);
+    free(v->w);
+    for (int L = 0; L < VVAE_MAX_LEVELS; L++) free(v->levels[L].res);
+    free(v->blocks);
+    h3_expect_list_free(&v->names);
+    st_set_free(v->set);
+    free(v);
+}
+
+const video_vae_config *video_vae_get_config(const video_vae *v) { return &v->cfg; }
+
+/* ------------------------------------------------------------------------------------------------
+ * Tiling (spec 8.1, 8.2)
+ * ---------------------------------------------------------------------------------------------- */
+
+video_vae_tiling video_vae_tiling_default(void) {
+    video_vae_tiling t = {1, 256, 256, 64, 64};
+    return t;
+}
+
+/* Tile count along one axis, for sizing the plan arrays. */
+static int plan_count(int64_t length, int tile, int min_overlap) {
+    if (tile >= length) return 1;
+    int64_t n = (length + tile - 1) / tile;
+    while ((int64_t)tile * n - (int64_t)min_overlap * (n - 1) < length) n++;
+    return (int)n;
+}
+
+int video_vae_split_tiles(int64_t length, int tile, int min_overlap, int ratio, int64_t *starts, int64_t *overlaps,
+                          int cap, h3_err *e) {
+    if (tile <= 0 || min_overlap < 0 || min_overlap >= tile)
+        return h3_fail(e, "tiling: need tile > min_overlap >= 0 (tile %d, overlap %d)", tile, min_overlap);
+    int n = plan_count(length, tile, min_overlap);
+    if (n > cap) return h3_fail(e, "tiling: %d tiles exceed the plan capacity %d", n, cap);
+    starts[0] = 0;
+    if (n == 1) return 1;
+    int64_t rem = (int64_t)tile * n - (int64_t)min_overlap * (n - 1) - length;
+    for (int i = 0; i < n - 1; i++) overlaps[i] = min_overlap;
+    for (int64_t i = 0; i < rem / ratio; i++) overlaps[i % (n - 1)] += ratio; /* round robin, whole latents */
+    for (int i = 0; i < n - 1; i++) starts[i + 1] = starts[i] + tile - overlaps[i];
+    return n;
+}
+
+/* A tile grid in the unit being stitched (pixels for decode, latents for encode) plus the raw strips
+ * of neighbouring tiles the blend needs, so tiles can be stitched one at a time in row-major order. */
+typedef struct vv_stitch {
+    int      ny, nx;
+    int64_t *ys, *xs, *oy, *ox, *th, *tw; /* starts, overlaps (n-1), actual sizes */
+    int64_t  H, W, planes;
+    float  **bottom;  /* per column: [planes][sb][tw] last rows of the raw tile above */
+    int64_t *sb;
+    float   *right;   /* [planes][th][sr] last columns of the raw tile to the left */
+    int64_t  sr;
+} vv_stitch;
+
+static void stitch_free(vv_stitch *s) {
+    if (s->bottom)
+        for (int j = 0; j < s->nx; j++) free(s->bottom[j]);
+    free(s->bottom);
+    free(s->sb);
+    free(s->right);
+    free(s->ys);
+    memset(s, 0, sizeof *s);
+}
+
+/* Plans both axes in pixel units (`length`, tile, overlap) and converts to the stitched unit by dividing
+ * by `div` (1 for decode, S for encode). */
+static int stitch_init(vv_stitch *s, int64_t Hpx, int64_t Wpx, const video_vae_tiling *t, int ratio, int div,
+                       int64_t planes, h3_err *e) {
+    memset(s, 0, sizeof *s);
+    int tile_h = t->enabled ? t->tile_h : (int)Hpx, tile_w = t->enabled ? t->tile_w : (int)Wpx;
+    int ov_h = t->enabled ? t->overlap_h : 0, ov_w = t->enabled ? t->overlap_w : 0;
+    if (tile_h <= ov_h || tile_w <= ov_w)
+        return h3_fail(e, "tiling: tile (%d x %d) must exceed the minimum overlap (%d x %d)", tile_h, tile_w, ov_h, ov_w);
+    int ny = plan_count(Hpx, tile_h, ov_h), nx = plan_count(Wpx, tile_w, ov_w);
+    int64_t *buf = calloc((size_t)(3 * (ny + nx) + 2), sizeof(int64_t) * 2);
+    if (!buf) return h3_fail(e, "out of memory");
+    s->ys = buf;
+    s->oy = buf + ny;
+    s->th = buf + 2 * ny;
+    s->xs = buf + 3 * ny;
+    s->ox = buf + 3 * ny + nx;
+    s->tw = buf + 3 * ny + 2 * nx;
+    if (video_vae_split_tiles(Hpx, tile_h, ov_h, ratio, s->ys, s->oy, ny, e) < 0 ||
+        video_vae_split_tiles(Wpx, tile_w, ov_w, ratio, s->xs, s->ox, nx, e) < 0) {
+        stitch_free(s);
+        return -1;
+    }
+    s->ny = ny;
+    s->nx = nx;
+    s->H = Hpx / div;
+    s->W = Wpx / div;
+    s->planes = planes;
+    for (int i = 0; i < ny; i++) {
+        s->ys[i] /= div;
+        int64_t end = s->ys[i] + tile_h / div;
+        s->th[i] = (end > s->H ? s->H : end) - s->ys[i]; /* slicing clamps at the edge */
+        if (i < ny - 1) s->oy[i] /= div;
+    }
+    for (int j = 0; j < nx; j++) {
+        s->xs[j] /= div;
+        int64_t end = s->xs[j] + tile_w / div;
+        s->tw[j] = (end > s->W ? s->W : end) - s->xs[j];
+        if (j < nx - 1) s->ox[j] /= div;
+    }
+    s->bottom = calloc((size_t)nx, sizeof(float *));
+    s->sb = calloc((size_t)nx, sizeof(int64_t));
+    if (!s->bottom || !s->sb) {
+        stitch_free(s);
+        return h3_fail(e, "out of memory");
+    }
+    return 0;
+}
+
+static int64_t min3(int64_t a, int64_t b, int64_t c) { return a < b ? (a < c ? a : c) : (b < c ? b : c); }
+
+/* Blends raw tile (i, j) [planes][th][tw] into dst [planes][H][W] (spec 8.2): the kept region, blended
+ * first with the raw tile above, then with the raw tile to the left; then keeps this tile's own
+ * bottom / right strips for the tiles that follow. */
+static int stitch_tile(vv_stitch *s, int i, int j, const float *tile, float *dst, h3_err *e) {
+    const int64_t th = s->th[i], tw = s->tw[j], H = s->H, W = s->W;
+    const int64_t ey = i > 0 ? min3(s->oy[i - 1], s->th[i - 1], th) : 0;
+    const int64_t ex = j > 0 ? min3(s->ox[j - 1], s->tw[j - 1], tw) : 0;
+    int64_t ky = i < s->ny - 1 ? th - s->oy[i] : th, kx = j < s->nx - 1 ? tw - s->ox[j] : tw;
+    if (ky < 0) ky = 0;
+    if (kx < 0) kx = 0;
+    const float *up = s->bottom[j];
+    const int64_t sb = s->sb[j], sr = s->sr;
+#pragma omp parallel for schedule(static) if (s->planes * ky * kx >= (1 << 15))
+    for (int64_t p = 0; p < s->planes; p++) {
+        const float *tp = tile + p * th * tw;
+        float *dp = dst + p * H * W;
+        for (int64_t y = 0; y < ky; y++) {
+            for (int64_t x = 0; x < kx; x++) {
+                float v = tp[y * tw + x];
+                if (y < ey) {
+                    float a = up[(p * sb + sb - ey + y) * tw + x];
+                    float wb = (float)y / (float)ey, wa = 1.0f - wb;
+                    v = a * wa + v * wb;
+                }
+                if (x < ex) {
+                    float a = s->right[(p * th + y) * sr + sr - ex + x];
+                    float wb = (float)x / (float)ex, wa = 1.0f - wb;
+                    v = a * wa + v * wb;
+                }
+                dp[(s->ys[i] + y) * W + s->xs[j] + x] = v;
+            }
+        }
+    }
+    if (i < s->ny - 1) { /* raw bottom strip for tile (i+1, j) */
+        int64_t n = s->oy[i] < th ? s->oy[i] : th;
+        free(s->bottom[j]);
+        s->bottom[j] = malloc((size_t)(s->planes * n * tw) * sizeof(float) + 1);
+        if (!s->bottom[j]) return h3_fail(e, "out of memory");
+        s->sb[j] = n;
+        for (int64_t p = 0; p < s->planes; p++)
+            memcpy(s->bottom[j] + p * n * tw, tile + (p * th + th - n) * tw, (size_t)(n * tw) * sizeof(float));
+    }
+    if (j < s->nx - 1) { /* raw right strip for tile (i, j+1) */
+        int64_t n = s->ox[j] < tw ? s->ox[j] : tw;
+        free(s->right);
+        s->right = malloc((size_t)(s->planes * th * n) * sizeof(float) + 1);
+        if (!s->right) return h3_fail(e, "out of memory");
+        s->sr = n;
+        for (int64_t p = 0; p < s->planes; p++)
+            for (int64_t y = 0; y < th; y++)
+                memcpy(s->right + (p * th + y) * n, tile + (p * th + y) * tw + tw - n, (size_t)n * sizeof(float));
+    }
+    return 0;
+}
+
+/* The tiling a call uses; zero sizes mean "reference default" as enable_tiling's `or` does. */
+static int resolve_tiling(const video_vae_tiling *in, int ratio, video_vae_tiling *out, h3_err *e) {
+    *out = video_vae_tiling_default();
+    if (!in) return 0;
+    if (!in->enabled) {
+        out->enabled = 0;
+        return 0;
+    }
+    if (in->tile_h < 0 || in->tile_w < 0 || in->overlap_h < 0 || in->overlap_w < 0)
+        return h3_fail(e, "tiling: sizes must be >= 0");
+    if (in->tile_h) out->tile_h = in->tile_h;
+    if (in->tile_w) out->tile_w = in->tile_w;
+    if (in->overlap_h) out->overlap_h = in->overlap_h;
+    if (in->overlap_w) out->overlap_w = in->overlap_w;
+    if (out->tile_h % ratio || out->tile_w % ratio || out->overlap_h % ratio || out->overlap_w % ratio)
+        return h3_fail(e, "tiling: tile %dx%d and overlap %dx%d must be multiples of the spatial ratio %d", out->tile_h,
+                       out->tile_w, out->overlap_h, out->overlap_w, ratio);
+    if (out->overlap_h >= out->tile_h || out->overlap_w >= out->tile_w)
+        return h3_fail(e, "tiling: the minimum overlap must be smaller than the tile");
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Encoder (spec 4.2-4.6, 5, 6)
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct vv_act { /* an activation [C, T, H, W] in backend memory */
+    float  *d;
+    int64_t C, T, H, W;
+} vv_act;
+
+static int act_new(h3_backend *be, vv_act *a, int64_t C, int64_t T, int64_t H, int64_t W, h3_err *e) {
+    a->C = C, a->T = T, a->H = H, a->W = W;
+    a->d = h3_alloc(be, (size_t)(C * T * H * W) * sizeof(float));
+    return a->d ? 0 : h3_fail(e, "video VAE encoder: out of memory for a %lldx%lldx%lldx%lld activation", (long long)C,
+                              (long long)T, (long long)H, (long long)W);
+}
+
+/* y = conv(x): k = 3 causal conv with reflect padding 1 (spec 4.2), or the pointwise shortcut (k = 1). */
+static int conv_op(video_vae *v, vv_act *y, const vv_act *x, int64_t cout, int k, int st, int ss, int down,
+                   const float *w, const float *b, const char *what, h3_err *e) {
+    h3_conv3d_geom g = {x->C, x->T, x->H, x->W, cout, k, k, k, st, ss, ss, 0, 0, 0, 0, 0, H3_PAD_ZERO};
+    if (k == 3) {
+        g.pt0 = 2;
+        g.spatial_pad = v->cfg.reflect ? H3_PAD_REFLECT : H3_PAD_ZERO;
+        if (down) { /* spec 4.3: bottom/right pad by 1 only when the spatial stride is 2 */
+            if (ss == 2) g.ph1 = g.pw1 = 1;
+        } else {
+            g.ph0 = g.ph1 = g.pw0 = g.pw1 = 1;
+        }
+    }
+    int64_t to, ho, wo;
+    if (h3_conv3d_check(&g, &to, &ho, &wo, what, e) != 0) return -1;
+    if (act_new(v->be, y, cout, to, ho, wo, e) != 0) return -1;
+    h3_conv3d(v->be, y->d, x->d, &g, w, b);
+    return 0;
+}
+
+/* spec 4.6; consumes *x and replaces it with the block output. */
+static int resnet_fwd(video_vae *v, const vv_resnet *r, vv_act *x, h3_err *e) {
+    h3_backend *be = v->be;
+    const video_vae_config *c = &v->cfg;
+    const int64_t HW = x->H * x->W;
+    vv_act t1 = {0}, h = {0}, out = {0}, sc = {0};
+    int rc = -1;
+    if (act_new(be, &t1, x->C, x->T, x->H, x->W, e) != 0) goto done;
+    h3_groupnorm_frames(be, t1.d, x->d, x->C, x->T, HW, c->norm_num_groups, r->n1w, r->n1b, c->norm_eps, 1);
+    if (conv_op(v, &h, &t1, r->cout, 3, 1, 1, 0, r->c1w, r->c1b, "encoder conv1", e) != 0) goto done;
+    h3_free(be, t1.d);
+    t1.d = NULL;
+    h3_groupnorm_frames(be, h.d, h.d, h.C, h.T, HW, c->norm_num_groups, r->n2w, r->n2b, c->norm_eps, 1);
+    if (conv_op(v, &out, &h, r->cout, 3, 1, 1, 0, r->c2w, r->c2b, "encoder conv2", e) != 0) goto done;
+    h3_free(be, h.d);
+    h.d = NULL;
+    int64_t n = out.C * out.T * out.H * out.W;
+    if (r->scw) {
+        if (conv_op(v, &sc, x, r->cout, 1, 1, 1, 0, r->scw, r->scb, "encoder conv_shortcut", e) != 0) goto done;
+        h3_add(be, out.d, sc.d, out.d, n, 0); /* residual + hidden, in the reference's order */
+    } else {
+        h3_add(be, out.d, x->d, out.d, n, 0);
+    }
+    h3_free(be, x->d);
+    *x = out;
+    out.d = NULL;
+    rc = 0;
+done:
+    h3_free(be, t1.d);
+    h3_free(be, h.d);
+    h3_free(be, out.d);
+    h3_free(be, sc.d);
+    return rc;
+}
+
+/* One tile of one clip through spec 5: host pixels x [3, T, H, W] cropped at (y0, x0) to th x tw ->
+ * host moments [2C, T', th/S, tw/S] (sizes returned). */
+static int encode_tile(video_vae *v, const float *x, int64_t T, int64_t H, int64_t W, int64_t y0, int64_t x0,
+                       int64_t th, int64_t tw, float *moments, int64_t *mt, int64_t *mh, int64_t *mw, h3_err *e) {
+    h3_backend *be = v->be;
+    const video_vae_config *c = &v->cfg;
+    const int64_t cin = c->in_channels;
+    float *crop = malloc((size_t)(cin * T * th * tw) * sizeof(float));
+    if (!crop) return h3_fail(e, "out of memory");
+    for (int64_t ch = 0; ch < cin * T; ch++)
+        for (int64_t y = 0; y < th; y++)
+            memcpy(crop + (ch * th + y) * tw, x + (ch * H + y0 + y) * W + x0, (size_t)tw * sizeof(float));
+    vv_act in = {0}, cur = {0}, nx = {0};
+    int rc = -1;
+    if (act_new(be, &in, cin, T, th, tw, e) != 0) goto done;
+    h3_upload(be, in.d, crop, (size_t)(cin * T * th * tw) * sizeof(float));
+    if (conv_op(v, &cur, &in, c->block_out_channels[0], 3, 1, 1, 0, v->conv_in_w, v->conv_in_b, "encoder conv_in",
+                e) != 0)
+        goto done;
+    h3_free(be, in.d);
+    in.d = NULL;
+    for (int L = 0; L < c->num_levels; L++) {
+        for (int r = 0; r < c->layers_per_block; r++)
+            if (resnet_fwd(v, &v->levels[L].res[r], &cur, e) != 0) goto done;
+        if (v->levels[L].dw) {
+            if (conv_op(v, &nx, &cur, cur.C, 3, c->temporal_factors[L], c->spatial_factors[L], 1, v->levels[L].dw,
+                        v->levels[L].db, "encoder downsampler", e) != 0)
+                goto done;
+            h3_free(be, cur.d);
+            cur = nx;
+            nx.d = NULL;
+        }
+    }
+    h3_groupnorm_frames(be, cur.d, cur.d, cur.C, cur.T, cur.H * cur.W, c->norm_num_groups, v->norm_out_w, v->norm_out_b,
+                        c->norm_eps, 1);
+    if (conv_op(v, &nx, &cur, 2 * c->latent_channels, 3, 1, 1, 0, v->conv_out_w, v->conv_out_b, "encoder conv_out",
+                e) != 0)
+        goto done;
+    h3_free(be, cur.d);
+    cur = nx;
+    nx.d = NULL;
+    if (conv_op(v, &nx, &cur, 2 * c->latent_channels, 1, 1, 1, 0, v->quant_w, v->quant_b, "quant_conv", e) != 0)
+        goto done;
+    h3_download(be, moments, nx.d, (size_t)(nx.C * nx.T * nx.H * nx.W) * sizeof(float));
+    *mt = nx.T, *mh = nx.H, *mw = nx.W;
+    rc = 0;
+done:
+    free(crop);
+    h3_free(be, in.d);
+    h3_free(be, cur.d);
+    h3_free(be, nx.d);
+    return rc;
+}
+
+/* Encoder output frames for T input frames: every temporal-stride-2 level maps T to ceil(T/2). */
+static int64_t clip_latents(const video_vae_config *c, int64_t T) {
+    for (int L = 0; L < c->num_levels; L++)
+        if (c->spatial_factors[L] * c->temporal_factors[L] > 1) T = (T + 2 - 3) / c->temporal_factors[L] + 1;
+    return T;
+}
+
+int64_t video_vae_encoded_frames(const video_vae_config *c, int64_t T) {
+    if (T <= 0) return 0;
+    if (T == 1) return clip_latents(c, 1);
+    int64_t clips = (T + c->clip_length - 1) / c->clip_length;
+    return clips * clip_latents(c, c->clip_length) - c->token_drop;
+}
+
+/* _encode_clip: x [3, T, H, W] -> moments [2C, T', H/S, W/S], stitched in latent space (spec 6). */
+static int encode_clip(video_vae *v, const float *x, int64_t T, int64_t H, int64_t W, const video_vae_tiling *t,
+                       float *out, h3_err *e) {
+    const video_vae_config *c = &v->cfg;
+    const int64_t ct = clip_latents(c, T), planes = 2 * (int64_t)c->latent_channels * ct;
+    vv_stitch s;
+    if (stitch_init(&s, H, W, t, c->S, c->S, planes, e) != 0) return -1;
+    int64_t tile_max = planes * (s.th[0]) * (s.tw[0]);
+    float *tile = malloc((size_t)tile_max * sizeof(float));
+    int rc = -1;
+    if (!tile) {
+        h3_fail(e, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < s.ny; i++) {
+        for (int j = 0; j < s.nx; j++) {
+            int64_t mt = 0, mh = 0, mw = 0;
+            if (encode_tile(v, x, T, H, W, s.ys[i] * c->S, s.xs[j] * c->S, s.th[i] * c->S, s.tw[j] * c->S, tile, &mt,
+                            &mh, &mw, e) != 0)
+                goto done;
+            if (mt != ct || mh != s.th[i] || mw != s.tw[j]) {
+                h3_fail(e, "video VAE encoder: tile output %lldx%lldx%lld, expected %lldx%lldx%lld", (long long)mt,
+                        (long long)mh, (long long)mw, (long long)ct, (long long)s.th[i], (long long)s.tw[j]);
+                goto done;
+            }
+            if (stitch_tile(&s, i, j, tile, out, e) != 0) goto done;
+        }
+    }
+    rc = 0;
+done:
+    free(tile);
+    stitch_free(&s);
+    return rc;
+}
+
+int video_vae_encode(video_vae *v, const float *x, int64_t T, int64_t H, int64_t W, const video_vae_tiling *tiling,
+                     float *moments, h3_err *e) {
+    const video_vae_config *c = &v->cfg;
+    if (!(v->parts & VIDEO_VAE_ENCODER)) return h3_fail(e, "video VAE: encoder weights were not loaded");
+    if (T < 1) return h3_fail(e, "sample: needs at least 1 frame");
+    if (H % c->S || W % c->S || H < c->S || W < c->S)
+        return h3_fail(e, "sample: height %lld and width %lld must be positive multiples of the spatial ratio %d",
+                       (long long)H, (long long)W, c->S);
+    video_vae_tiling t;
+    if (resolve_tiling(tiling, c->S, &t, e) != 0) return -1;
+    /* Reflect padding needs >= 2 samples on every axis at the deepest level (spec 15, trap 24). */
+    int64_t min_h = t.enabled && t.tile_h < H ? t.tile_h : H, min_w = t.enabled && t.tile_w < W ? t.tile_w : W;
+    if (c->reflect && (min_h / c->S < 2 || min_w / c->S < 2))
+        return h3_fail(e, "sample: tiles of %lldx%lld px give %lldx%lld latents; reflect padding needs >= 2 (minimum %d "
+                          "px per side)", (long long)min_h, (long long)min_w, (long long)(min_h / c->S),
+                       (long long)(min_w / c->S), 2 * c->S);
+    const int64_t h = H / c->S, w = W / c->S, hw = h * w, z2 = 2 * (int64_t)c->latent_channels;
+    if (T == 1) return encode_clip(v, x, 1, H, W, &t, moments, e);
+
+    const int64_t clip = c->clip_length, ck = clip_latents(c, clip), Tl = video_vae_encoded_frames(c, T);
+    if (Tl <= 0) return h3_fail(e, "sample: %lld frames encode to no latent frames after token_drop", (long long)T);
+    const int64_t frame = H * W;
+    float *xc = malloc((size_t)(c->in_channels * clip * frame) * sizeof(float));
+    float *mc = malloc((size_t)(z2 * ck * hw) * sizeof(float));
+    int rc = -1;
+    if (!xc || !mc) {
+        h3_fail(e, "out of memory");
+        goto done;
+    }
+    for (int64_t k = 0; k * clip < T; k++) {
+        /* the clip's frames; past the end, copies of the last frame (spec 6 step 3) */
+        for (int64_t ch = 0; ch < c->in_channels; ch++)
+            for (int64_t f = 0; f < clip; f++) {
+                int64_t src = k * clip + f < T ? k * clip + f : T - 1;
+                memcpy(xc + (ch * clip + f) * frame, x + (ch * T + src) * frame, (size_t)frame * sizeof(float));
+            }
+        if (encode_clip(v, xc, clip, H, W, &t, mc, e) != 0) goto done;
+        for (int64_t ch = 0; ch < z2; ch++)
+            for (int64_t f = 0; f < ck; f++) {
+                int64_t dst = k * ck + f; /* the last token_drop frames of the whole video are dropped */
+                if (dst < Tl) memcpy(moments + (ch * Tl + dst) * hw, mc + (ch * ck + f) * hw, (size_t)hw * sizeof(float));
+            }
+    }
+    rc = 0;
+done:
+    free(xc);
+    free(mc);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Decoder (spec 4.7, 4.8, 7)
+ * ---------------------------------------------------------------------------------------------- */
+
+#define FFN_ROWS 256 /* tokens per FFN block: bounds the [rows, ffn_inner] intermediates */
+
+typedef struct vv_dec_ws { /* backend buffers for tiles of up to np_cap patch tokens */
+    int64_t  np_cap;
+    float   *tok, *pq, *x, *a, *q, *k, *v, *o, *fv, *fg, *cos, *sin, *out;
+    int32_t *rowidx; /* zeros: every row reads scale1/scale2 through h3_gated_residual's table */
+    /* host */
+    float   *h_tok, *h_out, *h_cos, *h_sin, *h_zero;
+    int32_t *h_idx;
+} vv_dec_ws;
+
+static void dec_ws_free(h3_backend *be, vv_dec_ws *w) {
+    float *dev[] = {w->tok, w->pq, w->x, w->a, w->q, w->k, w->v, w->o, w->fv, w->fg, w->cos, w->sin, w->out};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) h3_free(be, dev[i]);
+    h3_free(be, w->rowidx);
+    free(w->h_tok);
+    free(w->h_out);
+    free(w->h_cos);
+    free(w->h_sin);
+    free(w->h_zero);
+    free(w->h_idx);
+    memset(w, 0, sizeof *w);
+}
+
+static int64_t dec_tokens(const video_vae_config *c, int64_t np) { return np + c->dec_registers + 1; }
+
+static int dec_ws_new(h3_backend *be, const video_vae_config *c, int64_t np, vv_dec_ws *w, h3_err *e) {
+    memset(w, 0, sizeof *w);
+    w->np_cap = np;
+    const int64_t N = dec_tokens(c, np), D = c->dim, fr = N < FFN_ROWS ? N : FFN_ROWS;
+    size_t f = sizeof(float);
+    w->tok = h3_alloc(be, (size_t)(np * c->latent_channels) * f);
+    w->pq = h3_alloc(be, (size_t)(np * c->latent_channels) * f);
+    w->x = h3_alloc(be, (size_t)(N * D) * f);
+    w->a = h3_alloc(be, (size_t)(N * D) * f);
+    w->q = h3_alloc(be, (size_t)(N * D) * f);
+    w->k = h3_alloc(be, (size_t)(N * D) * f);
+    w->v = h3_alloc(be, (size_t)(N * D) * f);
+    w->o = h3_alloc(be, (size_t)(N * D) * f);
+    w->fv = h3_alloc(be, (size_t)(fr * c->ffn_inner) * f);
+    w->fg = h3_alloc(be, (size_t)(fr * c->ffn_inner) * f);
+    w->cos = h3_alloc(be, (size_t)(N * c->rope_dim) * f);
+    w->sin = h3_alloc(be, (size_t)(N * c->rope_dim) * f);
+    w->out = h3_alloc(be, (size_t)(np * c->patch_dim) * f);
+    w->rowidx = h3_alloc(be, (size_t)N * sizeof(int32_t));
+    w->h_tok = malloc((size_t)(np * c->latent_channels) * f);
+    w->h_out = malloc((size_t)(np * c->patch_dim) * f);
+    w->h_cos = malloc((size_t)(N * c->rope_dim) * f);
+    w->h_sin = malloc((size_t)(N * c->rope_dim) * f);
+    w->h_zero = calloc((size_t)D, f);
+    w->h_idx = calloc((size_t)N, sizeof(int32_t));
+    if (!w->tok || !w->pq || !w->x || !w->a || !w->q || !w->k || !w->v || !w->o || !w->fv || !w->fg || !w->cos ||
+        !w->sin || !w->out || !w->rowidx || !w->h_tok || !w->h_out || !w->h_cos || !w->h_sin || !w->h_zero ||
+        !w->h_idx) {
+        dec_ws_free(be, w);
+        return h3_fail(e, "video VAE decoder: out of memory for a %lld-token tile", (long long)N);
+    }
+    h3_upload(be, w->rowidx, w->h_idx, (size_t)N * sizeof(int32_t));
+    return 0;
+}
+
+/* cos/sin [N, rope_dim] for a Tl x h x w grid plus the zero-position suffix (spec 4.8, 7 step 5). */
+static void rope_tables(const video_vae_config *c, int64_t Tl, int64_t h, int64_t w, float *cs, float *sn) {
+    const int nf = c->rope_dim / 6, half = c->rope_dim / 2;
+    float inv[64];
+    for (int k = 0; k < nf; k++) {
+        float ex = (float)((double)k * (6.0 / (double)c->rope_dim)); /* torch.arange(0, 1, 6/rope_dim) */
+        inv[k] = 1.0f / powf(c->rope_theta, ex);
+    }
+    const float two_pi = (float)(2.0 * M_PI);
+    const int64_t np = Tl * h * w, N = dec_tokens(c, np);
+    for (int64_t n = 0; n < N; n++) {
+        float pos[3] = {0.0f, 0.0f, 0.0f};
+        if (n < np) {
+            int64_t t = n / (h * w), y = n / w % h, x = n % w, sz[3] = {Tl, h, w}, id[3] = {t, y, x};
+            for (int a = 0; a < 3; a++) pos[a] = 2.0f * ((0.5f + (float)id[a]) / (float)sz[a]) - 1.0f;
+        }
+        float *cr = cs + n * c->rope_dim, *sr = sn + n * c->rope_dim;
+        for (int a = 0; a < 3; a++)
+            for (int k = 0; k < nf; k++) {
+                float ang = (two_pi * pos[a]) * inv[k];
+                cr[a * nf + k] = cr[half + a * nf + k] = cosf(ang);
+                sr[a * nf + k] = sr[half + a * nf + k] = sinf(ang);
+            }
+    }
+}
+
+/* One decoder tile (spec 7 steps 1-8): host tokens [np, C] in (t, y, x) order -> host ws->h_out [np, patch_dim]. */
+static void decode_tile(video_vae *v, vv_dec_ws *ws, int64_t Tl, int64_t h, int64_t w) {
+    h3_backend *be = v->be;
+    const video_vae_config *c = &v->cfg;
+    const int64_t np = Tl * h * w, N = dec_tokens(c, np), D = c->dim, F = c->ffn_inner;
+    const int H = c->dec_heads, hd = c->dec_head_dim;
+    const float eps = c->dec_norm_eps, scale = 1.0f / sqrtf((float)hd);
+    h3_upload(be, ws->tok, ws->h_tok, (size_t)(np * c->latent_channels) * sizeof(float));
+    h3_matmul(be, ws->pq, ws->tok, np, &v->pq, &v->pqb, 0); /* post_quant_conv (pointwise) */
+    h3_matmul(be, ws->x, ws->pq, np, &v->proj_in, &v->proj_in_b, 0);
+    h3_copy(be, ws->x + np * D, v->registers, (size_t)(c->dec_registers * D) * sizeof(float));
+    h3_upload(be, ws->x + (N - 1) * D, ws->h_zero, (size_t)D * sizeof(float)); /* the zero token (trap 3) */
+    rope_tables(c, Tl, h, w, ws->h_cos, ws->h_sin);
+    h3_upload(be, ws->cos, ws->h_cos, (size_t)(N * c->rope_dim) * sizeof(float));
+    h3_upload(be, ws->sin, ws->h_sin, (size_t)(N * c->rope_dim) * sizeof(float));
+    for (int i = 0; i < c->dec_layers; i++) {
+        const vv_block *b = &v->blocks[i];
+        h3_rmsnorm(be, ws->a, ws->x, N, D, b->norm1, eps, 0);
+        h3_matmul(be, ws->q, ws->a, N, &b->q, &b->qb, 0);
+        h3_matmul(be, ws->k, ws->a, N, &b->k, &b->kb, 0);
+        h3_matmul(be, ws->v, ws->a, N, &b->v, &b->vb, 0);
+        h3_rmsnorm(be, ws->q, ws->q, N * H, hd, NULL, eps, 0);
+        h3_rmsnorm(be, ws->k, ws->k, N * H, hd, NULL, eps, 0);
+        h3_rope_half(be, ws->q, N, D, H, hd, c->rope_dim, ws->cos, ws->sin, 0);
+        h3_rope_half(be, ws->k, N, D, H, hd, c->rope_dim, ws->cos, ws->sin, 0);
+        h3_attention(be, ws->o, D, ws->q, D, ws->k, D, ws->v, D, N, N, H, H, hd, scale, 0, 0);
+        h3_matmul(be, ws->a, ws->o, N, &b->o, &b->ob, 0);
+        h3_gated_residual(be, ws->x, ws->a, N, D, b->scale1, 0, ws->rowidx, 0, 0); /* x + attn * scale1 */
+        h3_rmsnorm(be, ws->a, ws->x, N, D, b->norm2, eps, 0);
+        for (int64_t r0 = 0; r0 < N; r0 += FFN_ROWS) {
+            int64_t nr = N - r0 < FFN_ROWS ? N - r0 : FFN_ROWS;
+            h3_matmul(be, ws->fv, ws->a + r0 * D, nr, &b->ffv, &b->ffvb, 0);
+            h3_matmul(be, ws->fg, ws->a + r0 * D, nr, &b->ffg, &b->ffgb, 0);
+            h3_swiglu(be, ws->fv, ws->fv, ws->fg, nr * F, 0);
+            h3_matmul(be, ws->o + r0 * D, ws->fv, nr, &b->ff2, &b->ff2b, 0);
+        }
+        h3_gated_residual(be, ws->x, ws->o, N, D, b->scale2, 0, ws->rowidx, 0, 0);
+    }
+    /* norm_out and proj_out are per token: only the patch tokens are needed (step 8 drops the rest). */
+    h3_layernorm(be, ws->a, ws->x, np, D, v->dnorm_w, v->dnorm_b, eps, 0);
+    h3_matmul(be, ws->out, ws->a, np, &v->proj_out, &v->proj_out_b, 0);
+    h3_download(be, ws->h_out, ws->out, (size_t)(np * c->patch_dim) * sizeof(float));
+}
+
+int64_t video_vae_decoded_frames(const video_vae_config *c, int64_t L, h3_err *e) {
+    const int64_t K = c->K, td = c->token_drop, R = c->R;
+    int64_t tokens = L + td, pad = ((-tokens) % K + K) % K, chunks = (tokens + pad) / K - (td > 0);
+    if (L < 1 || chunks <= 0) {
+        int64_t need = 1; /* the smallest decodable length for this geometry */
+        while ((need + td + ((-(need + td)) % K + K) % K) / K - (td > 0) <= 0) need++;
+        return h3_fail(e, "latents: %lld latent frames cannot be decoded (the reference needs at least %lld)",
+                       (long long)L, (long long)need);
+    }
+    int64_t tc = (K + c->O) * R, main_n = (tc < c->CF ? tc : c->CF) - c->P;
+    int64_t tail_n = td > 0 ? (tc < 2 * c->CF ? tc : 2 * c->CF) - c->CF - c->P : 0;
+    if (main_n < 0) main_n = 0;
+    if (tail_n < 0) tail_n = 0;
+    int64_t total = chunks * main_n + tail_n, intra = c->clip_length % R, cut = 0;
+    for (int64_t k = 0; k < pad; k++) cut += (intra && (L + k) % K == 0) ? intra : R;
+    total -= cut;
+    if (total <= 0) return h3_fail(e, "latents: %lld latent frames decode to no frames", (long long)L);
+    return total;
+}
+
+int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w,
+                            const video_vae_tiling *tiling, video_vae_frame_sink sink, void *ctx, h3_err *e) {
+    const video_vae_config *c = &v->cfg;
+    if (!(v->parts & VIDEO_VAE_DECODER)) return h3_fail(e, "video VAE: decoder weights were not loaded");
+    if (h < 1 || w < 1) return h3_fail(e, "latents: height and width must be >= 1");
+    int64_t total = video_vae_decoded_frames(c, L, e);
+    if (total < 0) return -1;
+    video_vae_tiling t;
+    if (resolve_tiling(tiling, c->S, &t, e) != 0) return -1;
+
+    const int64_t S = c->S, R = c->R, Cz = c->latent_channels, cl = c->K + c->O; /* latent frames per clip */
+    const int64_t H = h * S, W = w * S, frame = (int64_t)c->out_channels * H * W, td = c->token_drop;
+    const int64_t tc = cl * R;
+    int64_t main_n = (tc < c->CF ? tc : c->CF) - c->P, tail_n = td > 0 ? (tc < 2 * c->CF ? tc : 2 * c->CF) - c->CF - c->P : 0;
+    if (main_n < 0) main_n = 0;
+    if (tail_n < 0) tail_n = 0;
+    const int64_t nsel = main_n + tail_n; /* decoded frames kept from each clip: main part, then the tail */
+    const int64_t tokens = L + td, pad = ((-tokens) % c->K + c->K) % c->K, chunks = (tokens + pad) / c->K - (td > 0);
+
+    vv_stitch s;
+    if (stitch_init(&s, H, W, &t, (int)S, 1, nsel * c->out_channels, e) != 0) return -1;
+    vv_dec_ws ws = {0};
+    float *tile = NULL, *chunk = NULL, *pend = NULL;
+    int64_t *sel = NULL, have_pend = 0, emitted = 0;
+    int rc = -1;
+    const int64_t th0 = s.th[0] / S, tw0 = s.tw[0] / S; /* the first tile is the largest */
+    if (dec_ws_new(v->be, c, cl * th0 * tw0, &ws, e) != 0) goto done;
+    tile = malloc((size_t)(nsel * c->out_channels * s.th[0] * s.tw[0]) * sizeof(float));
+    chunk = malloc((size_t)(nsel * frame) * sizeof(float));
+    pend = malloc((size_t)((tail_n ? tail_n : 1) * frame) * sizeof(float));
+    sel = malloc((size_t)(nsel ? nsel : 1) * sizeof(int64_t));
+    if (!tile || !chunk || !pend || !sel) {
+        h3_fail(e, "out of memory");
+        goto done;
+    }
+    for (int64_t m = 0; m < main_n; m++) sel[m] = c->P + m;
+    for (int64_t m = 0; m < tail_n; m++) sel[main_n + m] = c->CF + c->P + m;
+    /* decoded frame d -> slot (or -1): d = R*t + a comes from latent t, component a */
+    int64_t *slot = malloc((size_t)tc * sizeof(int64_t));
+    if (!slot) {
+        h3_fail(e, "out of memory");
+        goto done;
+    }
+    for (int64_t d = 0; d < tc; d++) slot[d] = -1;
+    for (int64_t m = 0; m < nsel; m++) slot[sel[m]] = m;
+
+    for (int64_t ch = 0; ch < chunks; ch++) {
+        for (int i = 0; i < s.ny; i++) {
+            for (int j = 0; j < s.nx; j++) {
+                const int64_t th = s.th[i] / S, tw = s.tw[j] / S, ly = s.ys[i] / S, lx = s.xs[j] / S;
+                const int64_t np = cl * th * tw;
+                /* tokens (t, y, x) of the clip's latent slab; frames past L repeat the last (spec 8.3 step 2) */
+                for (int64_t tt = 0; tt < cl; tt++) {
+                    int64_t src_t = ch * c->K + tt < L ? ch * c->K + tt : L - 1;
+                    for (int64_t y = 0; y < th; y++)
+                        for (int64_t x = 0; x < tw; x++) {
+                            float *dst = ws.h_tok + ((tt * th + y) * tw + x) * Cz;
+                            for (int64_t cz = 0; cz < Cz; cz++)
+                                dst[cz] = z[((cz * L + src_t) * h + ly + y) * w + lx + x];
+                        }
+                }
+                decode_tile(v, &ws, cl, th, tw);
+                /* unpatchify the kept frames (spec 7 step 9) into tile [slot][c][th*S][tw*S] */
+                const int64_t TH = th * S, TW = tw * S;
+#pragma omp parallel for schedule(static) if (np * c->patch_dim >= (1 << 15))
+                for (int64_t n = 0; n < np; n++) {
+                    const int64_t lt = n / (th * tw), y = n / tw % th, x = n % tw;
+                    const float *src = ws.h_out + n * c->patch_dim;
+                    for (int64_t cc = 0; cc < c->out_channels; cc++)
+                        for (int64_t a = 0; a < R; a++) {
+                            int64_t sl = slot[R * lt + a];
+                            if (sl < 0) continue;
+                            for (int64_t u = 0; u < S; u++)
+                                memcpy(tile + ((sl * c->out_channels + cc) * TH + y * S + u) * TW + x * S,
+                                       src + ((cc * R + a) * S + u) * S, (size_t)S * sizeof(float));
+                        }
+                }
+                if (stitch_tile(&s, i, j, tile, chunk, e) != 0) goto done_slot;
+            }
+        }
+        /* temporal cross-fade of the main part with the previous clip's tail (spec 8.3 step 3.3) */
+        if (have_pend) {
+            int64_t ext = min3(have_pend, main_n, c->FO);
+            for (int64_t m = 0; m < ext; m++) {
+                float wb = (float)m / (float)ext, wa = 1.0f - wb;
+                float *cur = chunk + m * frame;
+                const float *prev = pend + m * frame;
+#pragma omp parallel for schedule(static) if (frame >= (1 << 15))
+                for (int64_t p = 0; p < frame; p++) cur[p] = prev[p] * wa + cur[p] * wb;
+            }
+        }
+        for (int64_t m = 0; m < main_n && emitted < total; m++, emitted++)
+            if (sink(ctx, emitted, chunk + m * frame, e) != 0) goto done_slot;
+        if (tail_n > 0) {
+            memcpy(pend, chunk + main_n * frame, (size_t)(tail_n * frame) * sizeof(float));
+            have_pend = tail_n;
+        }
+    }
+    for (int64_t m = 0; m < have_pend && emitted < total; m++, emitted++)
+        if (sink(ctx, emitted, pend + m * frame, e) != 0) goto done_slot;
+    rc = 0;
+done_slot:
+    free(slot);
+done:
+    dec_ws_free(v->be, &ws);
+    stitch_free(&s);
+    free(tile);
+    free(chunk);
+    free(pend);
+    free(sel);
+    return rc;
+}
+
+typedef struct vv_collect {
+    float  *out;
+    int64_t T, frame_hw, channels;
+} vv_collect;
+
+static int collect_frame(void *ctx, int64_t index, const float *frame, h3_err *e) {
+    vv_collect *c = ctx;
+    for (int64_t ch = 0; ch < c->channels; ch++)
+        memcpy(c->out + (ch * c->T + index) * c->frame_hw, frame + ch * c->frame_hw, (size_t)c->frame_hw * sizeof(float));
+    return 0;
+}
+
+int video_vae_decode(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w, const video_vae_tiling *tiling,
+                     float *out, h3_err *e) {
+    int64_t T = video_vae_decoded_frames(&v->cfg, L, e);
+    if (T < 0) return -1;
+    vv_collect c = {out, T, h * v->cfg.S * w * v->cfg.S, v->cfg.out_channels};
+    return video_vae_decode_stream(v, z, L, h, w, tiling, collect_frame, &c, e);
+}
+
+int64_t video_vae_decode_workspace_bytes(const video_vae_config *c, int64_t h, int64_t w,
+                                         const video_vae_tiling *tiling) {
+    video_vae_tiling t;
+    if (resolve_tiling(tiling, c->S, &t, NULL) != 0) return -1;
+    const int64_t S = c->S, H = h * S, W = w * S, cl = c->K + c->O;
+    const int64_t th = t.enabled && t.tile_h < H ? t.tile_h : H, tw = t.enabled && t.tile_w < W ? t.tile_w : W;
+    const int64_t np = cl * (th / S) * (tw / S), N = dec_tokens(c, np), D = c->dim;
+    const int64_t fr = N < FFN_ROWS ? N : FFN_ROWS, tc = cl * c->R;
+    int64_t main_n = (tc < c->CF ? tc : c->CF) - c->P;
+    int64_t tail_n = c->token_drop > 0 ? (tc < 2 * c->CF ? tc : 2 * c->CF) - c->CF - c->P : 0;
+    if (tail_n < 0) tail_n = 0;
+    const int64_t nsel = main_n + tail_n, frame = (int64_t)c->out_channels * H * W;
+    int64_t ov = t.overlap_h + 4 * S; /* overlaps grow by round-robin steps; a generous bound */
+    int64_t floats = 2 * np * c->latent_channels + 6 * N * D + 2 * fr * c->ffn_inner + 2 * N * c->rope_dim +
+                     np * c->patch_dim                                          /* backend tile buffers */
+                     + 128 * N                                                  /* CPU attention scores block */
+                     + np * c->latent_channels + np * c->patch_dim + 2 * N * c->rope_dim /* host staging */
+                     + nsel * c->out_channels * th * tw                         /* raw tile */
+                     + nsel * frame + tail_n * frame                            /* chunk + pending tail */
+                     + nsel * c->out_channels * (ov * W + th * ov);             /* stitch strips */
+    return floats * (int64_t)sizeof(float) + N * (int64_t)sizeof(int32_t) * 2;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Posterior, latent and pixel normalization (spec 9, 10)
+ * ---------------------------------------------------------------------------------------------- */
+
+void video_vae_posterior(const video_vae_config *c, const float *moments, int64_t n, float *mean, float *logvar) {
+    const int64_t C = c->latent_channels;
+    memcpy(mean, moments, (size_t)(C * n) * sizeof(float));
+    for (int64_t i = 0; i < C * n; i++) {
+        float lv = moments[C * n + i];
+        logvar[i] = lv < -30.0f ? -30.0f : (lv > 20.0f ? 20.0f : lv);
+    }
+}
+
+void video_vae_posterior_sample(const video_vae_config *c, const float *mean, const float *logvar, const float *eps,
+                                int64_t n, float *z) {
+    for (int64_t i = 0; i < c->latent_channels * n; i++) {
+        float sd = expf(0.5f * logvar[i]);
+        z[i] = mean[i] + sd * eps[i];
+    }
+}
+
+void video_vae_normalize_latents(const video_vae_config *c, float *z, int64_t n) {
+    for (int64_t ch = 0; ch < c->latent_channels; ch++)
+        for (int64_t i = 0; i < n; i++) z[ch * n + i] = (z[ch * n + i] - c->latents_mean[ch]) / c->latents_std[ch];
+}
+
+void video_vae_denormalize_latents(const video_vae_config *c, float *z, int64_t n) {
+    for (int64_t ch = 0; ch < c->latent_channels; ch++)
+        for (int64_t i = 0; i < n; i++) z[ch * n + i] = z[ch * n + i] * c->latents_std[ch] + c->latents_mean[ch];
+}
+
+static const float pix_mean[3] = {0.485f, 0.456f, 0.406f};
+static const float pix_std[3] = {0.229f, 0.224f, 0.225f};
+
+void video_vae_normalize_pixels(float *x, int64_t n) {
+    for (int ch = 0; ch < 3; ch++)
+        for (int64_t i = 0; i < n; i++) x[ch * n + i] = (x[ch * n + i] - pix_mean[ch]) / pix_std[ch];
+}
+
+void video_vae_denormalize_pixels(float *x, int64_t n) {
+    for (int ch = 0; ch < 3; ch++)
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[ch * n + i] * pix_std[ch] + pix_mean[ch];
+            x[ch * n + i] = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+        }
+}
+
+void video_vae_pixels_from_u8(const uint8_t *p, float *x, int64_t n) {
+    for (int ch = 0; ch < 3; ch++)
+        for (int64_t i = 0; i < n; i++) x[ch * n + i] = ((float)p[ch * n + i] / 255.0f - pix_mean[ch]) / pix_std[ch];
+}

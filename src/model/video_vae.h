@@ -1,0 +1,118 @@
+/* MiniMax-H3 video VAE (diffusers AutoencoderKLMiniMaxH3; ../shared/spec/video_vae.md):
+ * a causal 3-D CNN encoder (pixels -> posterior moments) and a ViT decoder with register tokens and
+ * partial 3-axis RoPE (latents -> pixels), driven exactly like the reference: 17-frame clips with
+ * token drop on encode, 7-latent clips with a 5-frame cross-fade on decode, and 256/64 spatial tiles
+ * with linear blending in both directions.
+ *
+ * Tensors on the host API are fp32, batch 1, channel-major: pixels [3, T, H, W] in ImageNet-normalized
+ * space (spec 10.1), latents [C, L, h, w] in raw VAE space (spec 10.2). Compute runs on backend ops;
+ * decode streams clip by clip and tile by tile, so its memory does not grow with the video length
+ * (only the caller's output does, and video_vae_decode_stream hands frames out one at a time). */
+#ifndef H3_VIDEO_VAE_H
+#define H3_VIDEO_VAE_H
+
+#include <stdint.h>
+
+#include "../backend/backend.h"
+#include "../core/error.h"
+#include "../io/expect.h"
+
+#define VVAE_MAX_LEVELS 8
+#define VVAE_MAX_LATENT 256
+
+typedef struct video_vae_config {
+    int   in_channels, out_channels, latent_channels;  /* 3, 3, 24 */
+    int   num_levels;                                  /* len(block_out_channels) = 6 */
+    int   block_out_channels[VVAE_MAX_LEVELS];         /* 128 256 256 512 512 1024 */
+    int   layers_per_block;                            /* 2 */
+    int   spatial_factors[VVAE_MAX_LEVELS];            /* 2 2 2 2 1 1 */
+    int   temporal_factors[VVAE_MAX_LEVELS];           /* 1 2 2 1 1 1 */
+    int   norm_num_groups;                             /* 32 */
+    float norm_eps;                                    /* 1e-6 */
+    int   reflect;                                     /* spatial_padding_mode "reflect" (1) or "zeros" (0) */
+    int   dec_layers, dec_heads, dec_head_dim;         /* 36, 32, 64 */
+    int   dec_registers, dec_ffn_mult;                 /* 4, 4 */
+    float rope_theta, rope_dim_ratio, dec_norm_eps;    /* 100, 0.75, 1e-5 */
+    int   clip_length, token_drop;                     /* 17, 3 */
+    float latents_mean[VVAE_MAX_LATENT], latents_std[VVAE_MAX_LATENT];
+    /* derived (spec section 1) */
+    int   S, R;            /* spatial / temporal compression: 16, 4 */
+    int   P, K, O, FO, CF; /* frame_pre_padding 3, tokens_chunk_size 5, token_overlap 2, frame_overlap 5, 20 */
+    int   dim, rope_dim, patch_dim, ffn_inner; /* 2048, 48, 3072, 8192 */
+} video_vae_config;
+
+/* Reads DIR/config.json (DIR = the `vae/` folder) and derives the constants. */
+int video_vae_config_load(const char *vae_dir, video_vae_config *cfg, h3_err *e);
+/* Every tensor the config implies (diffusers names, all F32; spec Appendix A). */
+int video_vae_expected_tensors(const video_vae_config *cfg, h3_expect_list *out, h3_err *e);
+
+/* Spatial tiling (AutoencoderKLMiniMaxH3.enable_tiling); sizes in pixels. */
+typedef struct video_vae_tiling {
+    int enabled;
+    int tile_h, tile_w, overlap_h, overlap_w;
+} video_vae_tiling;
+/* The released behaviour: enabled, 256 x 256 tiles, minimum overlap 64. */
+video_vae_tiling video_vae_tiling_default(void);
+/* Tile plan along one axis (_split_tiles, spec 8.1): fills starts/overlaps (capacity `cap`), returns the
+ * tile count (every tile is `tile` long except a single tile covering a shorter axis), -1 on error. */
+int video_vae_split_tiles(int64_t length, int tile, int min_overlap, int ratio, int64_t *starts,
+                          int64_t *overlaps, int cap, h3_err *e);
+
+enum { VIDEO_VAE_ENCODER = 1, VIDEO_VAE_DECODER = 2 };
+
+typedef struct video_vae video_vae;
+
+/* Opens DIR (the `vae/` folder: config.json + safetensors, sharded with an index or single), checks
+ * every tensor the parts need against video_vae_expected_tensors, and makes the weights resident on
+ * `be` (CPU: zero-copy views into the mapping). parts: VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER. */
+video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err *e);
+void       video_vae_free(video_vae *v);
+const video_vae_config *video_vae_get_config(const video_vae *v);
+
+/* Decoded frame count for L latent frames (spec 8.3); -1 with e when the reference cannot decode L
+ * (L < 3 for the released geometry). */
+int64_t video_vae_decoded_frames(const video_vae_config *cfg, int64_t L, h3_err *e);
+/* Latent frame count of encode() for T pixel frames (spec 6): 1 for T = 1, else clips * K - token_drop. */
+int64_t video_vae_encoded_frames(const video_vae_config *cfg, int64_t T);
+
+/* Receives decoded frames in order: frame [3, H, W] fp32 (normalized pixel space), valid during the call. */
+typedef int (*video_vae_frame_sink)(void *ctx, int64_t index, const float *frame, h3_err *e);
+
+/* Decodes z [C, L, h, w] (raw latent space) clip by clip and tile by tile, handing each finished frame
+ * to sink. Peak memory: one decoder tile's activations plus 22 + 5 frames of H x W x 3 (spec 8.3). */
+int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w,
+                            const video_vae_tiling *tiling, video_vae_frame_sink sink, void *ctx, h3_err *e);
+/* Same, into out [3, T, S h, S w] with T = video_vae_decoded_frames(L). */
+int video_vae_decode(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w, const video_vae_tiling *tiling,
+                     float *out, h3_err *e);
+
+/* Encodes x [3, T, H, W] (H, W multiples of the spatial ratio) into moments [2C, Tl, H/S, W/S]
+ * (channels 0..C-1 mean, C..2C-1 raw logvar) with Tl = video_vae_encoded_frames(T). */
+int video_vae_encode(video_vae *v, const float *x, int64_t T, int64_t H, int64_t W, const video_vae_tiling *tiling,
+                     float *moments, h3_err *e);
+
+/* DiagonalGaussianDistribution (spec 9): mean = moments[0:C], logvar = clamp(moments[C:2C], -30, 20);
+ * n = Tl * h * w values per channel. mean/logvar: [C, n]. */
+void video_vae_posterior(const video_vae_config *cfg, const float *moments, int64_t n, float *mean, float *logvar);
+/* z <- mean + exp(0.5 logvar) * eps (eps [C, n], e.g. torch.randn with seed 42, spec 9.1 step 3). */
+void video_vae_posterior_sample(const video_vae_config *cfg, const float *mean, const float *logvar,
+                                const float *eps, int64_t n, float *z);
+
+/* Latent normalization (spec 10.2), in place on z [C, n]: normalize (z - mean_c) / std_c after encoding;
+ * denormalize z * std_c + mean_c before decoding. */
+void video_vae_normalize_latents(const video_vae_config *cfg, float *z, int64_t n);
+void video_vae_denormalize_latents(const video_vae_config *cfg, float *z, int64_t n);
+
+/* Pixel normalization (spec 10.1), in place on x [3, n]: from [0,1] to the VAE's ImageNet space
+ * ((p - m_c) / s_c), and back with v * s_c + m_c clamped to [0, 1]. */
+void video_vae_normalize_pixels(float *x, int64_t n);
+void video_vae_denormalize_pixels(float *x, int64_t n);
+/* uint8 RGB [3, n] -> normalized fp32 (p / 255 - m_c) / s_c, as the reference divides first. */
+void video_vae_pixels_from_u8(const uint8_t *p, float *x, int64_t n);
+
+/* Bytes the decoder allocates besides weights for one clip of h x w latents (backend tile buffers +
+ * host chunk buffers), from the buffer sizes of this implementation. */
+int64_t video_vae_decode_workspace_bytes(const video_vae_config *cfg, int64_t h, int64_t w,
+                                         const video_vae_tiling *tiling);
+
+#endif

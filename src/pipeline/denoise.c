@@ -1,0 +1,99 @@
+/* The denoising loop (spec 7.4). The DiT is reached only through src/model/dit.h. */
+#include "denoise.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "noise.h"
+
+/* Every timestep value the loop will present to the DiT, so the AdaLN tables can be built once. */
+static int prepare_all_timesteps(dit_model *m, const layout *L, const sched *sv, const sched *sa, int steps,
+                                 h3_err *e) {
+    float *vals = malloc(sizeof(float) * (size_t)(steps * LAYOUT_MAX_TIMESTEPS));
+    if (!vals) return h3_fail(e, "denoise: out of memory");
+    int n = 0;
+    for (int i = 0; i < steps; i++) {
+        float ts[LAYOUT_MAX_TIMESTEPS];
+        int K;
+        layout_row_timesteps(L, sv->timesteps[i], sa->timesteps[i], ts, &K, NULL);
+        for (int k = 0; k < K; k++) {
+            int dup = 0;
+            for (int j = 0; j < n && !dup; j++) dup = vals[j] == ts[k];
+            if (!dup) vals[n++] = ts[k];
+        }
+    }
+    int rc = dit_prepare_timesteps(m, vals, n, e);
+    free(vals);
+    return rc;
+}
+
+int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
+    const layout *L = a->L;
+    const dit_config *cfg = dit_get_config(m);
+    const int64_t Q = (int64_t)cfg->in_channels * cfg->patch_size[0] * cfg->patch_size[1] * cfg->patch_size[2];
+    const int64_t Ca = cfg->audio_in_channels;
+    const int64_t ncv = L->num_condition_video_rows, nca = L->num_condition_audio_rows;
+    if (cfg->patch_size[0] != 1 || cfg->patch_size[1] != 2 || cfg->patch_size[2] != 2)
+        return h3_fail(e, "denoise: the pipeline packs patch (1, 2, 2), the transformer has (%d, %d, %d)",
+                       cfg->patch_size[0], cfg->patch_size[1], cfg->patch_size[2]);
+    if (L->Nv - ncv != (int64_t)L->num_latent_frames * (L->latent_height / 2) * (L->latent_width / 2) ||
+        L->Na - nca != 2 * (int64_t)L->num_audio_latents)
+        return h3_fail(e, "denoise: layout row counts disagree with its target geometry");
+    int steps = sched_evaluations(a->video_sched);
+    if (sched_evaluations(a->audio_sched) < steps) steps = sched_evaluations(a->audio_sched);
+
+    float *v_out = malloc(sizeof(float) * (size_t)(L->Nv * Q));
+    float *a_out = malloc(sizeof(float) * (size_t)(L->Na * Ca));
+    int64_t *tidx = malloc(sizeof(int64_t) * (size_t)(L->S > 0 ? L->S : 1));
+    int rc = -1;
+    if (!v_out || !a_out || !tidx) { h3_fail(e, "denoise: out of memory"); goto done; }
+    if (prepare_all_timesteps(m, L, a->video_sched, a->audio_sched, steps, e)) goto done;
+    if (a->release_adaln) dit_release_adaln(m);
+
+    for (int i = 0; i < steps; i++) {
+        const float tv = a->video_sched->timesteps[i], ta = a->audio_sched->timesteps[i];
+        float ts[LAYOUT_MAX_TIMESTEPS];
+        int K;
+        layout_row_timesteps(L, tv, ta, ts, &K, tidx);
+        const dit_inputs in = {
+            .video = a->video_rows, .Nv = L->Nv,
+            .audio = a->audio_rows, .Na = L->Na,
+            .text = a->text, .Nt = L->T,
+            .timestep = ts, .K = K,
+            .S = L->S,
+            .timestep_indices = tidx,
+            .token_tags = L->token_tags,
+            .position_ids = L->position_ids,
+            .video_indices = L->video_indices,
+            .audio_indices = L->audio_indices,
+            .text_indices = L->text_indices,
+        };
+        if (dit_forward(m, &in, v_out, a_out, e)) {
+            h3_fail_prefix(e, "denoise step %d/%d", i + 1, steps);
+            goto done;
+        }
+        /* Masking: only the target rows are stepped; condition/reference velocities are discarded. */
+        sched_step(a->video_sched, i, v_out + ncv * Q, a->video_rows + ncv * Q, (L->Nv - ncv) * Q);
+        sched_step(a->audio_sched, i, a_out + nca * Ca, a->audio_rows + nca * Ca, (L->Na - nca) * Ca);
+        if (a->progress && a->progress(a->progress_user, i, steps)) {
+            h3_fail(e, "denoise: stopped after step %d/%d", i + 1, steps);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    free(v_out);
+    free(a_out);
+    free(tidx);
+    return rc;
+}
+
+int denoise_unpack(const layout *L, int C, int Ca, const float *video_rows, const float *audio_rows,
+                   float *video_latents, float *audio_latents, h3_err *e) {
+    const int64_t ncv = L->num_condition_video_rows, nca = L->num_condition_audio_rows;
+    if (noise_unpatchify(video_rows + ncv * C * 4, C, L->num_latent_frames, L->latent_height, L->latent_width,
+                         video_latents, e))
+        return -1;
+    noise_audio_rows_to_latents(audio_rows + nca * Ca, Ca, L->num_audio_latents, audio_latents);
+    return 0;
+}

@@ -1,0 +1,39 @@
+/* The denoising loop (../shared/spec/dit.md 7.4 and 8.2), as diffusers' MiniMaxH3DenoiseStep +
+ * MiniMaxH3AfterDenoiseStep: per step the row timestep plan (6.5), ONE dit_forward, an Euler step
+ * per modality on the target rows only (condition/reference rows are never written), and at the
+ * end the unpack of the target rows into (1, C, F, lh, lw) video and (2, Ca, A) audio latents. */
+#ifndef H3_DENOISE_H
+#define H3_DENOISE_H
+
+#include <stdint.h>
+
+#include "../core/error.h"
+#include "../model/dit.h"
+#include "layout.h"
+#include "sched.h"
+
+/* Called after every step (i = 0 .. evaluations-1); a nonzero return stops the loop with an error. */
+typedef int (*denoise_progress_fn)(void *user, int step, int evaluations);
+
+typedef struct denoise_args {
+    const layout *L;
+    const float  *text;          /* [L->T, text_dim] prompt embeddings, in text_indices order */
+    const sched  *video_sched;   /* shift 12 */
+    const sched  *audio_sched;   /* shift 3 */
+    float        *video_rows;    /* in/out [L->Nv, C*4]: conditions first, then targets */
+    float        *audio_rows;    /* in/out [L->Na, Ca]: references first, then targets */
+    int           release_adaln; /* 1: after the AdaLN tables of every timestep the loop uses are built,
+                                    drop the AdaLN weights (dit_release_adaln; 39% of the release's bytes) */
+    denoise_progress_fn progress;
+    void         *progress_user;
+} denoise_args;
+
+/* Runs min(video, audio) evaluations (the two schedules have the same length in practice). */
+int denoise_run(dit_model *m, const denoise_args *a, h3_err *e);
+
+/* Drops the condition/reference rows and unpacks the targets: video (1, C, F, lh, lw), audio
+ * (2, Ca, A), C = video row width / 4. */
+int denoise_unpack(const layout *L, int C, int Ca, const float *video_rows, const float *audio_rows,
+                   float *video_latents, float *audio_latents, h3_err *e);
+
+#endif

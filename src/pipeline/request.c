@@ -1,0 +1,114 @@
+#include "request.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_PIXELS (768 * 1344)
+#define FPS 24
+
+void h3_request_init(h3_request *r) {
+    memset(r, 0, sizeof *r);
+    r->output = "h3.mp4";
+    r->steps = 20;
+    r->seed = 42;
+    r->bf16 = 1;
+}
+
+h3_task h3_request_task(const h3_request *r) {
+    if (r->nrefs) return H3_REF2VA;
+    if (r->first_frame || r->last_frame) return H3_FL2VA;
+    return H3_T2VA;
+}
+
+int h3_align_frames(int frames) {
+    if (frames < 1) return frames;
+    while (frames % 17 != 5) frames++;
+    return frames;
+}
+
+int h3_seconds_to_frames(double seconds) { return (int)nearbyint(seconds * FPS); }
+
+static int parent_dir_exists(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) return 1;
+    if (slash == dir) return 1;
+    *slash = 0;
+    struct stat sb;
+    return stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int file_readable(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
+    if (!r->model_dir || !r->model_dir[0]) return h3_fail(e, "-d SNAPSHOT_DIR is required");
+    if (!r->prompt) return h3_fail(e, "-p PROMPT is required");
+    if (!r->prompt[0]) return h3_fail(e, "-p: the prompt is empty");
+    if ((r->width != 0) != (r->height != 0)) return h3_fail(e, "--width and --height must be given together");
+    if (r->width) {
+        if (r->width < 32 || r->height < 32 || r->width % 32 || r->height % 32)
+            return h3_fail(e, "--width %d --height %d: both must be multiples of 32 and at least 32", r->width, r->height);
+        if ((long)r->width * r->height > MAX_PIXELS)
+            return h3_fail(e, "--width %d --height %d: %ld pixels exceed the 768x1344 = %d pixel cap", r->width,
+                           r->height, (long)r->width * r->height, MAX_PIXELS);
+        if (r->width > 4 * r->height || r->height > 4 * r->width)
+            return h3_fail(e, "--width %d --height %d: aspect ratio outside 1:4..4:1", r->width, r->height);
+    }
+    if (r->frames && r->seconds != 0) return h3_fail(e, "--frames and --seconds are mutually exclusive");
+    int frames = 124; /* the diffusers default for t2va/fl2va */
+    if (r->seconds != 0) {
+        if (!isfinite(r->seconds) || r->seconds <= 0) return h3_fail(e, "--seconds must be a finite number > 0");
+        frames = h3_seconds_to_frames(r->seconds);
+        if (frames < 1) return h3_fail(e, "--seconds %g gives no frame at 24 fps", r->seconds);
+    } else if (r->frames) {
+        if (r->frames < 1) return h3_fail(e, "--frames must be at least 1, got %d", r->frames);
+        frames = r->frames;
+    } else if (r->nrefs) {
+        return h3_fail(e, "ref2va needs --frames or --seconds (the diffusers pipeline requires num_frames)");
+    }
+    int aligned = h3_align_frames(frames);
+    if (aligned < 5 * FPS || aligned > 15 * FPS)
+        return h3_fail(e, "--frames/--seconds: the output must last 5 to 15 s at 24 fps (120..360 frames), got %d "
+                       "(rounded up to %d = 17n+5)", frames, aligned);
+    *aligned_frames = aligned;
+    if (r->steps < 1 || r->steps > 1000) return h3_fail(e, "--steps must be 1..1000 model evaluations, got %d", r->steps);
+    if ((r->first_frame || r->last_frame) && r->nrefs)
+        return h3_fail(e, "--first-frame/--last-frame cannot be combined with --ref-* references");
+    if (r->first_frame && !file_readable(r->first_frame)) return h3_fail(e, "--first-frame %s: not a readable file", r->first_frame);
+    if (r->last_frame && !file_readable(r->last_frame)) return h3_fail(e, "--last-frame %s: not a readable file", r->last_frame);
+    int images = 0, videos = 0, audios = 0;
+    static const char *const flag[] = {"--ref-image", "--ref-silent-video", "--ref-video", "--ref-video-audio", "--ref-audio"};
+    for (int i = 0; i < r->nrefs; i++) {
+        const h3_ref *f = &r->refs[i];
+        if (!f->path || !f->path[0]) return h3_fail(e, "%s: missing path", flag[f->kind]);
+        if (!file_readable(f->path)) return h3_fail(e, "%s %s: not a readable file", flag[f->kind], f->path);
+        if (f->kind == H3_REF_VIDEO_AUDIO && (!f->audio_path || !file_readable(f->audio_path)))
+            return h3_fail(e, "--ref-video-audio %s: the soundtrack '%s' is not a readable file", f->path,
+                           f->audio_path ? f->audio_path : "");
+        switch (f->kind) {
+        case H3_REF_IMAGE: images++; break;
+        case H3_REF_SILENT_VIDEO: videos++; break;
+        case H3_REF_VIDEO:
+        case H3_REF_VIDEO_AUDIO: videos++, audios++; break;
+        case H3_REF_AUDIO: audios++; break;
+        }
+    }
+    if (images > 9) return h3_fail(e, "--ref-image: at most 9 image references, got %d", images);
+    if (videos > 3) return h3_fail(e, "--ref-*video*: at most 3 video references, got %d", videos);
+    if (audios > 3) return h3_fail(e, "--ref-audio/--ref-video: at most 3 audio inputs (a video with sound counts as one), got %d", audios);
+    if (r->nrefs && !images && !videos) return h3_fail(e, "--ref-audio: audio-only references are not allowed; add an image or video reference");
+    if (r->output && r->output[0] && !parent_dir_exists(r->output))
+        return h3_fail(e, "-o %s: the folder does not exist", r->output);
+    if (r->wav && !parent_dir_exists(r->wav)) return h3_fail(e, "--wav %s: the folder does not exist", r->wav);
+    if (r->dump_latents && !parent_dir_exists(r->dump_latents))
+        return h3_fail(e, "--dump-latents %s: the folder does not exist", r->dump_latents);
+    if ((!r->output || !r->output[0]) && !r->frames_dir && !r->wav && !r->dump_latents)
+        return h3_fail(e, "-o '': with no MP4, give --frames-dir, --wav or --dump-latents, or nothing would be written");
+    return 0;
+}

@@ -1,0 +1,64 @@
+/* A generation request as the user states it (`h3 generate` flags), and its validation.
+ * Geometry and duration rules follow the diffusers pipeline (spec dit.md 5, 10; features.md 1-2). */
+#ifndef H3_REQUEST_H
+#define H3_REQUEST_H
+
+#include <stdint.h>
+
+#include "../core/error.h"
+
+#define H3_MAX_REFS 12
+
+typedef enum h3_task { H3_T2VA = 0, H3_FL2VA, H3_REF2VA } h3_task;
+
+typedef enum h3_ref_kind {
+    H3_REF_IMAGE = 0,       /* --ref-image PATH */
+    H3_REF_SILENT_VIDEO,    /* --ref-silent-video PATH */
+    H3_REF_VIDEO,           /* --ref-video PATH (frames + the file's own audio) */
+    H3_REF_VIDEO_AUDIO,     /* --ref-video-audio VIDEO AUDIO */
+    H3_REF_AUDIO,           /* --ref-audio PATH */
+} h3_ref_kind;
+
+typedef struct h3_ref {
+    h3_ref_kind kind;
+    const char *path;
+    const char *audio_path; /* H3_REF_VIDEO_AUDIO only */
+} h3_ref;
+
+typedef struct h3_request {
+    const char *model_dir;
+    const char *prompt;
+    const char *output;        /* MP4 path; "" = no MP4 */
+    const char *frames_dir;    /* PNG frames, or NULL */
+    const char *wav;           /* WAV audio, or NULL */
+    const char *dump_latents;  /* safetensors with the final latents/frames/audio, or NULL */
+    int         width, height; /* 0 = default canvas */
+    int         frames;        /* requested (before alignment), 0 = unset */
+    double      seconds;       /* 0 = unset */
+    int         steps;         /* model evaluations */
+    uint64_t    seed;
+    const char *first_frame, *last_frame;
+    h3_ref      refs[H3_MAX_REFS];
+    int         nrefs;
+    int         profile;
+    int         bf16;          /* --precision bf16 (default) vs fp32 */
+    int         cuda;          /* --backend cuda */
+    int         threads;
+} h3_request;
+
+/* Defaults: seed 42, 20 steps, bf16, output "h3.mp4". */
+void h3_request_init(h3_request *r);
+
+/* The task the inputs imply. */
+h3_task h3_request_task(const h3_request *r);
+
+/* Checks every flag and combination; one line naming the flag and the rule on failure.
+ * Fills the resolved numbers: aligned frame count and (when given) the canvas. */
+int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e);
+
+/* Frame alignment (spec dit.md 5.1): the next count of the form 17n + 5 at or above `frames`. */
+int h3_align_frames(int frames);
+/* --seconds to a frame count: round(seconds * 24), Python round (half to even). */
+int h3_seconds_to_frames(double seconds);
+
+#endif

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `h3 probe vae-decode / vae-encode` (PROBE.md): runs on the goldens, bad input -> one line, exit 2,
+# no output file. Numerical parity is tests/test_video_vae.c (same library code).
+set -u
+H3=${H3:-build/h3}
+G=tests/fixtures/golden/video_vae
+TINY=tests/fixtures/tiny
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+run_ok() { # name, args...
+    local name=$1; shift
+    if "$H3" probe "$@" 2>"$tmp/err"; then ok; else bad "$name: $(cat "$tmp/err")"; fi
+}
+run_bad() { # name, expected stderr fragment, out file, args...
+    local name=$1 want=$2 out=$3; shift 3
+    "$H3" probe "$@" 2>"$tmp/err"; rc=$?
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && grep -q -- "$want" "$tmp/err" && [ ! -e "$out" ]; then ok
+    else bad "$name: rc $rc, $lines lines: $(cat "$tmp/err")"; fi
+}
+
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 # tiny models: thread hand-offs cost more than the work
+run_ok decode vae-decode --model $G/model --in $G/decode_L8.in.safetensors --out "$tmp/d.safetensors"
+[ -s "$tmp/d.safetensors" ] && ok || bad "decode wrote nothing"
+run_ok encode vae-encode --model $G/model --in $G/encode_T22.in.safetensors --out "$tmp/e.safetensors"
+[ -s "$tmp/e.safetensors" ] && ok || bad "encode wrote nothing"
+run_ok "tiny snapshot decode" vae-decode --model $TINY --in $G/tiny_decode.in.safetensors --out "$tmp/t.safetensors"
+run_ok "vae folder as --model" vae-encode --model $TINY/vae --in $G/tiny_encode.in.safetensors --out "$tmp/f.safetensors"
+
+run_bad "missing input" "input 'latents'" "$tmp/x1" vae-decode --model $G/model \
+    --in $G/encode_T1.in.safetensors --out "$tmp/x1"
+run_bad "wrong channels" "input 'latents'" "$tmp/x2" vae-decode --model $TINY \
+    --in $G/decode_L7.in.safetensors --out "$tmp/x2"
+run_bad "decode input to encode" "input 'sample'" "$tmp/x3" vae-encode --model $G/model \
+    --in $G/decode_L7.in.safetensors --out "$tmp/x3"
+run_bad "bf16" "fp32 only" "$tmp/x4" vae-decode --model $G/model --precision bf16 \
+    --in $G/decode_L7.in.safetensors --out "$tmp/x4"
+run_bad "no vae" "config.json" "$tmp/x5" vae-decode --model "$tmp" \
+    --in $G/decode_L7.in.safetensors --out "$tmp/x5"
+run_bad "encode size" "multiples of the spatial ratio" "$tmp/x6" vae-encode --model $TINY \
+    --in $G/encode_T1.in.safetensors --out "$tmp/x6"
+echo "RESULT $pass $fail"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the CUDA parity tests and micro-benchmarks on the GPU machine. Builds nothing: build first
+# (here) with `make CUDA=1 MEDIA=0 BUILD=build-cuda cuda-tests` and carry build-cuda.
+# Logs go to $OUT (or ./cuda-logs). Usage: tests/cuda/run_device.sh [build dir] [quick]
+set -u
+cd "$(dirname "$0")/../.."
+build=${1:-build-cuda}
+out=${OUT:-cuda-logs}
+mkdir -p "$out"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv; } >"$out/gpu.txt" 2>&1
+cat "$out/gpu.txt"
+rc=0
+echo "== test_cuda_ops"
+"$build/tests/cuda/test_cuda_ops" >"$out/test_cuda_ops.log" 2>&1 || rc=1
+grep -E 'FAIL|RESULT|h3:' "$out/test_cuda_ops.log"
+if [ $rc -ne 0 ] && command -v compute-sanitizer >/dev/null; then
+    echo "== test failed: compute-sanitizer memcheck (log: sanitizer.log)"
+    timeout 180 compute-sanitizer --tool memcheck "$build/tests/cuda/test_cuda_ops" >"$out/sanitizer.log" 2>&1
+    grep -E 'ERROR SUMMARY|Invalid|at 0x|by thread' "$out/sanitizer.log" | head -30
+fi
+echo "== bench_cuda_ops"
+"$build/tests/cuda/bench_cuda_ops" ${2:-} >"$out/bench_cuda_ops.log" 2>&1 || rc=1
+cat "$out/bench_cuda_ops.log"
+if [ -n "${BN_SWEEP:-}" ]; then
+    for bn in 32 64; do
+        echo "== flash attention, H3_FLASH_BN=$bn"
+        H3_FLASH_BN=$bn "$build/tests/cuda/bench_cuda_ops" attn 2>&1 | tee -a "$out/bench_cuda_ops.log" | grep flash
+    done
+fi
+if [ -n "${TORCH_BASELINE:-}" ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    echo "== same-machine PyTorch baseline"
+    python3 tools/reference/cuda_baseline.py 2>&1 | tee "$out/torch_baseline.log"
+fi
+echo "== test log"
+cat "$out/test_cuda_ops.log"
+exit $rc

@@ -1,0 +1,239 @@
+/* Denoising-loop parity (spec dit.md 7.4, 8.2): the C loop (row timestep plans, one dit_forward per
+ * step, Euler on the target rows only, final unpack) on the tiny random-weight DiT, against the final
+ * latents of diffusers' core denoise steps for t2va, fl2va (first + last) and ref2va with 4 model
+ * evaluations (golden/pipeline/denoise_*), in fp32: relative L2 <= 1e-4. Also: the layout rebuilt
+ * in C equals the one the reference handed its transformer, condition/reference rows are never
+ * written, the loop runs N - 1 forwards, and starting from C-drawn noise stays within the tolerance. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "model/dit.h"
+#include "pipeline/denoise.h"
+#include "pipeline/layout.h"
+#include "pipeline/noise.h"
+#include "pipeline/sched.h"
+#include "pipeline_fixture.h"
+#include "test.h"
+
+static int count_steps(void *user, int step, int total) {
+    (*(int *)user)++;
+    return 0;
+}
+
+static double max_abs(const float *a, const float *b, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
+    return m;
+}
+
+typedef struct loop_result {
+    float *video, *audio;  /* unpacked latents */
+    float *rows_v, *rows_a;
+} loop_result;
+
+static void loop_result_free(loop_result *r) {
+    free(r->video);
+    free(r->audio);
+    free(r->rows_v);
+    free(r->rows_a);
+}
+
+/* Runs the C loop from the given starting rows. */
+static int run_loop(dit_model *m, const layout *L, const float *text, int steps, const float *v0, const float *a0,
+                    int *forwards, int release_adaln, loop_result *out, h3_err *e) {
+    memset(out, 0, sizeof *out);
+    sched sv, sa;
+    if (sched_init(&sv, steps, SCHED_VIDEO_SHIFT, e) || sched_init(&sa, steps, SCHED_AUDIO_SHIFT, e)) return -1;
+    out->rows_v = malloc(sizeof(float) * (size_t)(L->Nv * 96));
+    out->rows_a = malloc(sizeof(float) * (size_t)(L->Na * 32));
+    memcpy(out->rows_v, v0, sizeof(float) * (size_t)(L->Nv * 96));
+    memcpy(out->rows_a, a0, sizeof(float) * (size_t)(L->Na * 32));
+    *forwards = 0;
+    denoise_args a = {.L = L, .text = text, .video_sched = &sv, .audio_sched = &sa, .video_rows = out->rows_v,
+                      .audio_rows = out->rows_a, .progress = count_steps, .progress_user = forwards,
+                      .release_adaln = release_adaln};
+    int rc = denoise_run(m, &a, e);
+    if (rc == 0) {
+        out->video = malloc(sizeof(float) * (size_t)(24 * L->num_latent_frames * L->latent_height * L->latent_width));
+        out->audio = malloc(sizeof(float) * (size_t)(2 * 32 * L->num_audio_latents));
+        rc = denoise_unpack(L, 24, 32, out->rows_v, out->rows_a, out->video, out->audio, e);
+    }
+    sched_free(&sv);
+    sched_free(&sa);
+    return rc;
+}
+
+static void test_task(h3_backend *be, const char *task) {
+    char name[64];
+    snprintf(name, sizeof name, "denoise_%s.in", task);
+    st_file *fi = fx_open(name);
+    snprintf(name, sizeof name, "denoise_%s.out", task);
+    st_file *fo = fx_open(name);
+    int64_t nv = 0, na = 0, nS = 0, nt = 0, nvi = 0, nai = 0, nti = 0, ntext = 0, nref = 0, nanc = 0, nac = 0;
+    const float *v0 = fx_get(fi, "latents", H3_F32, &nv), *a0 = fx_get(fi, "audio_latents", H3_F32, &na);
+    const float *text = fx_get(fi, "prompt_embeds", H3_F32, &ntext);
+    const double *pos = fx_get(fi, "position_ids", H3_F64, &nS);
+    const int64_t *tags = fx_get(fi, "token_tags", H3_I64, &nt), *vi = fx_get(fi, "video_indices", H3_I64, &nvi);
+    const int64_t *ai = fx_get(fi, "audio_indices", H3_I64, &nai), *ti = fx_get(fi, "text_indices", H3_I64, &nti);
+    const int64_t *ncv = fx_get(fi, "num_condition_video_rows", H3_I64, NULL);
+    const int64_t *nca = fx_get(fi, "num_condition_audio_rows", H3_I64, NULL);
+    const int64_t *geo = fx_get(fi, "geometry", H3_I64, NULL), *steps = fx_get(fi, "num_inference_steps", H3_I64, NULL);
+    const int64_t *seed = fx_get(fi, "seed", H3_I64, NULL), *ttags = fx_get(fi, "text_token_tags", H3_I64, NULL);
+    const int64_t *refs = fx_get(fi, "references", H3_I64, &nref), *anchors = fx_get(fi, "anchors", H3_I64, &nanc);
+    const float *aconds = fx_get(fi, "audio_condition_latents", H3_F32, &nac);
+    const float *ref_video = fx_get(fo, "latents", H3_F32, NULL), *ref_audio = fx_get(fo, "audio_latents", H3_F32, NULL);
+    CHECK(v0 && a0 && text && pos && tags && vi && ai && ti && ncv && nca && geo && steps && seed && ttags && ref_video &&
+              ref_audio,
+          "%s: fixture incomplete", task);
+    if (!(v0 && a0 && text && pos && tags && vi && ai && ti && ncv && nca && geo && steps && seed && ttags && ref_video &&
+          ref_audio)) {
+        st_close(fi);
+        st_close(fo);
+        return;
+    }
+    h3_err e = {{0}};
+    const int F = (int)geo[0], lh = (int)geo[1], lw = (int)geo[2], A = (int)geo[3];
+    layout *L = layout_new_from_tensors(nS / 3, pos, tags, vi, nvi, ai, nai, ti, nti, ncv[0], nca[0], F, lh, lw, A, &e);
+    CHECK(L != NULL, "%s: layout from the reference's tensors: %s", task, e.msg);
+
+    /* the C layout builder gives the same layout the reference pipeline built */
+    layout *C = NULL;
+    if (refs) {
+        layout_ref r[16];
+        int n = (int)(nref / 5);
+        for (int i = 0; i < n && i < 16; i++)
+            r[i] = (layout_ref){(layout_ref_kind)refs[5 * i], (int)refs[5 * i + 1], (int)refs[5 * i + 2],
+                                (int)refs[5 * i + 3], (int)refs[5 * i + 4]};
+        C = layout_new_ref2va(ttags, nti, r, n, F, lh, lw, A, &e);
+    } else {
+        int anc[2] = {anchors && nanc > 0 ? (int)anchors[0] : 0, anchors && nanc > 1 ? (int)anchors[1] : 0};
+        C = layout_new_t2va(ttags, nti, F, lh, lw, A, anc, anchors ? (int)nanc : 0, &e);
+    }
+    CHECK(C && C->S * 3 == nS && fx_first_diff(C->position_ids, pos, nS, 8) < 0 &&
+              fx_first_diff(C->token_tags, tags, nt, 8) < 0 && fx_first_diff(C->video_indices, vi, nvi, 8) < 0 &&
+              fx_first_diff(C->audio_indices, ai, nai, 8) < 0 && C->num_condition_video_rows == ncv[0] &&
+              C->num_condition_audio_rows == nca[0],
+          "%s: C layout differs from the reference pipeline's (%s)", task, e.msg);
+    layout_free(C);
+
+    const char *dir = refs ? "tests/fixtures/tiny/transformer_ref" : "tests/fixtures/tiny/transformer";
+    dit_model *m = L ? dit_load(be, dir, 0, &e) : NULL;
+    CHECK(m != NULL, "%s: dit_load %s: %s", task, dir, e.msg);
+    if (m && L) {
+        loop_result r;
+        int forwards = 0;
+        int rc = run_loop(m, L, text, (int)steps[0], v0, a0, &forwards, 0, &r, &e);
+        CHECK(rc == 0, "%s: denoise: %s", task, e.msg);
+        if (rc == 0) {
+            const int64_t nvl = (int64_t)24 * F * lh * lw, nal = (int64_t)64 * A;
+            char label[96];
+            snprintf(label, sizeof label, "%s final video latents (fp32, %d evaluations)", task, forwards);
+            CHECK_CLOSE(label, h3_rel_l2(r.video, ref_video, nvl), 1e-4);
+            snprintf(label, sizeof label, "%s final audio latents", task);
+            CHECK_CLOSE(label, h3_rel_l2(r.audio, ref_audio, nal), 1e-4);
+            printf("  %-48s max abs video %.3g audio %.3g\n", task, max_abs(r.video, ref_video, nvl),
+                   max_abs(r.audio, ref_audio, nal));
+            CHECK(forwards == (int)steps[0] - 1, "%s: %d forwards for num_inference_steps %lld", task, forwards,
+                  (long long)steps[0]);
+            CHECK(!memcmp(r.rows_v, v0, sizeof(float) * (size_t)(ncv[0] * 96)), "%s: condition rows were written", task);
+            CHECK(!memcmp(r.rows_a, a0, sizeof(float) * (size_t)(nca[0] * 32)), "%s: reference audio rows written", task);
+            loop_result_free(&r);
+
+            /* end to end from the seed: C-drawn starting rows (torch.randn within ~2e-7) */
+            noise_condition conds[4];
+            int nconds = 0;
+            for (int c = 0; c < 4; c++) {
+                char cn[48];
+                snprintf(cn, sizeof cn, "condition_latents_%d", c);
+                const st_entry *en = st_find(fi, cn);
+                if (!en) break;
+                conds[nconds++] = (noise_condition){st_data(fi, en), (int)en->shape[2], (int)en->shape[3], (int)en->shape[4]};
+            }
+            noise_request nr = {.seed = (uint64_t)seed[0], .C = 24, .Ca = 32, .F = F, .lh = lh, .lw = lw, .A = A,
+                                .conditions = conds, .num_conditions = nconds, .reference_audio_rows = aconds,
+                                .num_reference_audio_rows = nac / 32, .expected_condition_video_rows = ncv[0],
+                                .expected_condition_audio_rows = nca[0]};
+            float *sv = malloc(sizeof(float) * (size_t)nv), *sa = malloc(sizeof(float) * (size_t)na);
+            rc = noise_prepare_rows(&nr, sv, sa, &e);
+            CHECK(rc == 0, "%s: noise: %s", task, e.msg);
+            /* this second loop also drops the AdaLN weights after preparing its tables */
+            if (rc == 0 && run_loop(m, L, text, (int)steps[0], sv, sa, &forwards, 1, &r, &e) == 0) {
+                snprintf(label, sizeof label, "%s from seed %lld: video", task, (long long)seed[0]);
+                CHECK_CLOSE(label, h3_rel_l2(r.video, ref_video, nvl), 1e-4);
+                snprintf(label, sizeof label, "%s from seed %lld: audio", task, (long long)seed[0]);
+                CHECK_CLOSE(label, h3_rel_l2(r.audio, ref_audio, nal), 1e-4);
+                loop_result_free(&r);
+                /* with the AdaLN weights gone, only the prepared timesteps remain usable */
+                sched other;
+                sched_init(&other, 7, 12.0, &e);
+                const sched *keep = &other;
+                denoise_args bad = {.L = L, .text = text, .video_sched = keep, .audio_sched = keep,
+                                    .video_rows = sv, .audio_rows = sa};
+                CHECK(denoise_run(m, &bad, &e) == -1 && strstr(e.msg, "AdaLN"), "%s: after release: %s", task, e.msg);
+                sched_free(&other);
+            } else {
+                CHECK(0, "%s: loop from the seed: %s", task, e.msg);
+            }
+            free(sv);
+            free(sa);
+        }
+    }
+    dit_free(m);
+    layout_free(L);
+    st_close(fi);
+    st_close(fo);
+}
+
+/* A transformer whose patch is not (1, 2, 2) or a layout that disagrees with its geometry is refused. */
+static void test_errors(h3_backend *be) {
+    h3_err e = {{0}};
+    dit_model *m = dit_load(be, "tests/fixtures/tiny/transformer", 0, &e);
+    CHECK(m != NULL, "dit_load: %s", e.msg);
+    if (!m) return;
+    const int64_t tags[2] = {1, 1};
+    layout *L = layout_new_t2va(tags, 2, 2, 2, 2, 3, NULL, 0, &e);
+    sched sv, sa;
+    sched_init(&sv, 3, 12.0, &e);
+    sched_init(&sa, 3, 3.0, &e);
+    float text[2 * 16] = {0}, v[2 * 96] = {0}, a[6 * 32] = {0};
+    denoise_args args = {.L = L, .text = text, .video_sched = &sv, .audio_sched = &sa, .video_rows = v, .audio_rows = a};
+    CHECK(denoise_run(m, &args, &e) == 0, "tiny loop: %s", e.msg);
+    L->num_latent_frames = 3; /* the rows no longer match the geometry */
+    CHECK(denoise_run(m, &args, &e) == -1 && strstr(e.msg, "geometry"), "geometry mismatch: %s", e.msg);
+    layout_free(L);
+    sched_free(&sv);
+    sched_free(&sa);
+    dit_free(m);
+}
+
+/* `h3 probe denoise` on the three goldens: final latents within rel L2 1e-4. */
+static void test_probe_op(void) {
+    static const char *tasks[][2] = {{"denoise_t2va", "--model tests/fixtures/tiny"},
+                                     {"denoise_fl2va", "--model tests/fixtures/tiny --component transformer"},
+                                     {"denoise_ref2va", "--model tests/fixtures/tiny --component transformer_ref"}};
+    for (int k = 0; k < 3; k++) {
+        int total;
+        double worst;
+        int same = fx_probe_matches("denoise", tasks[k][1], tasks[k][0], 1e-4, &total, &worst);
+        char label[96];
+        snprintf(label, sizeof label, "h3 probe denoise %s (worst output)", tasks[k][0] + 8);
+        CHECK_CLOSE(label, same == 2 && total == 2 ? worst : 1.0, 1e-4);
+    }
+}
+
+int main(void) {
+    test_probe_op();
+    h3_err e = {{0}};
+    h3_backend *be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
+    CHECK(be != NULL, "backend: %s", e.msg);
+    if (be) {
+        test_task(be, "t2va");
+        test_task(be, "fl2va");
+        test_task(be, "ref2va");
+        test_errors(be);
+    }
+    h3_backend_free(be);
+    TEST_END();
+}

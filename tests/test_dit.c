@@ -1,0 +1,468 @@
+/* DiT parity (spec dit.md, golden files from tools/reference/gen_dit.py): the C forward on the
+ * golden inputs vs diffusers' MiniMaxH3Transformer3DModel, fp32 (rel L2 <= 1e-5) and bf16 mixed
+ * (<= 3e-2), both checkpoint layouts (identical outputs), AdaLN precompute/release, input errors,
+ * and the fused DiT ops against the unfused op sequence. Run from the repo root. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend_dit.h"
+#include "io/safetensors.h"
+#include "model/dit.h"
+#include "test.h"
+
+#define FIX "tests/fixtures/"
+
+typedef struct golden {
+    st_set    *in_set;
+    h3_tensor *t[10];
+    dit_tensors dt;
+} golden;
+
+static const char *in_names[10] = {"hidden_states", "audio_hidden_states", "encoder_hidden_states", "timestep",
+                                   "timestep_indices", "token_tags", "position_ids", "video_indices",
+                                   "audio_indices", "text_indices"};
+
+static void golden_free(golden *g) {
+    for (int i = 0; i < 10; i++) h3_tensor_free(g->t[i]);
+    st_set_free(g->in_set);
+}
+
+/* Inputs converted to f32 / i64 / f64 as the probe does. */
+static int golden_load(const char *path, golden *g, h3_err *e) {
+    memset(g, 0, sizeof *g);
+    if (!(g->in_set = st_set_open(path, e))) return -1;
+    for (int i = 0; i < 10; i++) {
+        h3_tensor v;
+        if (st_set_get(g->in_set, in_names[i], &v, e) != 0) return -1;
+        if (v.dtype == H3_F32 || v.dtype == H3_I64 || v.dtype == H3_F64) {
+            g->t[i] = h3_tensor_new(v.dtype, v.ndim, v.shape, e);
+            if (!g->t[i]) return -1;
+            memcpy(g->t[i]->data, v.data, h3_tensor_nbytes(&v));
+        } else {
+            g->t[i] = h3_tensor_to_f32(&v, e);
+        }
+    }
+    const h3_tensor **d = (const h3_tensor **)&g->dt;
+    for (int i = 0; i < 10; i++) d[i] = g->t[i];
+    return 0;
+}
+
+static h3_tensor *load_out(const char *path, const char *name) {
+    h3_err e;
+    st_set *s = st_set_open(path, &e);
+    if (!s) {
+        fprintf(stderr, "%s\n", e.msg);
+        return NULL;
+    }
+    h3_tensor v, *t = NULL;
+    if (st_set_get(s, name, &v, &e) == 0) t = h3_tensor_to_f32(&v, &e);
+    st_set_free(s);
+    return t;
+}
+
+typedef struct run_out {
+    float *video, *audio;
+    int64_t nv, na;
+} run_out;
+
+static int run_forward(dit_model *m, golden *g, run_out *o, h3_err *e) {
+    dit_inputs in;
+    if (dit_inputs_from_tensors(dit_get_config(m), &g->dt, 0, &in, e) != 0) return -1;
+    const dit_config *c = dit_get_config(m);
+    o->nv = in.Nv * c->in_channels * 4;
+    o->na = in.Na * c->audio_in_channels;
+    o->video = malloc((size_t)o->nv * sizeof(float));
+    o->audio = malloc((size_t)o->na * sizeof(float));
+    return dit_forward(m, &in, o->video, o->audio, e);
+}
+
+static void run_out_free(run_out *o) {
+    free(o->video);
+    free(o->audio);
+}
+
+static void report(const char *label, const float *a, const float *ref, int64_t n, double tol) {
+    char name[160];
+    snprintf(name, sizeof name, "%s (max_abs %.2e)", label, h3_max_abs(a, ref, (size_t)n));
+    CHECK_CLOSE(name, h3_rel_l2(a, ref, (size_t)n), tol);
+}
+
+/* One golden case: both layouts in fp32 and bf16. */
+static void test_case(h3_backend *be, const char *cas, const char *diff_dir, const char *orig_dir) {
+    char path[512];
+    h3_err e = {{0}};
+    golden g;
+    snprintf(path, sizeof path, FIX "golden/dit/%s.in.safetensors", cas);
+    if (golden_load(path, &g, &e) != 0) {
+        CHECK(0, "%s", e.msg);
+        golden_free(&g);
+        return;
+    }
+    snprintf(path, sizeof path, FIX "golden/dit/%s.out.safetensors", cas);
+    h3_tensor *ref_v = load_out(path, "sample"), *ref_a = load_out(path, "audio_sample");
+    snprintf(path, sizeof path, FIX "golden/dit/%s.bf16.out.safetensors", cas);
+    h3_tensor *ref16_v = load_out(path, "sample"), *ref16_a = load_out(path, "audio_sample");
+    CHECK(ref_v && ref_a && ref16_v && ref16_a, "%s: golden outputs missing", cas);
+    if (!ref_v || !ref_a || !ref16_v || !ref16_a) goto out;
+    printf("%s (S = %lld, K = %lld):\n", cas, (long long)g.t[6]->shape[0], (long long)g.t[3]->shape[0]);
+    run_out o32[2] = {{0}}, o16[2] = {{0}};
+    const char *dirs[2] = {diff_dir, orig_dir};
+    for (int layout = 0; layout < 2; layout++) {
+        for (int bf16 = 0; bf16 < 2; bf16++) {
+            dit_model *m = dit_load(be, dirs[layout], bf16, &e);
+            CHECK(m != NULL, "%s", e.msg);
+            if (!m) continue;
+            run_out *o = bf16 ? &o16[layout] : &o32[layout];
+            int rc = run_forward(m, &g, o, &e);
+            CHECK(rc == 0, "%s", e.msg);
+            CHECK(o->nv == h3_tensor_numel(ref_v) && o->na == h3_tensor_numel(ref_a), "%s: output sizes", cas);
+            if (rc == 0 && o->nv == h3_tensor_numel(ref_v)) {
+                char label[128];
+                const char *ln = layout ? "original" : "diffusers";
+                snprintf(label, sizeof label, "%s %s %s video", cas, ln, bf16 ? "bf16" : "fp32");
+                report(label, o->video, bf16 ? ref16_v->data : ref_v->data, o->nv, bf16 ? 3e-2 : 1e-5);
+                snprintf(label, sizeof label, "%s %s %s audio", cas, ln, bf16 ? "bf16" : "fp32");
+                report(label, o->audio, bf16 ? ref16_a->data : ref_a->data, o->na, bf16 ? 3e-2 : 1e-5);
+            }
+            dit_free(m);
+        }
+    }
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        run_out *a = bf16 ? &o16[0] : &o32[0], *b = bf16 ? &o16[1] : &o32[1];
+        if (a->video && b->video && a->audio && b->audio)
+            CHECK(!memcmp(a->video, b->video, (size_t)a->nv * 4) && !memcmp(a->audio, b->audio, (size_t)a->na * 4),
+                  "%s %s: diffusers and original layouts give different outputs", cas, bf16 ? "bf16" : "fp32");
+    }
+    if (o16[0].video && o32[0].video) {
+        /* each side's own bf16 error against its fp32 result: they should be of the same size */
+        printf("  %s bf16-vs-fp32: C video %.3e audio %.3e | reference video %.3e audio %.3e\n", cas,
+               h3_rel_l2(o16[0].video, o32[0].video, (size_t)o32[0].nv),
+               h3_rel_l2(o16[0].audio, o32[0].audio, (size_t)o32[0].na),
+               h3_rel_l2(ref16_v->data, ref_v->data, (size_t)o32[0].nv),
+               h3_rel_l2(ref16_a->data, ref_a->data, (size_t)o32[0].na));
+        printf("  %s C bf16 vs reference bf16, relative to the reference's own bf16 error: video %.2f\n", cas,
+               h3_rel_l2(o16[0].video, ref16_v->data, (size_t)o32[0].nv) /
+                   h3_rel_l2(ref16_v->data, ref_v->data, (size_t)o32[0].nv));
+    }
+    for (int i = 0; i < 2; i++) run_out_free(&o32[i]), run_out_free(&o16[i]);
+out:
+    h3_tensor_free(ref_v), h3_tensor_free(ref_a), h3_tensor_free(ref16_v), h3_tensor_free(ref16_a);
+    golden_free(&g);
+}
+
+/* AdaLN precompute then release: identical outputs; unknown timesteps then fail cleanly. */
+static void test_adaln_cache(h3_backend *be) {
+    h3_err e = {{0}};
+    golden g;
+    if (golden_load(FIX "golden/dit/fl2va.in.safetensors", &g, &e) != 0) {
+        CHECK(0, "%s", e.msg);
+        golden_free(&g);
+        return;
+    }
+    dit_model *m = dit_load(be, FIX "tiny/transformer", 1, &e);
+    CHECK(m != NULL, "%s", e.msg);
+    if (!m) {
+        golden_free(&g);
+        return;
+    }
+    run_out plain = {0}, cached = {0}, bad = {0};
+    CHECK(run_forward(m, &g, &plain, &e) == 0, "%s", e.msg);
+    const float *ts = g.t[3]->data;
+    int K = (int)g.t[3]->shape[0];
+    float extra[8] = {1.0f, 0.5f};
+    memcpy(extra + 2, ts, (size_t)K * sizeof(float));
+    CHECK(dit_prepare_timesteps(m, extra, K + 2, &e) == 0, "%s", e.msg);
+    size_t ada = dit_adaln_weight_bytes(m), tot = dit_weight_bytes(m);
+    dit_release_adaln(m);
+    printf("  tiny AdaLN weights %zu of %zu bytes (%.1f%%) released\n", ada, tot, 100.0 * (double)ada / (double)tot);
+    CHECK(run_forward(m, &g, &cached, &e) == 0, "%s", e.msg);
+    if (plain.video && cached.video)
+        CHECK(!memcmp(plain.video, cached.video, (size_t)plain.nv * 4) &&
+                  !memcmp(plain.audio, cached.audio, (size_t)plain.na * 4),
+              "precomputed AdaLN tables change the output");
+    ((float *)g.t[3]->data)[0] = 0.0123f; /* never prepared */
+    int rc = run_forward(m, &g, &bad, &e);
+    CHECK(rc != 0 && strstr(e.msg, "AdaLN"), "unprepared timestep after release: rc %d '%s'", rc, e.msg);
+    printf("  unprepared timestep after release -> %s\n", e.msg);
+    run_out_free(&plain), run_out_free(&cached), run_out_free(&bad);
+    dit_free(m);
+    golden_free(&g);
+}
+
+/* Bad inputs: one-line errors, nothing computed. */
+static void test_errors(h3_backend *be) {
+    h3_err e = {{0}};
+    golden g;
+    if (golden_load(FIX "golden/dit/t2va.in.safetensors", &g, &e) != 0) {
+        CHECK(0, "%s", e.msg);
+        golden_free(&g);
+        return;
+    }
+    dit_model *m = dit_load(be, FIX "tiny/transformer", 0, &e);
+    CHECK(m != NULL, "%s", e.msg);
+    if (!m) {
+        golden_free(&g);
+        return;
+    }
+    const dit_config *c = dit_get_config(m);
+    dit_inputs in;
+    CHECK(dit_inputs_from_tensors(c, &g.dt, 0, &in, &e) == 0, "%s", e.msg);
+    int64_t S = in.S;
+    struct {
+        const char *what, *expect;
+        h3_tensor *t;
+        int slot;
+    } shape_cases[] = {
+        {"2-column position_ids", "position_ids", h3_tensor_new(H3_F64, 2, (int64_t[]){S, 2}, &e), 6},
+        {"short token_tags", "token_tags", h3_tensor_new(H3_I64, 1, (int64_t[]){S - 1}, &e), 5},
+        {"2-D timestep", "timestep", h3_tensor_new(H3_F32, 2, (int64_t[]){1, in.K}, &e), 3},
+        {"video row count mismatch", "hidden_states", h3_tensor_new(H3_F32, 3, (int64_t[]){1, in.Nv - 1, 96}, &e), 0},
+        {"audio width", "audio_hidden_states", h3_tensor_new(H3_F32, 3, (int64_t[]){1, in.Na, 31}, &e), 1},
+        {"i32 tags", "token_tags", h3_tensor_new(H3_I32, 1, (int64_t[]){S}, &e), 5},
+    };
+    for (size_t i = 0; i < sizeof shape_cases / sizeof shape_cases[0]; i++) {
+        dit_tensors bad = g.dt;
+        ((const h3_tensor **)&bad)[shape_cases[i].slot] = shape_cases[i].t;
+        dit_inputs tmp;
+        int rc = dit_inputs_from_tensors(c, &bad, 0, &tmp, &e);
+        CHECK(rc != 0 && strstr(e.msg, shape_cases[i].expect) && !strchr(e.msg, '\n'), "%s: rc %d '%s'",
+              shape_cases[i].what, rc, e.msg);
+        printf("  %-26s -> %s\n", shape_cases[i].what, e.msg);
+        h3_tensor_free(shape_cases[i].t);
+    }
+    /* batch 2 (PROBE.md B): item 1 = item 0 with the video rows negated; item 0 must match batch 1 */
+    {
+        h3_tensor *b2[3];
+        for (int i = 0; i < 3; i++) {
+            const h3_tensor *t1 = g.t[i];
+            b2[i] = h3_tensor_new(H3_F32, 3, (int64_t[]){2, t1->shape[1], t1->shape[2]}, &e);
+            size_t nb = h3_tensor_nbytes(t1);
+            memcpy(b2[i]->data, t1->data, nb);
+            memcpy((char *)b2[i]->data + nb, t1->data, nb);
+        }
+        float *hv = (float *)b2[0]->data + h3_tensor_numel(g.t[0]);
+        for (int64_t i = 0; i < h3_tensor_numel(g.t[0]); i++) hv[i] = -hv[i];
+        dit_tensors bt = g.dt;
+        bt.hidden_states = b2[0], bt.audio_hidden_states = b2[1], bt.encoder_hidden_states = b2[2];
+        float *v1 = malloc((size_t)in.Nv * 96 * 4), *a1 = malloc((size_t)in.Na * 32 * 4);
+        float *v2 = malloc((size_t)in.Nv * 96 * 4), *a2 = malloc((size_t)in.Na * 32 * 4);
+        dit_inputs i0, i1;
+        int rc = dit_forward(m, &in, v1, a1, &e);
+        rc |= dit_inputs_from_tensors(c, &bt, 0, &i0, &e) | dit_forward(m, &i0, v2, a2, &e);
+        CHECK(rc == 0 && !memcmp(v1, v2, (size_t)in.Nv * 96 * 4), "batch item 0 differs from batch 1: %s", e.msg);
+        rc = dit_inputs_from_tensors(c, &bt, 1, &i1, &e) | dit_forward(m, &i1, v2, a2, &e);
+        CHECK(rc == 0 && memcmp(v1, v2, (size_t)in.Nv * 96 * 4) != 0, "batch item 1 ignores its own rows: %s", e.msg);
+        CHECK(dit_inputs_from_tensors(c, &bt, 2, &i1, &e) != 0, "batch item 2 of 2 accepted");
+        free(v1), free(a1), free(v2), free(a2);
+        for (int i = 0; i < 3; i++) h3_tensor_free(b2[i]);
+    }
+    float *vo = malloc((size_t)in.Nv * 96 * 4), *ao = malloc((size_t)in.Na * 32 * 4);
+    int64_t *tix = malloc((size_t)S * 8), *tags = malloc((size_t)S * 8), *vix = malloc((size_t)in.Nv * 8);
+    float ts_bad[2] = {0.6f, 0.3f};
+    for (int k = 0; k < 5; k++) {
+        dit_inputs b = in;
+        const char *what = "", *expect = "";
+        memcpy(tix, in.timestep_indices, (size_t)S * 8);
+        memcpy(tags, in.token_tags, (size_t)S * 8);
+        memcpy(vix, in.video_indices, (size_t)in.Nv * 8);
+        switch (k) {
+        case 0: tix[7] = in.K, b.timestep_indices = tix, what = "out-of-range timestep_indices", expect = "timestep_indices"; break;
+        case 1: tags[3] = 3, b.token_tags = tags, what = "tag 3", expect = "token_tags"; break;
+        case 2: vix[1] = vix[0], b.video_indices = vix, what = "overlapping video_indices", expect = "video_indices"; break;
+        case 3: b.timestep = ts_bad, b.K = 2, what = "unsorted timestep", expect = "ascending"; break;
+        case 4: b.Nv = in.Nv - 1, what = "row counts vs S", expect = "add up"; break;
+        }
+        int rc = dit_forward(m, &b, vo, ao, &e);
+        CHECK(rc != 0 && strstr(e.msg, expect), "%s: rc %d '%s'", what, rc, e.msg);
+        printf("  %-26s -> %s\n", what, e.msg);
+    }
+    free(vo), free(ao), free(tix), free(tags), free(vix);
+    dit_free(m);
+    golden_free(&g);
+
+    /* loader errors: a folder whose config does not match its tensors */
+    dit_config cfg;
+    CHECK(dit_config_load(FIX "tiny/FL2VA/transformer", &cfg, &e) == 0 && cfg.original_layout == 1 &&
+              cfg.ffn_dim == 64 && cfg.num_refiner_layers == 2 && cfg.in_channels == 24, "original config: %s", e.msg);
+    CHECK(dit_load(be, FIX "golden/dit", 0, &e) == NULL && strstr(e.msg, "config.json"), "no config: '%s'", e.msg);
+}
+
+/* Tensor lists: tiny folders match exactly; release counts from the vendored skeleton config. */
+static void test_expected(void) {
+    h3_err e = {{0}};
+    const char *dirs[4] = {FIX "tiny/transformer", FIX "tiny/FL2VA/transformer", FIX "skeleton/transformer",
+                           FIX "skeleton/FL2VA/transformer"};
+    for (int i = 0; i < 4; i++) {
+        dit_config c;
+        h3_expect_list l = {0};
+        if (dit_config_load(dirs[i], &c, &e) != 0 || dit_expected_tensors(&c, &l, &e) != 0) {
+            CHECK(0, "%s", e.msg);
+            continue;
+        }
+        size_t bytes = 0, adaln = 0;
+        int f32 = 0;
+        for (int j = 0; j < l.n; j++) {
+            int64_t n = 1;
+            for (int d = 0; d < l.v[j].ndim; d++) n *= l.v[j].shape[d];
+            bytes += (size_t)n * h3_dtype_size(l.v[j].dtype);
+            if (strstr(l.v[j].name, "adaln_proj") || strstr(l.v[j].name, "norm_out.linear"))
+                adaln += (size_t)n * h3_dtype_size(l.v[j].dtype);
+            f32 += l.v[j].dtype == H3_F32;
+        }
+        if (i < 2) {
+            st_set *s = st_set_open(dirs[i], &e);
+            CHECK(s && st_set_count(s) == l.n, "%s: %d tensors stored, %d expected", dirs[i], s ? st_set_count(s) : -1, l.n);
+            for (int j = 0; s && j < l.n; j++) {
+                const st_entry *en = st_set_entry(s, l.v[j].name, NULL);
+                int ok = en && en->dtype == l.v[j].dtype && en->ndim == l.v[j].ndim;
+                for (int d = 0; ok && d < en->ndim; d++) ok = en->shape[d] == l.v[j].shape[d];
+                CHECK(ok, "%s: tensor '%s' missing or wrong dtype/shape", dirs[i], l.v[j].name);
+            }
+            st_set_free(s);
+        } else {
+            int orig = i == 3;
+            CHECK(l.n == (orig ? 535 : 638) && f32 == (orig ? 13 : 12), "%s: %d tensors (%d F32)", dirs[i], l.n, f32);
+            CHECK(bytes == (orig ? 66280430144ull : 66280430080ull), "%s: %zu bytes", dirs[i], bytes);
+            if (!orig)
+                printf("  release: %d tensors, %zu bytes; AdaLN projections %zu bytes (%.1f%%) freed by "
+                       "dit_release_adaln\n", l.n, bytes, adaln, 100.0 * (double)adaln / (double)bytes);
+        }
+        h3_expect_list_free(&l);
+    }
+}
+
+/* inv_freq for rope_freq_dim 16 is the spec 4.1 table bit for bit. */
+static void test_inv_freq(void) {
+    static const uint32_t hex[16] = {0x3f800000, 0x3f0ff59a, 0x3ea1e89b, 0x3e361887, 0x3dcccccd, 0x3d6655c2,
+                                     0x3d0186e3, 0x3c91ad39, 0x3c23d70a, 0x3bb8449c, 0x3b4f3e38, 0x3ae91528,
+                                     0x3a83126f, 0x3a136a16, 0x39a5cb60, 0x393a7753};
+    float f[16];
+    dit_rope_inv_freq(f, 16, 10000.0f);
+    int same = 0;
+    for (int k = 0; k < 16; k++) {
+        uint32_t u;
+        memcpy(&u, &f[k], 4);
+        same += u == hex[k];
+    }
+    printf("  inv_freq (16) bit-exact entries: %d/16\n", same);
+    CHECK(same == 16, "inv_freq differs from the spec table");
+}
+
+static float frand(unsigned *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* The fused ops against the unfused sequence of core ops, bit for bit. */
+static void test_fused_ops(h3_backend *be) {
+    const int64_t rows = 37, dim = 24, trows = 6, stride = 6 * dim;
+    size_t n = (size_t)(rows * dim);
+    float *x = malloc(n * 4), *tab = malloc((size_t)(trows * stride) * 4), *y = malloc(n * 4), *ref = malloc(n * 4);
+    float *one = malloc(n * 4), *tmp = malloc(n * 4), *shift = malloc(n * 4), *gate = malloc(n * 4);
+    float *br = malloc(n * 4);
+    int32_t idx[37];
+    unsigned seed = 7;
+    for (size_t i = 0; i < n; i++) x[i] = 3.0f * frand(&seed), br[i] = frand(&seed);
+    for (int64_t i = 0; i < trows * stride; i++) tab[i] = 0.7f * frand(&seed);
+    for (int r = 0; r < rows; r++) idx[r] = (r * 5 + 1) % trows;
+    for (int fl = 0; fl < 2; fl++) {
+        int flags = fl ? H3_BF16_OUT : 0;
+        if (fl) {
+            for (size_t i = 0; i < n; i++) x[i] = h3_round_bf16(x[i]), br[i] = h3_round_bf16(br[i]);
+            for (int64_t i = 0; i < trows * stride; i++) tab[i] = h3_round_bf16(tab[i]);
+        }
+        /* modulate: 1 + scale, times x, plus shift, each a separate op */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < dim; c++) {
+                one[r * dim + c] = 1.0f;
+                tmp[r * dim + c] = tab[idx[r] * stride + 4 * dim + c];
+                shift[r * dim + c] = tab[idx[r] * stride + 3 * dim + c];
+                gate[r * dim + c] = tab[idx[r] * stride + 5 * dim + c];
+            }
+        h3_add(be, tmp, one, tmp, (int64_t)n, flags);
+        h3_mul(be, ref, x, tmp, (int64_t)n, flags);
+        h3_add(be, ref, ref, shift, (int64_t)n, flags);
+        h3_adaln_modulate(be, y, x, rows, dim, tab, stride, idx, 3 * dim, 4 * dim, flags);
+        CHECK(!memcmp(y, ref, n * 4), "adaln_modulate differs from add/mul/add (flags %d)", flags);
+        /* gated residual */
+        memcpy(y, x, n * 4);
+        h3_mul(be, tmp, gate, br, (int64_t)n, flags);
+        h3_add(be, ref, x, tmp, (int64_t)n, flags);
+        h3_gated_residual(be, y, br, rows, dim, tab, stride, idx, 5 * dim, flags);
+        CHECK(!memcmp(y, ref, n * 4), "gated_residual differs from mul/add (flags %d)", flags);
+        /* swiglu */
+        h3_silu(be, tmp, br, (int64_t)n, flags);
+        h3_mul(be, ref, x, tmp, (int64_t)n, flags);
+        h3_swiglu(be, y, x, br, (int64_t)n, flags);
+        CHECK(!memcmp(y, ref, n * 4), "swiglu differs from silu/mul (flags %d)", flags);
+    }
+    /* scatter then gather is the identity on a permutation; scatter rounds with the flag */
+    int32_t perm[37];
+    for (int r = 0; r < rows; r++) perm[r] = (r * 11 + 3) % 37;
+    h3_rows_scatter(be, y, br, perm, rows, dim, 0);
+    h3_rows_gather(be, ref, y, perm, rows, dim);
+    CHECK(!memcmp(ref, br, n * 4), "scatter/gather round trip");
+    CHECK(y[perm[2] * dim + 5] == br[2 * dim + 5], "scatter places row 2");
+    /* deinterleave: rows x heads x [q k v] */
+    int heads = 3, hd = 4;
+    float fused[2 * 3 * 3 * 4], q[24], k[24], v[24];
+    for (int i = 0; i < 72; i++) fused[i] = (float)i;
+    h3_qkv_deinterleave(be, q, k, v, fused, 2, heads, hd);
+    int ok = 1;
+    for (int r = 0; r < 2; r++)
+        for (int h = 0; h < heads; h++)
+            for (int d = 0; d < hd; d++) {
+                int base = r * 36 + h * 12 + d;
+                ok &= q[r * 12 + h * 4 + d] == fused[base] && k[r * 12 + h * 4 + d] == fused[base + 4] &&
+                      v[r * 12 + h * 4 + d] == fused[base + 8];
+            }
+    CHECK(ok, "qkv_deinterleave");
+    /* matmul_rows: the k block of a per-head interleaved [q k v] weight vs h3_matmul on those rows */
+    {
+        const int64_t M = 5, Kd = 300, NH = 3, D = 40, I = NH * D;
+        int64_t wshape[2] = {3 * I, Kd}, kshape[2] = {I, Kd};
+        h3_err e;
+        h3_tensor *w = h3_tensor_new(H3_BF16, 2, wshape, &e), *wk = h3_tensor_new(H3_BF16, 2, kshape, &e);
+        float *xin = malloc((size_t)(M * Kd) * 4), *y1 = malloc((size_t)(M * I) * 4), *y2 = malloc((size_t)(M * I) * 4);
+        uint16_t *wd = w->data, *kd = wk->data;
+        for (int64_t i = 0; i < 3 * I * Kd; i++) wd[i] = h3_f32_to_bf16(frand(&seed));
+        for (int64_t i = 0; i < M * Kd; i++) xin[i] = frand(&seed);
+        for (int64_t h = 0; h < NH; h++)
+            for (int64_t d = 0; d < D; d++)
+                memcpy(kd + (h * D + d) * Kd, wd + (h * 3 * D + D + d) * Kd, (size_t)Kd * 2);
+        h3_matmul_rows(be, y1, xin, M, w, I, D, 3 * D, D, 0);
+        h3_matmul(be, y2, xin, M, wk, NULL, 0);
+        CHECK_CLOSE("matmul_rows (interleaved k) vs matmul", h3_rel_l2(y1, y2, (size_t)(M * I)), 1e-6);
+        h3_matmul_rows(be, y1, xin, M, wk, I, I, I, 0, H3_BF16_OUT);
+        h3_matmul(be, y2, xin, M, wk, NULL, H3_BF16_OUT);
+        CHECK_CLOSE("matmul_rows (identity, bf16 out) vs matmul", h3_rel_l2(y1, y2, (size_t)(M * I)), 1e-2);
+        h3_tensor_free(w), h3_tensor_free(wk);
+        free(xin), free(y1), free(y2);
+    }
+    free(x), free(tab), free(y), free(ref), free(one), free(tmp), free(shift), free(gate), free(br);
+}
+
+int main(void) {
+    h3_err e = {{0}};
+    h3_backend *be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
+    if (!be) {
+        fprintf(stderr, "%s\n", e.msg);
+        return 1;
+    }
+    printf("fused DiT ops vs unfused:\n");
+    test_fused_ops(be);
+    test_inv_freq();
+    printf("tensor lists:\n");
+    test_expected();
+    test_case(be, "t2va", FIX "tiny/transformer", FIX "tiny/FL2VA/transformer");
+    test_case(be, "fl2va", FIX "tiny/transformer", FIX "tiny/FL2VA/transformer");
+    test_case(be, "ref2va", FIX "tiny/transformer_ref", FIX "tiny/Ref2VA/transformer");
+    printf("AdaLN precompute/release:\n");
+    test_adaln_cache(be);
+    printf("input errors:\n");
+    test_errors(be);
+    h3_backend_free(be);
+    TEST_END();
+}

@@ -1,0 +1,119 @@
+/* `h3 generate`: parses the flags into an h3_request, validates them, and runs the pipeline
+ * (src/pipeline/generate.c). Flag errors exit 2 with one line; generation errors exit 1. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "pipeline/generate.h"
+#include "pipeline/request.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: h3 generate -d SNAPSHOT -p PROMPT [-o OUT.mp4] [options]\n"
+            "  -d, --model-dir DIR      MiniMax-H3 snapshot (diffusers layout at the root)\n"
+            "  -p, --prompt TEXT        the prompt (used verbatim, no template)\n"
+            "  -o, --output PATH        MP4 (H.264 + AAC 32 kHz stereo); '' writes no MP4 [h3.mp4]\n"
+            "  --width N --height N     canvas, multiples of 32, at most 768x1344 pixels\n"
+            "                           [t2va/ref2va 1344x768; fl2va from the first keyframe's aspect]\n"
+            "  --frames N | --seconds S output length at 24 fps, rounded up to 17n+5 frames, 5..15 s [124]\n"
+            "  --steps N                model evaluations (diffusers num_inference_steps = N + 1) [20]\n"
+            "  --seed N                 unsigned 64-bit seed (torch.Generator().manual_seed) [42]\n"
+            "  --first-frame IMG, --last-frame IMG       fl2va keyframes\n"
+            "  --ref-image IMG, --ref-silent-video VID, --ref-video VID, --ref-video-audio VID AUD,\n"
+            "  --ref-audio AUD          ref2va references, in order (max 12: 9 images, 3 videos, 3 audio)\n"
+            "  --frames-dir DIR         also write PNG frames; --wav PATH also write the audio\n"
+            "  --dump-latents PATH      write final latents, frames and audio (safetensors, docs/probe.md)\n"
+            "  --precision bf16|fp32    bf16 as the release runs (default) or the fp32 reference\n"
+            "  --backend cpu|cuda       [cpu]    --threads N   CPU threads [all cores]\n"
+            "  --profile                per-phase time and peak memory report\n");
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi)
+        return cli_error("generate: %s expects an integer in %ld..%ld, got '%s'", flag, lo, hi, s);
+    *out = (int)v;
+    return 0;
+}
+
+int cmd_generate(int argc, char **argv) {
+    h3_request r;
+    h3_request_init(&r);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--profile")) {
+            r.profile = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return cli_error("generate: %s needs a value (see h3 generate --help)", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "-d") || !strcmp(a, "--model-dir")) r.model_dir = v;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) r.prompt = v;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) r.output = v;
+        else if (!strcmp(a, "--frames-dir")) r.frames_dir = v;
+        else if (!strcmp(a, "--wav")) r.wav = v;
+        else if (!strcmp(a, "--dump-latents")) r.dump_latents = v;
+        else if (!strcmp(a, "--first-frame")) r.first_frame = v;
+        else if (!strcmp(a, "--last-frame")) r.last_frame = v;
+        else if (!strcmp(a, "--width")) { if (parse_int(a, v, 1, 1 << 20, &r.width)) return 2; }
+        else if (!strcmp(a, "--height")) { if (parse_int(a, v, 1, 1 << 20, &r.height)) return 2; }
+        else if (!strcmp(a, "--frames")) { if (parse_int(a, v, 1, 1 << 20, &r.frames)) return 2; }
+        else if (!strcmp(a, "--steps")) { if (parse_int(a, v, 1, 1000, &r.steps)) return 2; }
+        else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 4096, &r.threads)) return 2; }
+        else if (!strcmp(a, "--seconds")) {
+            char *end;
+            r.seconds = strtod(v, &end);
+            if (*end || end == v) return cli_error("generate: --seconds expects a number, got '%s'", v);
+            if (r.seconds == 0) return cli_error("generate: --seconds must be a finite number > 0");
+        } else if (!strcmp(a, "--seed")) {
+            char *end;
+            errno = 0;
+            if (v[0] == '-') return cli_error("generate: --seed expects an unsigned 64-bit integer, got '%s'", v);
+            r.seed = strtoull(v, &end, 10);
+            if (errno || *end || end == v) return cli_error("generate: --seed expects an unsigned 64-bit integer, got '%s'", v);
+        } else if (!strcmp(a, "--precision")) {
+            if (!strcmp(v, "bf16")) r.bf16 = 1;
+            else if (!strcmp(v, "fp32")) r.bf16 = 0;
+            else return cli_error("generate: --precision must be bf16 or fp32, got '%s'", v);
+        } else if (!strcmp(a, "--backend")) {
+            if (!strcmp(v, "cpu")) r.cuda = 0;
+            else if (!strcmp(v, "cuda")) r.cuda = 1;
+            else return cli_error("generate: --backend must be cpu or cuda, got '%s'", v);
+        } else if (!strncmp(a, "--ref-", 6)) {
+            h3_ref_kind k;
+            if (!strcmp(a, "--ref-image")) k = H3_REF_IMAGE;
+            else if (!strcmp(a, "--ref-silent-video")) k = H3_REF_SILENT_VIDEO;
+            else if (!strcmp(a, "--ref-video")) k = H3_REF_VIDEO;
+            else if (!strcmp(a, "--ref-video-audio")) k = H3_REF_VIDEO_AUDIO;
+            else if (!strcmp(a, "--ref-audio")) k = H3_REF_AUDIO;
+            else return cli_error("generate: unknown option '%s'", a);
+            if (r.nrefs == H3_MAX_REFS) return cli_error("generate: %s: at most %d references in total", a, H3_MAX_REFS);
+            h3_ref *f = &r.refs[r.nrefs++];
+            f->kind = k;
+            f->path = v;
+            if (k == H3_REF_VIDEO_AUDIO) {
+                if (i + 1 >= argc || argv[i + 1][0] == '-')
+                    return cli_error("generate: --ref-video-audio takes two paths: VIDEO AUDIO");
+                f->audio_path = argv[++i];
+            }
+        } else {
+            return cli_error("generate: unknown option '%s' (see h3 generate --help)", a);
+        }
+    }
+    int aligned;
+    h3_err e = {{0}};
+    if (h3_request_validate(&r, &aligned, &e) != 0) return cli_error("generate: %s", e.msg);
+    if (h3_generate(&r, &e) != 0) {
+        fprintf(stderr, "h3: generate: %s\n", e.msg);
+        return 1;
+    }
+    return 0;
+}
