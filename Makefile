@@ -88,10 +88,12 @@ test: all
 
 # CUDA op parity tests and micro-benchmarks (tests/cuda/, outside the CPU `make test` wildcard);
 # built here, run on a GPU machine with tests/cuda/run_device.sh.
-cuda-tests: $(BUILD)/tests/cuda/test_cuda_ops $(BUILD)/tests/cuda/bench_cuda_ops
+ifneq ($(filter cuda-tests,$(MAKECMDGOALS)),)
 ifneq ($(CUDA),1)
-	$(error cuda-tests needs CUDA=1, e.g. make CUDA=1 MEDIA=0 BUILD=build-cuda cuda-tests)
+$(error cuda-tests needs CUDA=1, e.g. make CUDA=1 MEDIA=0 BUILD=build-cuda cuda-tests)
 endif
+endif
+cuda-tests: $(BUILD)/tests/cuda/test_cuda_ops $(BUILD)/tests/cuda/bench_cuda_ops $(BUILD)/tests/cuda/dit_block_cuda $(BUILD)/tests/cuda/test_cuda_bench
 
 # libFuzzer targets (clang, ASan + UBSan): `make fuzz`, then e.g.
 #   build-fuzz/fuzz_safetensors -max_total_time=600 fuzz/corpus/safetensors
@@ -103,7 +105,8 @@ FUZZ_EXTRA_fuzz_tokenizer := src/model/tokenizer.c
 FUZZ_EXTRA_fuzz_media := $(wildcard src/media/*.c)
 FUZZ_LIBS_fuzz_media := -lavformat -lavcodec -lswscale -lswresample -lavutil
 fuzz: $(FUZZ_BIN)
-build-fuzz/%: fuzz/%.c $(FUZZ_CORE)
+.SECONDEXPANSION:
+build-fuzz/%: fuzz/%.c $(FUZZ_CORE) $$(FUZZ_EXTRA_$$*)
 	@mkdir -p build-fuzz
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -Isrc -Iinclude -o $@ $< $(FUZZ_CORE) $(FUZZ_EXTRA_$*) -ljansson -lutf8proc -lm -lpthread $(FUZZ_LIBS_$*)

@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h3_audio au;
     if (h3_read_audio_mem(data, size, "fuzz", &o, &au, &e) == 0) {
         if (au.channels != 2 || au.samples <= 0 || au.sample_rate != 32000) __builtin_trap();
-        acc ^= (uint8_t)au.data[2 * au.samples - 1];
+        acc ^= *(const uint8_t *)&au.data[2 * au.samples - 1];   /* any float is valid data */
         h3_audio_free(&au);
     }
 
@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (h3_read_video_mem(data, size, "fuzz", &o, &vi, &e) == 0) {
         if (vi.frames <= 0 || vi.frames > 48 || vi.width <= 0 || vi.height <= 0 || !vi.rgb) __builtin_trap();
         acc ^= vi.rgb[(size_t)vi.frames * vi.width * vi.height * 3 - 1];
-        if (vi.has_audio) acc ^= (uint8_t)vi.audio.data[2 * vi.audio.samples - 1];
+        if (vi.has_audio) acc ^= *(const uint8_t *)&vi.audio.data[2 * vi.audio.samples - 1];
         h3_video_free(&vi);
     }
     (void)acc;

@@ -186,7 +186,51 @@ static void test_task(h3_backend *be, const char *task) {
     st_close(fo);
 }
 
-/* A transformer whose patch is not (1, 2, 2) or a layout that disagrees with its geometry is refused. */
+/* The release's mixed precision: the loop with the DiT in bf16 mode vs diffusers with the DiT loaded
+ * in bf16 (golden denoise_ref2va.bf16.out), within 3e-2 (bf16 noise, conventions.md). */
+static void test_bf16(h3_backend *be) {
+    st_file *fi = fx_open("denoise_ref2va.in"), *fo = fx_open("denoise_ref2va.bf16.out");
+    st_file *f32 = fx_open("denoise_ref2va.out");
+    int64_t nv = 0, na = 0, nS = 0, nvi = 0, nai = 0, nti = 0;
+    const float *v0 = fx_get(fi, "latents", H3_F32, &nv), *a0 = fx_get(fi, "audio_latents", H3_F32, &na);
+    const float *text = fx_get(fi, "prompt_embeds", H3_F32, NULL);
+    const double *pos = fx_get(fi, "position_ids", H3_F64, &nS);
+    const int64_t *tags = fx_get(fi, "token_tags", H3_I64, NULL), *vi = fx_get(fi, "video_indices", H3_I64, &nvi);
+    const int64_t *ai = fx_get(fi, "audio_indices", H3_I64, &nai), *ti = fx_get(fi, "text_indices", H3_I64, &nti);
+    const int64_t *ncv = fx_get(fi, "num_condition_video_rows", H3_I64, NULL);
+    const int64_t *nca = fx_get(fi, "num_condition_audio_rows", H3_I64, NULL);
+    const int64_t *geo = fx_get(fi, "geometry", H3_I64, NULL), *steps = fx_get(fi, "num_inference_steps", H3_I64, NULL);
+    const float *rv = fx_get(fo, "latents", H3_F32, NULL), *ra = fx_get(fo, "audio_latents", H3_F32, NULL);
+    const float *rv32 = fx_get(f32, "latents", H3_F32, NULL), *ra32 = fx_get(f32, "audio_latents", H3_F32, NULL);
+    int ready = v0 && a0 && text && pos && tags && vi && ai && ti && ncv && nca && geo && steps && rv && ra && rv32 && ra32;
+    CHECK(ready, "bf16 fixture incomplete");
+    h3_err e = {{0}};
+    layout *L = ready ? layout_new_from_tensors(nS / 3, pos, tags, vi, nvi, ai, nai, ti, nti, ncv[0], nca[0], (int)geo[0],
+                                                (int)geo[1], (int)geo[2], (int)geo[3], &e)
+                      : NULL;
+    dit_model *m = L ? dit_load(be, "tests/fixtures/tiny/transformer_ref", 1, &e) : NULL;
+    CHECK(!ready || m, "bf16 dit_load: %s", e.msg);
+    loop_result r;
+    int forwards;
+    if (m && run_loop(m, L, text, (int)steps[0], v0, a0, &forwards, 0, &r, &e) == 0) {
+        const int64_t nvl = 24 * geo[0] * geo[1] * geo[2], nal = 64 * geo[3];
+        CHECK_CLOSE("ref2va bf16 loop: video vs diffusers bf16", h3_rel_l2(r.video, rv, nvl), 3e-2);
+        CHECK_CLOSE("ref2va bf16 loop: audio vs diffusers bf16", h3_rel_l2(r.audio, ra, nal), 3e-2);
+        printf("  (diffusers' own bf16-vs-fp32 gap: video %.3e audio %.3e; ours vs diffusers fp32: %.3e %.3e)\n",
+               h3_rel_l2(rv, rv32, nvl), h3_rel_l2(ra, ra32, nal), h3_rel_l2(r.video, rv32, nvl),
+               h3_rel_l2(r.audio, ra32, nal));
+        loop_result_free(&r);
+    } else if (m) {
+        CHECK(0, "bf16 loop: %s", e.msg);
+    }
+    dit_free(m);
+    layout_free(L);
+    st_close(fi);
+    st_close(fo);
+    st_close(f32);
+}
+
+/* A tiny loop runs; a layout whose rows disagree with its target geometry is refused. */
 static void test_errors(h3_backend *be) {
     h3_err e = {{0}};
     dit_model *m = dit_load(be, "tests/fixtures/tiny/transformer", 0, &e);
@@ -232,6 +276,7 @@ int main(void) {
         test_task(be, "t2va");
         test_task(be, "fl2va");
         test_task(be, "ref2va");
+        test_bf16(be);
         test_errors(be);
     }
     h3_backend_free(be);

@@ -183,7 +183,37 @@ static void test_probe_op(void) {
     }
 }
 
+/* Injected video noise skips its draw (spec 8.3): the audio rows then come first off the generator;
+ * injected audio latents (2, Ca, A) are converted to rows instead of drawn. */
+static void test_injected_noise(void) {
+    enum { F = 2, LH = 2, LW = 4, A = 5, NV = 24 * F * LH * LW, NA = 2 * A * 32 };
+    float *given = malloc(sizeof(float) * NV), *vrows = malloc(sizeof(float) * NV), *arows = malloc(sizeof(float) * NA);
+    float *expect = malloc(sizeof(float) * NA), *alat = malloc(sizeof(float) * NA), *vexp = malloc(sizeof(float) * NV);
+    for (int i = 0; i < NV; i++) given[i] = (float)i * 0.01f;
+    noise_request r = {.seed = 9, .C = 24, .Ca = 32, .F = F, .lh = LH, .lw = LW, .A = A, .video_noise = given};
+    h3_err e = {{0}};
+    CHECK(noise_prepare_rows(&r, vrows, arows, &e) == 0, "%s", e.msg);
+    torch_rng g;
+    torch_rng_seed(&g, 9);
+    torch_randn(&g, expect, NA);
+    noise_patchify(given, 24, F, LH, LW, vexp, &e);
+    CHECK(!memcmp(arows, expect, sizeof(float) * NA), "audio is the first draw when the video noise is given");
+    CHECK(!memcmp(vrows, vexp, sizeof(float) * NV), "given video noise is patchified");
+    /* audio given: the video draw is the first and only one */
+    noise_audio_rows_to_latents(expect, 32, A, alat);
+    r.video_noise = NULL;
+    r.audio_noise = alat;
+    CHECK(noise_prepare_rows(&r, vrows, arows, &e) == 0, "%s", e.msg);
+    CHECK(!memcmp(arows, expect, sizeof(float) * NA), "given audio latents become rows");
+    torch_rng_seed(&g, 9);
+    torch_randn(&g, given, NV);
+    noise_patchify(given, 24, F, LH, LW, vexp, &e);
+    CHECK(!memcmp(vrows, vexp, sizeof(float) * NV), "video noise drawn first");
+    free(given), free(vrows), free(arows), free(expect), free(alat), free(vexp);
+}
+
 int main(void) {
+    test_injected_noise();
     test_probe_op();
     test_randn();
     test_packing();

@@ -297,6 +297,18 @@ static void run_presentation_case(const char *name, const h3_tokenizer *tok) {
             h3_tensor_free(r32);
         }
         h3_tensor_free(ref);
+        /* hidden_states[2] (excludes layer 1's own deepstack add, as transformers records it) and
+         * [4] (after all three adds): the vision-row paths before bf16 rounding flips compound */
+        for (int k = 2; k <= 4; k += 2) {
+            rc = text_encoder_forward(te, gids->data, L, pos, &vis, k, got, &e);
+            CHECK(rc == 0, "%s", e.msg);
+            char gn[64];
+            snprintf(gn, sizeof gn, "hidden_states_%d_%s", k, bf16 ? "bf16" : "fp32");
+            ref = gold_get(out, gn, H3_F32);
+            snprintf(what, sizeof what, "%s hidden_states[%d] %s", name, k, bf16 ? "bf16" : "fp32");
+            if (rc == 0 && ref) check_close(what, got, ref->data, (size_t)(L * H), bf16 ? 3e-2 : 1e-5);
+            h3_tensor_free(ref);
+        }
         free(got);
         free(im);
         free(idp);

@@ -341,8 +341,13 @@ static int decode_all(decode_ctx *d, h3_err *e)
                 rc = h3_fail(e, "%s: corrupt or truncated packet in the %s stream", d->in->name, is_video ? "video" : "audio");
                 goto done;
             }
-            r = avcodec_send_packet(dec, pkt);
-            if (r < 0 && r != AVERROR(EAGAIN)) {
+            for (;;) {
+                r = avcodec_send_packet(dec, pkt);
+                if (r >= 0 || r != AVERROR(EAGAIN)) break;
+                /* The decoder wants its output taken first: take it, then resend. */
+                if (receive_all(d, dec, is_video, f, e)) { av_packet_unref(pkt); rc = -1; goto done; }
+            }
+            if (r < 0) {
                 av_packet_unref(pkt);
                 rc = h3_fail(e, "%s: decoding failed (corrupt data?): %s", d->in->name, media_averr(r, eb));
                 goto done;

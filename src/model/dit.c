@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../backend/backend_bench.h"
 #include "../backend/backend_dit.h"
 #include "../io/safetensors.h"
 
@@ -252,6 +253,8 @@ struct dit_model {
     st_set     *st;
     h3_expect_list mem_names; /* dit_new_random: weights held in memory instead of st */
     h3_tensor    **mem;
+    uint8_t       *mem_on_backend; /* 1: mem[i]->data is backend memory (CUDA random matrices), handed
+                                      to the model's owned list by load_w */
     /* every h3_tensor this model owns (uploads and views), freed in reverse */
     h3_tensor **owned;
     uint8_t    *owned_is_view; /* row views: no backend memory of their own */
@@ -292,27 +295,36 @@ static int keep_tensor(dit_model *m, h3_tensor *t, int is_view) {
 
 static const char *source_name(const dit_model *m) { return m->st ? st_set_path(m->st) : "random weights"; }
 
-/* A view of a stored tensor: from the shards, or from dit_new_random's memory. */
-static int get_view(dit_model *m, const char *name, h3_tensor *view, h3_err *e) {
+/* A view of a stored tensor: from the shards, or from dit_new_random's memory (*mem_index = its
+ * index there, else -1). */
+static int get_view_at(dit_model *m, const char *name, h3_tensor *view, int *mem_index, h3_err *e) {
+    *mem_index = -1;
     if (m->st) return st_set_get(m->st, name, view, e);
     for (int i = 0; i < m->mem_names.n; i++)
         if (!strcmp(m->mem_names.v[i].name, name)) {
             *view = *m->mem[i];
             view->owns_data = 0;
+            *mem_index = i;
             return 0;
         }
     return h3_fail(e, "random weights: tensor '%s' not found", name);
+}
+
+static int get_view(dit_model *m, const char *name, h3_tensor *view, h3_err *e) {
+    int i;
+    return get_view_at(m, name, view, &i, e);
 }
 
 /* Looks a tensor up, checks its shape against the expected list and makes it backend resident. */
 static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *name, h3_err *e) {
     const h3_expect *x = h3_expect_find(ex, name);
     h3_tensor view;
+    int mi;
     if (!x) {
         h3_fail(e, "internal: tensor '%s' not in the expected list", name);
         return NULL;
     }
-    if (get_view(m, name, &view, e) != 0) return NULL;
+    if (get_view_at(m, name, &view, &mi, e) != 0) return NULL;
     int ok = view.ndim == x->ndim;
     for (int i = 0; ok && i < x->ndim; i++) ok = view.shape[i] == x->shape[i];
     if (!ok) {
@@ -326,7 +338,16 @@ static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *nam
                 h3_dtype_name(view.dtype));
         return NULL;
     }
-    h3_tensor *w = h3_weight_upload(m->be, &view, e);
+    h3_tensor *w;
+    if (mi >= 0 && m->mem_on_backend && m->mem_on_backend[mi]) {
+        /* already in backend memory (made there by dit_new_random): the model takes it over */
+        w = h3_tensor_view(view.dtype, view.ndim, view.shape, view.data, e);
+        if (!w) return NULL;
+        m->mem_on_backend[mi] = 0;
+        m->mem[mi]->data = NULL;
+    } else {
+        w = h3_weight_upload(m->be, &view, e);
+    }
     if (!w) return NULL;
     m->total_bytes += h3_tensor_nbytes(&view);
     if (keep_tensor(m, w, 0) != 0) {
@@ -507,13 +528,6 @@ dit_model *dit_load(h3_backend *be, const char *dir, int bf16, h3_err *e) {
     return m;
 }
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int bf16, uint64_t seed, h3_err *e) {
     dit_model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -525,25 +539,41 @@ dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int bf16, uint6
     m->cfg = *cfg;
     if (dit_expected_tensors(cfg, &m->mem_names, e) != 0) goto fail;
     m->mem = calloc((size_t)m->mem_names.n, sizeof *m->mem);
-    if (!m->mem) goto oom;
+    m->mem_on_backend = calloc((size_t)m->mem_names.n, 1);
+    if (!m->mem || !m->mem_on_backend) goto oom;
     for (int i = 0; i < m->mem_names.n; i++) {
         const h3_expect *x = &m->mem_names.v[i];
-        h3_tensor *t = h3_tensor_new(x->dtype, x->ndim, x->shape, e);
-        if (!t) goto fail;
-        m->mem[i] = t;
-        int64_t n = h3_tensor_numel(t);
         /* uniform with the variance of N(0, 1/fan_in) for matrices; gains near 1, small biases */
         int is_norm = x->ndim == 1 && strstr(x->name, "norm") != NULL;
         int is_freq = !strcmp(x->name, "rope.inv_freq");
-        float scale = x->ndim == 2 ? sqrtf(3.0f / (float)x->shape[1]) : 0.1f;
+        float scale = x->ndim == 2 ? sqrtf(3.0f / (float)x->shape[1]) : is_norm ? 0.2f : 0.1f;
+        float offset = is_norm ? 1.0f : 0.0f;
         uint64_t base = seed ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
-#pragma omp parallel for schedule(static)
-        for (int64_t j = 0; j < n; j++) {
-            uint64_t st = base + (uint64_t)j;
-            float u = (float)(splitmix64(&st) >> 40) * (2.0f / 16777216.0f) - 1.0f;
-            float v = is_norm ? 1.0f + 0.2f * u : u * scale;
-            if (t->dtype == H3_BF16) ((uint16_t *)t->data)[j] = h3_f32_to_bf16(v);
-            else ((float *)t->data)[j] = v;
+        h3_tensor *t;
+        if (be->kind != H3_BACKEND_CPU && x->ndim == 2) {
+            /* matrices (all but a few MB of the 66 GB) are made on the device: no host copy */
+            t = h3_tensor_view(x->dtype, x->ndim, x->shape, NULL, e);
+            if (!t) goto fail;
+            m->mem[i] = t;
+            if (!(t->data = h3_alloc(be, h3_tensor_nbytes(t)))) {
+                h3_fail(e, "random weights: out of device memory for '%s'", x->name);
+                goto fail;
+            }
+            m->mem_on_backend[i] = 1;
+            if (h3_fill_random(be, t->data, t->dtype, h3_tensor_numel(t), base, scale, offset) != 0) {
+                h3_fail(e, "random weights: tensor '%s' has dtype %s (want F32 or BF16)", x->name,
+                        h3_dtype_name(t->dtype));
+                goto fail;
+            }
+            continue;
+        }
+        t = h3_tensor_new(x->dtype, x->ndim, x->shape, e);
+        if (!t) goto fail;
+        m->mem[i] = t;
+        if (h3_fill_random_host(t->data, t->dtype, h3_tensor_numel(t), base, scale, offset) != 0) {
+            h3_fail(e, "random weights: tensor '%s' has dtype %s (want F32 or BF16)", x->name,
+                    h3_dtype_name(t->dtype));
+            goto fail;
         }
         if (is_freq) dit_rope_inv_freq(t->data, cfg->rope_freq_dim, cfg->rope_theta);
     }
@@ -577,8 +607,12 @@ void dit_free(dit_model *m) {
     free(m->refiner);
     free(m->blocks);
     st_set_free(m->st);
-    for (int i = 0; m->mem && i < m->mem_names.n; i++) h3_tensor_free(m->mem[i]);
+    for (int i = 0; m->mem && i < m->mem_names.n; i++) {
+        if (m->mem[i] && m->mem_on_backend && m->mem_on_backend[i]) h3_free(m->be, m->mem[i]->data);
+        h3_tensor_free(m->mem[i]);
+    }
     free(m->mem);
+    free(m->mem_on_backend);
     h3_expect_list_free(&m->mem_names);
     free(m);
 }

@@ -508,8 +508,9 @@ int text_encoder_forward(text_encoder *te, const int64_t *ids, int64_t L, const 
         h3_matmul(be, x, g, L, lay.down, NULL, flags);
         h3_add(be, h, h, x, L * H, flags);
         layer_release(te, &lay);
-        /* i. deepstack: after layers 0..n_deep-1, on the vision pad rows */
-        if (deep && layer < n_deep)
+        /* i. deepstack after layers 0..n_deep-1 on the pad rows (spec 2.9). transformers records
+         * hidden_states[layer+1] before this add, so the last layer run skips it. */
+        if (deep && layer < n_deep && layer + 1 < out_layer)
             h3_rows_add(be, h, vis_rows, deep + (int64_t)layer * n_vis * H, n_vis, H, flags);
     }
     h3_sync(be);

@@ -17,6 +17,7 @@
 
 /* Ids above this are refused at load (a hostile file must not make us allocate gigabytes). */
 #define TOK_MAX_ID (1 << 24)
+#define TOK_MAX_ADDED 65536
 #define NO_TOKEN UINT32_MAX
 
 #define ID_STR(t, id) ((t)->str_off[id] == NO_TOKEN ? NULL : (t)->arena + (t)->str_off[id])
@@ -51,6 +52,8 @@ struct h3_tokenizer {
     uint64_t  merge_mask;
 
     int32_t   byte_id[256]; /* id of each single-byte token */
+    int32_t  *odd_ids;      /* vocab ids whose key is outside the byte-level alphabet (not in the map) */
+    int       n_odd;
 
     added_token *added;     /* sorted by first byte, then longest first */
     int          n_added;
@@ -145,7 +148,7 @@ static uint32_t arena_put(h3_tokenizer *t, const void *data, size_t n, int nul) 
         t->arena_cap = cap;
     }
     uint32_t off = (uint32_t)t->arena_len;
-    memcpy(t->arena + off, data, n);
+    if (n) memcpy(t->arena + off, data, n);
     if (nul) t->arena[off + n] = 0;
     t->arena_len = need;
     return off;
@@ -273,7 +276,7 @@ static int load_vocab(h3_tokenizer *t, const char *buf, size_t len, const char *
         long nb = alphabet_decode(byte_of_cp, key, klen, scratch);
         if (nb <= 0) {
             /* Outside the byte-level alphabet: unreachable by BPE, kept for id -> token only. */
-            memcpy(scratch, key, klen);
+            if (klen) memcpy(scratch, key, klen); /* klen 0: the empty key "" */
             nb = (long)klen;
             t->is_added[id] = 2; /* marker: not in the BPE map */
         }
@@ -297,6 +300,10 @@ static int load_vocab(h3_tokenizer *t, const char *buf, size_t len, const char *
         if (t->str_off[id] == NO_TOKEN) continue;
         if (t->is_added[id] == 2) {
             t->is_added[id] = 0;
+            int32_t *o = realloc(t->odd_ids, (size_t)(t->n_odd + 1) * sizeof *o);
+            if (!o) return h3_fail(e, "%s: out of memory", name);
+            t->odd_ids = o;
+            t->odd_ids[t->n_odd++] = id;
             continue;
         }
         vocab_insert(t, id);
@@ -394,6 +401,23 @@ done:
     return rc;
 }
 
+/* The id of the vocab.json key (byte-level alphabet text) key[0..len), or -1. */
+static int32_t vocab_id_of_key(const h3_tokenizer *t, const char *key, size_t len) {
+    int16_t byte_of_cp[0x144];
+    int32_t cp_of_byte[256];
+    byte_alphabet(cp_of_byte, byte_of_cp);
+    uint8_t *scratch = malloc(len + 1);
+    if (!scratch) return -1;
+    long nb = alphabet_decode(byte_of_cp, key, len, scratch);
+    int32_t id = nb > 0 ? vocab_find(t, scratch, (size_t)nb) : -1;
+    free(scratch);
+    for (int i = 0; i < t->n_odd && id < 0; i++)
+        if (strlen(STR_AT(t, t->odd_ids[i])) == len && memcmp(STR_AT(t, t->odd_ids[i]), key, len) == 0)
+            id = t->odd_ids[i];
+    if (id >= 0 && (strlen(STR_AT(t, id)) != len || memcmp(STR_AT(t, id), key, len) != 0)) id = -1;
+    return id;
+}
+
 /* Adds (or re-marks) an added token. id < 0: take the id of an existing token with this text, else
  * the next free id the way HF's AddedVocabulary assigns it. */
 static int add_token(h3_tokenizer *t, const char *text, size_t len, int32_t id, int32_t vocab_count,
@@ -406,12 +430,10 @@ static int add_token(h3_tokenizer *t, const char *text, size_t len, int32_t id, 
                                t->added[i].id, id);
             return 0;
         }
+    if (t->n_added >= TOK_MAX_ADDED) return h3_fail(e, "%s: more than %d added tokens", name, TOK_MAX_ADDED);
     if (id < 0) {
         /* an existing vocab token with exactly this text keeps its id */
-        for (int32_t i = 0; i < t->n_ids && id < 0; i++)
-            if (t->str_off[i] != NO_TOKEN && !t->is_added[i] && strlen(STR_AT(t, i)) == len &&
-                memcmp(STR_AT(t, i), text, len) == 0)
-                id = i;
+        id = vocab_id_of_key(t, text, len);
         if (id < 0) {
             int32_t max_added = -1;
             for (int i = 0; i < t->n_added; i++)
@@ -533,7 +555,7 @@ static int load_config(h3_tokenizer *t, const char *buf, size_t len, int32_t voc
 out:
     json_decref(root);
     if (rc) return rc;
-    qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);
+    if (t->n_added > 1) qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);
     int k = 0;
     for (int b = 0; b <= 256; b++) {
         while (k < t->n_added && (uint8_t)t->added[k].text[0] < b) k++;
@@ -597,6 +619,7 @@ void tokenizer_free(h3_tokenizer *t) {
     free(t->id_len);
     free(t->is_added);
     free(t->vocab_slots);
+    free(t->odd_ids);
     free(t->merge_keys);
     free(t->merge_rank);
     free(t->merge_new);
@@ -943,16 +966,7 @@ int32_t tokenizer_token_to_id(const h3_tokenizer *t, const char *token) {
     size_t len = strlen(token);
     for (int i = 0; i < t->n_added; i++)
         if (t->added[i].len == len && memcmp(t->added[i].text, token, len) == 0) return t->added[i].id;
-    int16_t byte_of_cp[0x144];
-    int32_t cp_of_byte[256];
-    byte_alphabet(cp_of_byte, byte_of_cp);
-    uint8_t *scratch = malloc(len + 1);
-    if (!scratch) return -1;
-    long nb = alphabet_decode(byte_of_cp, token, len, scratch);
-    int32_t id = nb > 0 ? vocab_find(t, scratch, (size_t)nb) : -1;
-    free(scratch);
-    if (id >= 0 && strcmp(STR_AT(t, id), token) != 0) id = -1;
-    return id;
+    return vocab_id_of_key(t, token, len);
 }
 
 const char *tokenizer_id_to_token(const h3_tokenizer *t, int32_t id) {

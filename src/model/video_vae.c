@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backend/backend_bench.h"
 #include "../backend/backend_conv.h"
 #include "../backend/backend_dit.h"
 #include "../io/safetensors.h"
@@ -450,6 +451,67 @@ video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err 
         }
         v->w[i] = h3_weight_upload(be, &view, e);
         if (!v->w[i]) goto fail;
+    }
+    for (int L = 0; L < v->cfg.num_levels; L++) {
+        v->levels[L].res = calloc((size_t)v->cfg.layers_per_block, sizeof(vv_resnet));
+        if (!v->levels[L].res) {
+            h3_fail(e, "out of memory");
+            goto fail;
+        }
+    }
+    v->blocks = calloc((size_t)(v->cfg.dec_layers ? v->cfg.dec_layers : 1), sizeof(vv_block));
+    if (!v->blocks) {
+        h3_fail(e, "out of memory");
+        goto fail;
+    }
+    wire(v);
+    return v;
+fail:
+    video_vae_free(v);
+    return NULL;
+}
+
+video_vae *video_vae_new_random(h3_backend *be, const video_vae_config *cfg, int parts, uint64_t seed, h3_err *e) {
+    video_vae *v = calloc(1, sizeof *v);
+    if (!v) {
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    v->be = be;
+    v->parts = parts;
+    v->cfg = *cfg;
+    if ((parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
+        h3_fail(e, "video VAE encoder: the %s backend has no convolution ops in this build", h3_backend_name(be));
+        goto fail;
+    }
+    if (expect_parts(&v->cfg, parts, &v->names, e) != 0) goto fail;
+    v->w = calloc((size_t)v->names.n, sizeof *v->w);
+    if (!v->w) {
+        h3_fail(e, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < v->names.n; i++) {
+        const h3_expect *x = &v->names.v[i];
+        /* uniform with the variance of N(0, 1/fan_in) for matrices/kernels; norm gains near 1 */
+        int64_t numel = 1;
+        for (int d = 0; d < x->ndim; d++) numel *= x->shape[d];
+        int is_norm = x->ndim == 1 && strstr(x->name, "norm") != NULL;
+        float scale = x->ndim >= 2 ? sqrtf(3.0f * (float)x->shape[0] / (float)numel) : is_norm ? 0.2f : 0.1f;
+        float offset = is_norm ? 1.0f : 0.0f;
+        uint64_t base = seed ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
+        /* the shape h3_weight_upload would give; CPU: owning host tensor, else backend memory */
+        h3_tensor *t = be->kind == H3_BACKEND_CPU ? h3_tensor_new(x->dtype, x->ndim, x->shape, e)
+                                                  : h3_tensor_view(x->dtype, x->ndim, x->shape, NULL, e);
+        if (!t) goto fail;
+        v->w[i] = t;
+        if (be->kind != H3_BACKEND_CPU && !(t->data = h3_alloc(be, h3_tensor_nbytes(t)))) {
+            h3_fail(e, "random video VAE weights: out of device memory for '%s'", x->name);
+            goto fail;
+        }
+        if (h3_fill_random(be, t->data, t->dtype, numel, base, scale, offset) != 0) {
+            h3_fail(e, "random video VAE weights: tensor '%s' has dtype %s", x->name, h3_dtype_name(t->dtype));
+            goto fail;
+        }
     }
     for (int L = 0; L < v->cfg.num_levels; L++) {
         v->levels[L].res = calloc((size_t)v->cfg.layers_per_block, sizeof(vv_resnet));

@@ -67,6 +67,8 @@ typedef struct video_vae video_vae;
  * `be` (CPU: zero-copy views into the mapping). parts: VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER. */
 video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err *e);
 void       video_vae_free(video_vae *v);
+/* The same with random weights (no files; made in backend memory), deterministic in seed: benchmarks. */
+video_vae *video_vae_new_random(h3_backend *be, const video_vae_config *cfg, int parts, uint64_t seed, h3_err *e);
 const video_vae_config *video_vae_get_config(const video_vae *v);
 
 /* Decoded frame count for L latent frames (spec 8.3); -1 with e when the reference cannot decode L

@@ -293,10 +293,8 @@ vision_model *vision_new(h3_backend *be, const vision_config *cfg, const st_set 
             h3_expect_list_free(&l);
             return NULL;
         }
-        int64_t n = 1, m = 1;
-        for (int d = 0; d < en->ndim; d++) n *= en->shape[d];
-        for (int d = 0; d < l.v[i].ndim; d++) m *= l.v[i].shape[d];
-        int ok = n == m && (en->dtype == H3_BF16 || en->dtype == H3_F32 || en->dtype == H3_F16);
+        int ok = en->ndim == l.v[i].ndim && (en->dtype == H3_BF16 || en->dtype == H3_F32 || en->dtype == H3_F16);
+        for (int d = 0; ok && d < en->ndim; d++) ok = en->shape[d] == l.v[i].shape[d];
         if (!ok) {
             char a[96], b[96];
             h3_fail(e, "%s: tensor '%s' is %s %s, config implies %s", st_set_path(weights), l.v[i].name,
@@ -542,7 +540,6 @@ int vision_forward(vision_model *m, const float *pixel_values, int64_t N, const 
     }
     /* 4. blocks */
     const float scale = 1.0f / sqrtf((float)hd);
-    int next_deep = 0;
     for (int j = 0; j < c->depth; j++) {
         char pre[128], name[160];
         snprintf(pre, sizeof pre, "model.visual.blocks.%d", j);
@@ -583,7 +580,6 @@ int vision_forward(vision_model *m, const float *pixel_values, int64_t N, const 
                 h3_sync(be);
                 h3_download(be, deep + (size_t)k * (size_t)G * (size_t)O, m_out, (size_t)G * (size_t)O * sizeof(float));
             }
-            next_deep++;
         }
     }
     /* 5. final merger */

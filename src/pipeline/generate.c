@@ -17,6 +17,8 @@
 #include "../model/text_encoder.h"
 #include "../model/tokenizer.h"
 #include "../model/video_vae.h"
+#include "../model/vision.h"
+#include "condition.h"
 #include "denoise.h"
 #include "layout.h"
 #include "noise.h"
@@ -33,6 +35,7 @@ typedef struct gen {
     progress          pg;
     h3_task           task;
     layout_geometry   g;
+    cond_set          cond;      /* fl2va keyframes / ref2va references (condition.h) */
     /* conditioning */
     presentation      pres;
     float            *text;      /* [T, text_dim] */
@@ -49,6 +52,156 @@ typedef struct gen {
 
 static void path_in(const gen *s, const char *sub, char *out, size_t cap) { snapshot_path(out, cap, s->r->model_dir, sub); }
 
+/* ---- the vision side of the fl2va / ref2va presentations (text_encoder.md 3-4; encoders.py) ---- */
+typedef struct vision_inputs {
+    te_vision_rows rows;
+    float   *merged[2], *deep[2];    /* [0] images, [1] videos */
+    int64_t  image_grid[3 * COND_MAX_ITEMS], video_grid[3 * COND_MAX_ITEMS];
+    int      n_image_grids, n_video_grids;
+    double  *timestamps[COND_MAX_ITEMS];
+} vision_inputs;
+
+static void vision_inputs_free(vision_inputs *v) {
+    for (int k = 0; k < 2; k++) free(v->merged[k]), free(v->deep[k]);
+    for (int i = 0; i < COND_MAX_ITEMS; i++) free(v->timestamps[i]);
+    memset(v, 0, sizeof *v);
+}
+
+/* One batch of items through the processor and the tower, per modality as diffusers batches them
+ * (all images in one call, all videos in another). frames[i]/n_frames[i]: the pixels of item i. */
+static int vision_batch(vision_model *vm, const vision_proc_config *pc, const te_config *tc, const uint8_t **frames,
+                        const int *n_frames, const cond_item **items, int n, int64_t *grid, float **merged, float **deep,
+                        int64_t *n_rows, h3_err *e) {
+    float *pv[COND_MAX_ITEMS] = {0};
+    int64_t N = 0, vec = 3LL * pc->temporal_patch_size * pc->patch_size * pc->patch_size;
+    int rc = -1;
+    for (int i = 0; i < n; i++) {
+        if (vision_preprocess(frames[i], n_frames[i], items[i]->H, items[i]->W, pc, &pv[i], grid + 3 * i, e)) {
+            char why[sizeof e->msg];
+            memcpy(why, e->msg, sizeof why);
+            h3_fail(e, "%s: %s", items[i]->what, why);
+            goto done;
+        }
+        N += grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2];
+    }
+    const int64_t U = (int64_t)tc->vision.spatial_merge_size * tc->vision.spatial_merge_size, O = tc->vision.out_hidden_size;
+    float *all = malloc(sizeof(float) * (size_t)(N * vec));
+    *merged = malloc(sizeof(float) * (size_t)(N / U * O));
+    *deep = malloc(sizeof(float) * (size_t)(N / U * O * (tc->vision.n_deepstack > 0 ? tc->vision.n_deepstack : 1)));
+    if (!all || !*merged || !*deep) {
+        free(all);
+        h3_fail(e, "vision: out of memory for %lld patches", (long long)N);
+        goto done;
+    }
+    for (int i = 0, off = 0; i < n; i++) {
+        int64_t r = grid[3 * i] * grid[3 * i + 1] * grid[3 * i + 2];
+        memcpy(all + off * vec, pv[i], sizeof(float) * (size_t)(r * vec));
+        off += (int)r;
+    }
+    rc = vision_forward(vm, all, N, grid, n, *merged, *deep, e);
+    free(all);
+    *n_rows = N / U;
+done:
+    for (int i = 0; i < n; i++) free(pv[i]);
+    return rc;
+}
+
+static int vision_features(gen *s, text_encoder *te, h3_tokenizer *tok, vision_inputs *v, h3_err *e) {
+    const te_config *tc = text_encoder_get_config(te);
+    char dir[4096];
+    path_in(s, "processor", dir, sizeof dir);
+    vision_proc_config ipc, vpc;
+    if (vision_proc_config_load(dir, 0, &ipc, e) || vision_proc_config_load(dir, 1, &vpc, e)) return -1;
+    progress_begin(&s->pg, "vision tower", 0);
+    vision_model *vm = vision_new(s->be, &tc->vision, text_encoder_weights(te), s->r->bf16, e);
+    if (!vm) return -1;
+    const cond_set *cs = &s->cond;
+    const uint8_t *img_px[COND_MAX_ITEMS], *vid_px[COND_MAX_ITEMS];
+    uint8_t *sampled[COND_MAX_ITEMS] = {0};
+    const cond_item *img_it[COND_MAX_ITEMS], *vid_it[COND_MAX_ITEMS];
+    int img_n[COND_MAX_ITEMS], vid_n[COND_MAX_ITEMS], nb[COND_MAX_ITEMS] = {0}, ni = 0, nv = 0, rc = -1;
+    int item_slot[COND_MAX_ITEMS];
+    for (int i = 0; i < cs->n; i++) {
+        const cond_item *it = &cs->items[i];
+        if (it->kind == LAYOUT_REF_IMAGE) {
+            item_slot[i] = ni, img_it[ni] = it, img_px[ni] = it->pixels, img_n[ni++] = 1;
+        } else if (it->kind == LAYOUT_REF_VIDEO) {
+            /* _sample_video_condition_frames: every 12th frame of the 24 fps reference, 2 per block */
+            int *idx = malloc(sizeof(int) * (size_t)it->T), n_idx = 0;
+            v->timestamps[nv] = malloc(sizeof(double) * (size_t)it->T);
+            size_t fsz = (size_t)it->H * it->W * 3;
+            if (!idx || !v->timestamps[nv]) {
+                free(idx);
+                h3_fail(e, "%s: out of memory", it->what);
+                goto done;
+            }
+            if (vision_sample_video(it->T, H3_MEDIA_FPS, COND_VIDEO_SAMPLE_FPS, vpc.temporal_patch_size, idx, &n_idx,
+                                    v->timestamps[nv], &nb[nv], e)) {
+                free(idx);
+                char why[sizeof e->msg];
+                memcpy(why, e->msg, sizeof why);
+                h3_fail(e, "%s: %s", it->what, why);
+                goto done;
+            }
+            sampled[nv] = malloc(fsz * (size_t)n_idx);
+            if (!sampled[nv]) {
+                free(idx);
+                h3_fail(e, "%s: out of memory", it->what);
+                goto done;
+            }
+            for (int k = 0; k < n_idx; k++) memcpy(sampled[nv] + fsz * k, it->pixels + fsz * (size_t)idx[k], fsz);
+            free(idx);
+            item_slot[i] = nv, vid_it[nv] = it, vid_px[nv] = sampled[nv], vid_n[nv++] = n_idx;
+        }
+    }
+    int64_t n_img_rows = 0, n_vid_rows = 0;
+    if (ni && vision_batch(vm, &ipc, tc, img_px, img_n, img_it, ni, v->image_grid, &v->merged[0], &v->deep[0], &n_img_rows, e))
+        goto done;
+    if (nv && vision_batch(vm, &vpc, tc, vid_px, vid_n, vid_it, nv, v->video_grid, &v->merged[1], &v->deep[1], &n_vid_rows, e))
+        goto done;
+    for (int k = 0; k < nv; k++)
+        if (v->video_grid[3 * k] != nb[k]) {
+            h3_fail(e, "%s: the processor merged the video into %lld vision blocks, but %d are labelled", vid_it[k]->what,
+                    (long long)v->video_grid[3 * k], nb[k]);
+            goto done;
+        }
+    v->n_image_grids = ni, v->n_video_grids = nv;
+    v->rows = (te_vision_rows){.image_embeds = v->merged[0], .image_deep = v->deep[0], .n_image = n_img_rows,
+                               .video_embeds = v->merged[1], .video_deep = v->deep[1], .n_video = n_vid_rows,
+                               .n_deep = tc->vision.n_deepstack};
+    const int64_t U = (int64_t)tc->vision.spatial_merge_size * tc->vision.spatial_merge_size;
+    if (!cs->ref2va) {
+        int64_t tokens[2];
+        for (int k = 0; k < ni; k++) tokens[k] = v->image_grid[3 * k + 1] * v->image_grid[3 * k + 2] / U;
+        if (presentation_fl2va(presentation_tokenizer_encode, tok, s->r->prompt, ni, tokens, &s->pres, e)) goto done;
+    } else {
+        pres_ref refs[COND_MAX_ITEMS];
+        for (int i = 0; i < cs->n; i++) {
+            const cond_item *it = &cs->items[i];
+            memset(&refs[i], 0, sizeof refs[i]);
+            refs[i].has_audio = it->wave != NULL;
+            if (it->kind == LAYOUT_REF_IMAGE) {
+                const int64_t *g = v->image_grid + 3 * item_slot[i];
+                refs[i].kind = PRES_REF_IMAGE, refs[i].tokens = g[1] * g[2] / U;
+            } else if (it->kind == LAYOUT_REF_VIDEO) {
+                const int64_t *g = v->video_grid + 3 * item_slot[i];
+                refs[i].kind = PRES_REF_VIDEO, refs[i].tokens = g[1] * g[2] / U;
+                refs[i].n_blocks = nb[item_slot[i]], refs[i].block_timestamps = v->timestamps[item_slot[i]];
+            } else {
+                refs[i].kind = PRES_REF_AUDIO;
+            }
+        }
+        if (presentation_ref2va(presentation_tokenizer_encode, tok, s->r->prompt, refs, cs->n, &s->pres, e)) goto done;
+    }
+    progress_end(&s->pg);
+    progress_begin(&s->pg, "text encoder", 0);
+    rc = 0;
+done:
+    for (int k = 0; k < nv; k++) free(sampled[k]);
+    vision_free(vm);
+    return rc;
+}
+
 /* ---- phase 1: the prompt through the tokenizer and the Qwen3-VL prefix (hidden_states[50]) ---- */
 static int phase_text(gen *s, h3_err *e) {
     char dir[4096];
@@ -59,16 +212,18 @@ static int phase_text(gen *s, h3_err *e) {
     int rc = -1;
     text_encoder *te = NULL;
     int64_t *pos = NULL;
+    vision_inputs vis;
+    memset(&vis, 0, sizeof vis);
     if (presentation_check_prompt(s->r->prompt, e)) goto done;
-    if (s->task != H3_T2VA) {
-        h3_fail(e, "%s is not wired into `h3 generate` yet (only t2va is)", s->task == H3_FL2VA ? "fl2va" : "ref2va");
-        goto done;
-    }
-    if (presentation_t2va(presentation_tokenizer_encode, tok, s->r->prompt, &s->pres, e)) goto done;
     path_in(s, "text_encoder", dir, sizeof dir);
     te = text_encoder_load(s->be, dir, s->r->bf16, e);
     if (!te) goto done;
     const te_config *tc = text_encoder_get_config(te);
+    if (s->task == H3_T2VA) {
+        if (presentation_t2va(presentation_tokenizer_encode, tok, s->r->prompt, &s->pres, e)) goto done;
+    } else if (vision_features(s, te, tok, &vis, e)) {
+        goto done;
+    }
     s->T = s->pres.L;
     s->text_dim = tc->text.hidden_size;
     pos = malloc(sizeof(int64_t) * 3 * (size_t)s->T);
@@ -77,10 +232,14 @@ static int phase_text(gen *s, h3_err *e) {
         h3_fail(e, "out of memory for %lld prompt tokens", (long long)s->T);
         goto done;
     }
-    if (presentation_rope_index(s->pres.ids, s->T, NULL, 0, NULL, 0, tc->vision.spatial_merge_size, pos, e)) goto done;
-    if (text_encoder_forward(te, s->pres.ids, s->T, pos, NULL, TE_OUTPUT_LAYER, s->text, e)) goto done;
+    if (presentation_rope_index(s->pres.ids, s->T, vis.image_grid, vis.n_image_grids, vis.video_grid, vis.n_video_grids,
+                                tc->vision.spatial_merge_size, pos, e))
+        goto done;
+    if (text_encoder_forward(te, s->pres.ids, s->T, pos, s->task == H3_T2VA ? NULL : &vis.rows, TE_OUTPUT_LAYER, s->text, e))
+        goto done;
     rc = 0;
 done:
+    vision_inputs_free(&vis);
     free(pos);
     text_encoder_free(te); /* released before the DiT loads */
     tokenizer_free(tok);
@@ -107,7 +266,7 @@ static int phase_dit(gen *s, h3_err *e) {
     int rc = -1, n_inf;
     sched vs = {0}, as = {0};
     layout *L = NULL;
-    float *vrows = NULL, *arows = NULL;
+    float *vrows = NULL, *arows = NULL, *ref_audio = NULL;
     if (c->in_channels != VIDEO_CHANNELS || c->audio_in_channels != AUDIO_CHANNELS) {
         h3_fail(e, "%s: in_channels %d / audio_in_channels %d, the pipeline packs %d / %d", dir, c->in_channels,
                 c->audio_in_channels, VIDEO_CHANNELS, AUDIO_CHANNELS);
@@ -121,9 +280,39 @@ static int phase_dit(gen *s, h3_err *e) {
         sched_init(&as, n_inf, SCHED_AUDIO_SHIFT, e))
         goto done;
     const layout_geometry *g = &s->g;
-    L = layout_new_t2va(s->pres.tags, s->T, g->num_latent_frames, g->latent_height, g->latent_width, g->num_audio_latents,
-                        NULL, 0, e);
+    const cond_set *cs = &s->cond;
+    noise_condition conds[COND_MAX_ITEMS];
+    layout_ref lrefs[COND_MAX_ITEMS];
+    int ncond = 0;
+    int64_t nca = 0;
+    for (int i = 0; i < cs->n; i++) {
+        const cond_item *it = &cs->items[i];
+        if (it->latents) conds[ncond++] = (noise_condition){it->latents, it->Lt, it->lh, it->lw};
+        lrefs[i] = (layout_ref){.kind = (layout_ref_kind)it->kind, .frames = it->Lt, .latent_height = it->lh,
+                                .latent_width = it->lw, .audio_latents = (int)it->audio_latents};
+        nca += 2 * it->audio_latents;
+    }
+    if (s->task == H3_REF2VA)
+        L = layout_new_ref2va(s->pres.tags, s->T, lrefs, cs->n, g->num_latent_frames, g->latent_height, g->latent_width,
+                              g->num_audio_latents, e);
+    else
+        L = layout_new_t2va(s->pres.tags, s->T, g->num_latent_frames, g->latent_height, g->latent_width,
+                            g->num_audio_latents, cs->anchors, cs->n, e);
     if (!L) goto done;
+    /* reference audio rows (never noised), concatenated in request order */
+    if (nca) {
+        ref_audio = malloc(sizeof(float) * (size_t)(nca * AUDIO_CHANNELS));
+        if (!ref_audio) {
+            h3_fail(e, "out of memory for the reference audio rows");
+            goto done;
+        }
+        for (int i = 0, off = 0; i < cs->n; i++) {
+            const cond_item *it = &cs->items[i];
+            size_t n = (size_t)(2 * it->audio_latents * AUDIO_CHANNELS);
+            if (n) memcpy(ref_audio + off, it->audio_rows, sizeof(float) * n);
+            off += (int)n;
+        }
+    }
     const int64_t Q = VIDEO_CHANNELS * 4;
     vrows = malloc(sizeof(float) * (size_t)(L->Nv * Q));
     arows = malloc(sizeof(float) * (size_t)(L->Na * AUDIO_CHANNELS));
@@ -134,13 +323,15 @@ static int phase_dit(gen *s, h3_err *e) {
     noise_request nr = {
         .seed = s->r->seed, .C = VIDEO_CHANNELS, .Ca = AUDIO_CHANNELS,
         .F = g->num_latent_frames, .lh = g->latent_height, .lw = g->latent_width, .A = g->num_audio_latents,
+        .conditions = conds, .num_conditions = ncond, .reference_audio_rows = ref_audio, .num_reference_audio_rows = nca,
         .expected_condition_video_rows = L->num_condition_video_rows,
         .expected_condition_audio_rows = L->num_condition_audio_rows,
     };
     if (noise_prepare_rows(&nr, vrows, arows, e)) goto done;
     progress_begin(&s->pg, "denoise", sched_evaluations(&vs));
     denoise_args da = {.L = L, .text = s->text, .video_sched = &vs, .audio_sched = &as, .video_rows = vrows,
-                       .audio_rows = arows, .progress = denoise_progress, .progress_user = s};
+                       .audio_rows = arows, .progress = denoise_progress, .progress_user = s,
+                       .release_adaln = 1 /* spec 4.5: tables cached, 39% of the weights dropped */};
     if (denoise_run(m, &da, e)) goto done;
     progress_end(&s->pg);
     size_t nv = (size_t)VIDEO_CHANNELS * g->num_latent_frames * g->latent_height * g->latent_width;
@@ -155,6 +346,7 @@ static int phase_dit(gen *s, h3_err *e) {
 done:
     free(vrows);
     free(arows);
+    free(ref_audio);
     layout_free(L);
     sched_free(&vs);
     sched_free(&as);
@@ -253,6 +445,37 @@ done:
     return rc;
 }
 
+/* The conditioning of fl2va/ref2va, for step-by-step parity checks: the presentation ids and
+ * tags, every condition's normalized latents (1, 24, Lt, lh, lw) and reference audio rows
+ * (2N, 32), and the prepared pixels of single-frame conditions (H, W, 3) uint8. */
+static int dump_conditioning(gen *s, st_writer *w, h3_err *e) {
+    if (s->task == H3_T2VA) return 0;
+    int64_t L[1] = {s->pres.L};
+    if (st_writer_add(w, "prompt_ids", H3_I64, 1, L, s->pres.ids, e) ||
+        st_writer_add(w, "text_token_tags", H3_I64, 1, L, s->pres.tags, e))
+        return -1;
+    for (int i = 0; i < s->cond.n; i++) {
+        const cond_item *it = &s->cond.items[i];
+        char name[64];
+        if (it->latents) {
+            int64_t sh[5] = {1, VIDEO_CHANNELS, it->Lt, it->lh, it->lw};
+            snprintf(name, sizeof name, "condition.%d.latents", i);
+            if (st_writer_add(w, name, H3_F32, 5, sh, it->latents, e)) return -1;
+        }
+        if (it->audio_rows) {
+            int64_t sh[2] = {2 * it->audio_latents, AUDIO_CHANNELS};
+            snprintf(name, sizeof name, "condition.%d.audio_rows", i);
+            if (st_writer_add(w, name, H3_F32, 2, sh, it->audio_rows, e)) return -1;
+        }
+        if (it->pixels && it->T == 1) {
+            int64_t sh[3] = {it->H, it->W, 3};
+            snprintf(name, sizeof name, "condition.%d.pixels", i);
+            if (st_writer_add(w, name, H3_U8, 3, sh, it->pixels, e)) return -1;
+        }
+    }
+    return 0;
+}
+
 /* ---- phase 4: outputs, each written atomically ---- */
 static int phase_outputs(gen *s, h3_err *e) {
     const h3_request *r = s->r;
@@ -267,7 +490,7 @@ static int phase_outputs(gen *s, h3_err *e) {
                  st_writer_add(w, "audio_latents", H3_F32, 3, as, s->audio_latents, e) ||
                  st_writer_add(w, "frames", H3_F32, 4, fs, s->frames, e) ||
                  st_writer_add(w, "audio", H3_F32, 2, ws, s->audio, e) ||
-                 st_writer_save(w, r->dump_latents, NULL, e);
+                 dump_conditioning(s, w, e) || st_writer_save(w, r->dump_latents, NULL, e);
         st_writer_free(w);
         if (rc) return -1;
     }
@@ -282,11 +505,37 @@ static int phase_outputs(gen *s, h3_err *e) {
     return 0;
 }
 
+/* ---- phase 0: conditioning media, read and prepared (condition.h), then the canvas ---- */
 static int resolve_geometry(gen *s, h3_err *e) {
     int aligned, h = s->r->height, w = s->r->width;
     if (h3_request_validate(s->r, &aligned, e)) return -1;
+    if (s->task != H3_T2VA && !h3_media_available())
+        return h3_fail(e, "--first-frame/--last-frame/--ref-*: this build has no FFmpeg (MEDIA=0) to read media");
+    if (s->task == H3_FL2VA) { /* the canvas follows the first keyframe unless --width/--height say otherwise */
+        progress_begin(&s->pg, "read keyframes", 0);
+        if (cond_set_keyframes(&s->cond, s->r->first_frame, s->r->last_frame, &h, &w, e)) return -1;
+        progress_end(&s->pg);
+    }
     if (!w && layout_resolve_canvas(16, 9, &h, &w, e)) return -1; /* t2va/ref2va default: 16:9 */
-    return layout_resolve_geometry(h, w, aligned, &s->g, e);
+    if (layout_resolve_geometry(h, w, aligned, &s->g, e)) return -1;
+    if (s->task == H3_REF2VA) {
+        progress_begin(&s->pg, "read references", 0);
+        if (cond_set_references(&s->cond, s->r, s->g.num_frames, e)) return -1;
+        progress_end(&s->pg);
+    }
+    return 0;
+}
+
+/* ---- phase 1b: conditioning latents (VAE encoders, loaded and freed here, before the DiT) ---- */
+static int phase_encode(gen *s, h3_err *e) {
+    if (s->task == H3_T2VA) return 0;
+    char vdir[4096], adir[4096];
+    path_in(s, "vae", vdir, sizeof vdir);
+    path_in(s, "audio_vae", adir, sizeof adir);
+    progress_begin(&s->pg, "encode conditions", 0);
+    if (cond_set_encode(&s->cond, s->be, vdir, adir, e)) return -1;
+    progress_end(&s->pg);
+    return 0;
 }
 
 int h3_generate(const h3_request *r, h3_err *e) {
@@ -294,24 +543,35 @@ int h3_generate(const h3_request *r, h3_err *e) {
     memset(&s, 0, sizeof s);
     s.r = r;
     s.task = h3_request_task(r);
-    if (resolve_geometry(&s, e)) return -1;
+    progress_init(&s.pg, stderr, 0);
+    if (resolve_geometry(&s, e)) { /* flags and input media: the user's input is at fault */
+        cond_set_free(&s.cond);
+        return H3_GENERATE_BAD_INPUT;
+    }
     if ((r->output && r->output[0]) || r->frames_dir || r->wav) {
-        if (!h3_media_available()) return h3_fail(e, "-o/--frames-dir/--wav: this build has no FFmpeg (MEDIA=0); use -o '' --dump-latents");
+        if (!h3_media_available()) {
+            cond_set_free(&s.cond);
+            return h3_fail(e, "-o/--frames-dir/--wav: this build has no FFmpeg (MEDIA=0); use -o '' --dump-latents");
+        }
     }
     s.be = h3_backend_new(r->cuda ? H3_BACKEND_CUDA : H3_BACKEND_CPU, r->threads, e);
-    if (!s.be) return -1;
-    progress_init(&s.pg, stderr, 0);
+    if (!s.be) {
+        cond_set_free(&s.cond);
+        return -1;
+    }
     fprintf(stderr, "h3: %s %dx%d, %d frames (%d latent), %d audio latents, %d steps, seed %llu, %s on %s\n",
             s.task == H3_T2VA ? "t2va" : s.task == H3_FL2VA ? "fl2va" : "ref2va", s.g.width, s.g.height, s.g.num_frames,
             s.g.num_latent_frames, s.g.num_audio_latents, r->steps, (unsigned long long)r->seed,
             r->bf16 ? "bf16" : "fp32", h3_backend_name(s.be));
     int rc = phase_text(&s, e);
+    if (!rc) rc = phase_encode(&s, e);
     if (!rc) rc = phase_dit(&s, e);
     if (!rc) rc = phase_audio(&s, e);
     if (!rc) rc = phase_video(&s, e);
     if (!rc) rc = phase_outputs(&s, e);
     if (!rc && r->profile) progress_report(&s.pg, stderr);
     presentation_free(&s.pres);
+    cond_set_free(&s.cond);
     free(s.text);
     free(s.video_latents);
     free(s.audio_latents);

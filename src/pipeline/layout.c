@@ -177,21 +177,21 @@ static void frame_grid_free(frame_grid *g) {
 }
 
 /* Writes the rows of `frames` latent frames starting at packed row `row`: t from the temporal grid
- * with `origin` (or a constant t when constant_time is set), (h, w) from the frame grid. */
+ * with `origin` (6.2; or a constant t when `constant` is set), (h, w) from the frame grid. */
 static void fill_video_block(layout *L, int64_t row, int frames, const frame_grid *g, double origin,
                              int constant, double constant_time) {
-    double *times = malloc(sizeof(double) * (size_t)frames);
-    if (constant) for (int f = 0; f < frames; f++) times[f] = constant_time;
-    else layout_temporal_grid(frames, origin, times);
-    for (int f = 0; f < frames; f++)
+    double c = 0.0; /* the running span sum of layout_temporal_grid */
+    for (int f = 0; f < frames; f++) {
+        const double t = constant ? constant_time : origin + c;
+        c += frame_span(f);
         for (int y = 0; y < g->ph; y++)
             for (int x = 0; x < g->pw; x++) {
                 double *p = L->position_ids + 3 * row++;
-                p[0] = times[f];
+                p[0] = t;
                 p[1] = g->h[y];
                 p[2] = g->w[x];
             }
-    free(times);
+    }
 }
 
 /* _fill_audio_positions: channel-major rows, t = origin + i, h = 0, w = the width grid's extremes. */
@@ -260,7 +260,8 @@ static int check_target(int F, int lh, int lw, int A, h3_err *e) {
     if (A < 1) return h3_fail(e, "layout: number of audio latents must be >= 1, got %d", A);
     if (lh <= 0 || lw <= 0 || lh % LAYOUT_PATCH || lw % LAYOUT_PATCH)
         return h3_fail(e, "layout: latent grid %dx%d must be positive and divisible by the patch (2, 2)", lh, lw);
-    if ((int64_t)F * lh * lw > ((int64_t)1 << 32) || A > (1 << 24))
+    if (F > (1 << 20) || lh > (1 << 20) || lw > (1 << 20) || (int64_t)F * lh * lw > ((int64_t)1 << 32) ||
+        A > (1 << 24))
         return h3_fail(e, "layout: target geometry %dx%dx%d / %d audio latents is too large", F, lh, lw, A);
     return 0;
 }
@@ -338,12 +339,17 @@ static int check_ref(const layout_ref *r, int index, h3_err *e) {
             r->latent_width % LAYOUT_PATCH)
             return h3_fail(e, "references[%d]: latent grid %dx%d must be positive and divisible by the patch (2, 2)",
                            index, r->latent_height, r->latent_width);
-        if (r->audio_latents < 0 || (r->kind == LAYOUT_REF_IMAGE && r->audio_latents != 0))
+        if (r->frames > (1 << 20) || r->latent_height > (1 << 20) || r->latent_width > (1 << 20) ||
+            (int64_t)r->frames * r->latent_height * r->latent_width > ((int64_t)1 << 32))
+            return h3_fail(e, "references[%d]: latent geometry %dx%dx%d is too large", index, r->frames,
+                           r->latent_height, r->latent_width);
+        if (r->audio_latents < 0 || r->audio_latents > (1 << 24) ||
+            (r->kind == LAYOUT_REF_IMAGE && r->audio_latents != 0))
             return h3_fail(e, "references[%d]: bad audio latent count %d", index, r->audio_latents);
         return 0;
     case LAYOUT_REF_AUDIO:
-        if (r->audio_latents < 1)
-            return h3_fail(e, "references[%d]: an audio reference needs >= 1 audio latent, got %d", index,
+        if (r->audio_latents < 1 || r->audio_latents > (1 << 24))
+            return h3_fail(e, "references[%d]: an audio reference needs 1..2^24 audio latents, got %d", index,
                            r->audio_latents);
         return 0;
     }

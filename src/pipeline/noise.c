@@ -89,7 +89,9 @@ void torch_randn(torch_rng *g, float *out, int64_t n) {
         return;
     }
     for (int64_t i = 0; i < n; i++) out[i] = uniform_f32(g);
-    for (int64_t i = 0; i + 16 <= n; i += 16) normal_fill_16(out + i);
+    /* the uniforms are drawn serially above; the transform of each block is independent */
+#pragma omp parallel for if (n > 65536) schedule(static)
+    for (int64_t i = 0; i < n / 16 * 16; i += 16) normal_fill_16(out + i);
     if (n % 16) {
         /* the tail is redrawn: 16 fresh uniforms over the last 16 elements, transformed again */
         float *tail = out + n - 16;

@@ -1,5 +1,7 @@
 #include "request.h"
 
+#include "layout.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,12 +22,6 @@ h3_task h3_request_task(const h3_request *r) {
     if (r->nrefs) return H3_REF2VA;
     if (r->first_frame || r->last_frame) return H3_FL2VA;
     return H3_T2VA;
-}
-
-int h3_align_frames(int frames) {
-    if (frames < 1) return frames;
-    while (frames % 17 != 5) frames++;
-    return frames;
 }
 
 int h3_seconds_to_frames(double seconds) { return (int)nearbyint(seconds * FPS); }
@@ -72,10 +68,9 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
     } else if (r->nrefs) {
         return h3_fail(e, "ref2va needs --frames or --seconds (the diffusers pipeline requires num_frames)");
     }
-    int aligned = h3_align_frames(frames);
-    if (aligned < 5 * FPS || aligned > 15 * FPS)
-        return h3_fail(e, "--frames/--seconds: the output must last 5 to 15 s at 24 fps (120..360 frames), got %d "
-                       "(rounded up to %d = 17n+5)", frames, aligned);
+    int aligned;
+    if (layout_align_num_frames(frames, &aligned, e) || layout_check_duration(frames, aligned, e))
+        return h3_fail_prefix(e, r->seconds != 0 ? "--seconds" : "--frames");
     *aligned_frames = aligned;
     if (r->steps < 1 || r->steps > 1000) return h3_fail(e, "--steps must be 1..1000 model evaluations, got %d", r->steps);
     if ((r->first_frame || r->last_frame) && r->nrefs)

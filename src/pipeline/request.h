@@ -56,8 +56,6 @@ h3_task h3_request_task(const h3_request *r);
  * Fills the resolved numbers: aligned frame count and (when given) the canvas. */
 int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e);
 
-/* Frame alignment (spec dit.md 5.1): the next count of the form 17n + 5 at or above `frames`. */
-int h3_align_frames(int frames);
 /* --seconds to a frame count: round(seconds * 24), Python round (half to even). */
 int h3_seconds_to_frames(double seconds);
 

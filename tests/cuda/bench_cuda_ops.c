@@ -76,6 +76,7 @@ static void run_mem(void *p) {
     mem_arg *a = p;
     if (a->op == 0) h3_rmsnorm(be, a->y, a->x, a->rows, a->dim, a->w, 1e-5f, H3_BF16_OUT);
     else if (a->op == 1) h3_adaln_modulate(be, a->y, a->x, a->rows, a->dim, a->table, 6 * a->dim, a->idx, 0, a->dim, H3_BF16_OUT);
+    else if (a->op == 4) h3_rmsnorm(be, a->y, a->x, a->rows * a->dim / 128, 128, NULL, 1e-5f, H3_BF16_OUT);
     else if (a->op == 2) h3_gated_residual(be, a->y, a->x, a->rows, a->dim, a->table, 6 * a->dim, a->idx, 2 * a->dim, H3_BF16_OUT);
     else h3_copy(be, a->y, a->x, (size_t)(a->rows * a->dim) * sizeof(float));
 }
@@ -84,6 +85,26 @@ int main(int argc, char **argv) {
     int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
     int attn_only = argc > 1 && strcmp(argv[1], "attn") == 0; /* flash attention rows only */
     h3_err e;
+    if (argc > 1 && strcmp(argv[1], "cudnn") == 0) { /* does cuDNN SDPA build and run? (graph variants) */
+        be = h3_backend_new(H3_BACKEND_CUDA, 0, &e);
+        if (!be) return 1;
+        int64_t S = 2122;
+        int H = 56, D = 128;
+        uint16_t *q = h3_alloc(be, (size_t)(4 * S * H * D) * 2);
+        cuda_fill_random_bf16(be, q, 3 * S * H * D, 9, 2.0f);
+        flash_arg a = {(float *)(q + 3 * S * H * D), q, q + S * H * D, q + 2 * S * H * D, S, H, D};
+        int rc = cuda_cudnn_attention_bf16(be, (uint16_t *)a.out, a.q, a.k, a.v, S, S, H, H, D, 0.088f);
+        if (rc == 0) {
+            float ms = median_ms(run_cudnn, &a, 11);
+            printf("cudnn variant ok: S %lld %.3f ms %.1f TFLOP/s\n", (long long)S, ms, 4.0 * S * S * H * D / (ms * 1e-3) / 1e12);
+        } else {
+            printf("cudnn variant failed\n");
+        }
+        h3_sync(be);
+        rc |= cuda_backend_check(be, &e);
+        h3_backend_free(be);
+        return rc ? 1 : 0;
+    }
     be = h3_backend_new(H3_BACKEND_CUDA, 0, &e);
     if (!be) {
         fprintf(stderr, "bench_cuda_ops: %s\n", e.msg);
@@ -189,9 +210,9 @@ attention:
         cuda_fill_random(be, wm, dim, 7, 1.0f);
         cuda_fill_random(be, table, 3 * 6 * dim, 8, 1.0f);
         const char *names[] = {"rmsnorm (+gain) [bf16]", "adaln_modulate [bf16]", "gated_residual [bf16]",
-                               "device copy (ceiling)"};
-        double bytes[] = {8.0 * n, 8.0 * n, 12.0 * n, 8.0 * n};
-        for (int op = 0; op < 4; op++) {
+                               "device copy (ceiling)", "rmsnorm 128-wide rows (q/k) [bf16]"};
+        double bytes[] = {8.0 * n, 8.0 * n, 12.0 * n, 8.0 * n, 8.0 * n};
+        for (int op = 0; op < 5; op++) {
             mem_arg a = {xm, ym, wm, table, idx, rows, dim, op};
             float ms = median_ms(run_mem, &a, 5);
             printf("%-34s %10.3f ms %8.0f GB/s\n", names[op], ms, bytes[op] / (ms * 1e-3) / 1e9);

@@ -21,6 +21,12 @@ fi
 echo "== bench_cuda_ops"
 "$build/tests/cuda/bench_cuda_ops" ${2:-} >"$out/bench_cuda_ops.log" 2>&1 || rc=1
 cat "$out/bench_cuda_ops.log"
+echo "== dit_block_cuda parity (one full-width block, CUDA vs CPU)"
+"$build/tests/cuda/dit_block_cuda" parity 300 >"$out/dit_block_parity.log" 2>&1 || rc=1
+cat "$out/dit_block_parity.log"
+echo "== dit_block_cuda bench"
+"$build/tests/cuda/dit_block_cuda" bench >"$out/dit_block_bench.log" 2>&1 || rc=1
+cat "$out/dit_block_bench.log"
 if [ -n "${BN_SWEEP:-}" ]; then
     for bn in 32 64; do
         echo "== flash attention, H3_FLASH_BN=$bn"

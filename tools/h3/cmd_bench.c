@@ -1,8 +1,417 @@
-/* `h3 bench`: placeholder until its issue lands; fails with a clear message. */
+/* `h3 bench`: DiT forward and video VAE decode timings at given shapes with random weights made
+ * directly in backend memory (no 66 GB file needed).
+ *
+ *   h3 bench [--backend cuda|cpu] [--shapes 512x512x22,544x960x124,1344x768x124] [--text 256]
+ *            [--repeats N] [--vae-repeats N] [--precision bf16|fp32] [--what dit,vae]
+ *            [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]
+ *
+ * A shape is WIDTHxHEIGHTxFRAMES (pixels, frames aligned to 17n + 5 as the pipeline does). The DiT
+ * runs the t2va layout (spec dit.md 6.3) with T text rows; FLOPs per forward follow spec dit.md
+ * section 9. Each measurement is one line `DIT key=value ...` / `VAE key=value ...` (parsed by
+ * tests/cli/bench.sh), then a summary table. Random inputs; the timings do not depend on values. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/backend_bench.h"
+#include "model/dit.h"
+#include "model/video_vae.h"
+#include "pipeline/layout.h"
 #include "cli.h"
 
+#define BENCH_MAX_SHAPES 16
+
+typedef struct bench_shape {
+    char name[48];
+    int  width, height, frames; /* frames as requested */
+    int  aligned, F, lh, lw, A; /* layout geometry (spec dit.md 5) */
+} bench_shape;
+
+/* diffusers on one H200 (PyTorch 2.11, BF16, SDPA; VAE decode under fp16 autocast): docs/cuda.md. */
+static const struct {
+    const char *shape;
+    double      dit_s, vae_s; /* 0: not measured */
+} baselines[] = {
+    {"512x512x22", 0.170, 0.285},
+    {"544x960x124", 2.43, 3.29},
+    {"1344x768x124", 6.51, 0},
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double gib(size_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
+
+static int parse_shapes(const char *list, bench_shape *out, int *n, h3_err *e) {
+    *n = 0;
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        bench_shape s;
+        memset(&s, 0, sizeof s);
+        char tail;
+        if (len == 0 || len >= sizeof s.name) return h3_fail(e, "--shapes: empty or overlong entry in '%s'", list);
+        memcpy(s.name, p, len);
+        if (sscanf(s.name, "%dx%dx%d%c", &s.width, &s.height, &s.frames, &tail) != 3 || s.width <= 0 ||
+            s.height <= 0 || s.frames <= 0)
+            return h3_fail(e, "--shapes: '%s' is not WIDTHxHEIGHTxFRAMES with positive integers", s.name);
+        if (layout_check_canvas(1, 1, s.height, s.width, e) != 0 ||
+            layout_align_num_frames(s.frames, &s.aligned, e) != 0 || layout_latent_frames(s.aligned, &s.F, e) != 0)
+            return h3_fail(e, "--shapes: '%s': %s", s.name, e->msg);
+        s.lh = s.height / 16, s.lw = s.width / 16; /* VAE spatial factor 16 (spec dit.md 5) */
+        s.A = layout_audio_latents(s.aligned);
+        if (*n == BENCH_MAX_SHAPES) return h3_fail(e, "--shapes: at most %d shapes", BENCH_MAX_SHAPES);
+        out[(*n)++] = s;
+        p += len;
+        if (*p == ',') p++;
+    }
+    if (*n == 0) return h3_fail(e, "--shapes: no shape given");
+    return 0;
+}
+
+/* FLOPs of one forward (spec dit.md 9): block linears + attention over S rows, the refiner on the T
+ * text rows, the context embedder. I/O projections and AdaLN tables are left out as in the spec. */
+static double dit_flops(const dit_config *c, int64_t S, int64_t T) {
+    double H = c->hidden_size, I = (double)c->num_attention_heads * c->attention_head_dim, FF = c->ffn_dim;
+    double per_row = 2.0 * (H * 3 * I + I * H + H * 2 * FF + FF * H);
+    double blocks = c->num_layers * (per_row * (double)S + 4.0 * (double)S * (double)S * I);
+    double refiner = c->num_refiner_layers * (per_row * (double)T + 4.0 * (double)T * (double)T * I);
+    return blocks + refiner + 2.0 * c->text_dim * H * (double)T;
+}
+
+typedef struct bench_result {
+    double dit_s, dit_tflop, dit_peak, vae_s, vae_peak;
+    int64_t S;
+    int    have_dit, have_vae;
+} bench_result;
+
+static double baseline_of(const char *shape, int vae) {
+    for (size_t i = 0; i < sizeof baselines / sizeof *baselines; i++)
+        if (!strcmp(baselines[i].shape, shape)) return vae ? baselines[i].vae_s : baselines[i].dit_s;
+    return 0;
+}
+
+static int64_t *i64_fill(int64_t n, int64_t v) {
+    int64_t *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    for (int64_t i = 0; p && i < n; i++) p[i] = v;
+    return p;
+}
+
+/* ---- DiT ---- */
+
+static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, int64_t T, const float *ts,
+                           int repeats, int bf16, bench_result *r, h3_err *e) {
+    const dit_config *c = dit_get_config(m);
+    int rc = -1;
+    int64_t *text_tags = i64_fill(T, 1);
+    layout *L = text_tags ? layout_new_t2va(text_tags, T, s->F, s->lh, s->lw, s->A, NULL, 0, e) : NULL;
+    float *video = NULL, *audio = NULL, *text = NULL, *vout = NULL, *aout = NULL;
+    int64_t *tix = NULL;
+    if (!L) goto done;
+    int64_t pd = (int64_t)c->in_channels * c->patch_size[0] * c->patch_size[1] * c->patch_size[2];
+    int64_t vo = (int64_t)c->in_channels * c->patch_size[0] * c->patch_size[1] * c->patch_size[2];
+    video = malloc((size_t)(L->Nv * pd) * sizeof(float));
+    audio = malloc((size_t)(L->Na * c->audio_in_channels + 1) * sizeof(float));
+    text = malloc((size_t)(T * c->text_dim) * sizeof(float));
+    vout = malloc((size_t)(L->Nv * vo) * sizeof(float));
+    aout = malloc((size_t)(L->Na * c->audio_in_channels + 1) * sizeof(float));
+    tix = malloc((size_t)L->S * sizeof *tix);
+    if (!video || !audio || !text || !vout || !aout || !tix) {
+        h3_fail(e, "out of memory for the inputs of shape %s", s->name);
+        goto done;
+    }
+    h3_fill_random_host(video, H3_F32, L->Nv * pd, 1, 1.0f, 0.0f);
+    h3_fill_random_host(audio, H3_F32, L->Na * c->audio_in_channels, 2, 1.0f, 0.0f);
+    h3_fill_random_host(text, H3_F32, T * c->text_dim, 3, 1.0f, 0.0f);
+    /* video rows at ts[0], audio rows at ts[1] (build_row_timesteps, spec dit.md 6.5) */
+    float tvals[LAYOUT_MAX_TIMESTEPS];
+    int K;
+    layout_row_timesteps(L, ts[0], ts[1], tvals, &K, tix);
+    dit_inputs in = {.video = video, .Nv = L->Nv, .audio = audio, .Na = L->Na, .text = text, .Nt = T,
+                     .timestep = tvals, .K = K, .S = L->S, .timestep_indices = tix,
+                     .token_tags = L->token_tags, .position_ids = L->position_ids,
+                     .video_indices = L->video_indices, .audio_indices = L->audio_indices,
+                     .text_indices = L->text_indices};
+    h3_memory_reset_peak(be);
+    /* warm-up: plans, scratch pool, cuDNN graphs */
+    if (dit_forward(m, &in, vout, aout, e) != 0) goto done;
+    double best = 1e30, sum = 0;
+    for (int i = 0; i < repeats; i++) {
+        h3_sync(be);
+        double t0 = now_s();
+        if (dit_forward(m, &in, vout, aout, e) != 0) goto done;
+        h3_sync(be);
+        double dt = now_s() - t0;
+        sum += dt;
+        if (dt < best) best = dt;
+    }
+    for (int64_t i = 0; i < L->Nv * vo; i++)
+        if (!isfinite(vout[i])) {
+            h3_fail(e, "DiT output at shape %s is not finite (row %lld)", s->name, (long long)(i / vo));
+            goto done;
+        }
+    h3_memory_stats ms;
+    if (h3_memory_query(be, &ms, e) != 0) goto done;
+    r->have_dit = 1;
+    r->S = L->S;
+    r->dit_s = sum / repeats;
+    r->dit_tflop = dit_flops(c, L->S, T) / 1e12;
+    r->dit_peak = gib(ms.peak_bytes);
+    double base = bf16 ? baseline_of(s->name, 0) : 0; /* the baseline is BF16 */
+    printf("DIT shape=%s S=%lld text=%lld video_rows=%lld audio_rows=%lld K=%d seconds=%.4g best=%.4g tflop=%.4g "
+           "tflops=%.4g peak_gib=%.3g",
+           s->name, (long long)L->S, (long long)T, (long long)L->Nv, (long long)L->Na, K, r->dit_s, best,
+           r->dit_tflop, r->dit_tflop / r->dit_s, r->dit_peak);
+    if (base > 0) printf(" baseline_s=%.3f ratio=%.2f", base, r->dit_s / base);
+    printf("\n");
+    fflush(stdout);
+    rc = 0;
+done:
+    layout_free(L);
+    free(text_tags), free(video), free(audio), free(text), free(vout), free(aout), free(tix);
+    return rc;
+}
+
+static int bench_dit(h3_backend *be, const char *config_dir, int bf16, const bench_shape *shapes, int n,
+                     int64_t T, int repeats, bench_result *res, h3_err *e) {
+    dit_config cfg;
+    if (dit_config_load(config_dir, &cfg, e) != 0) return -1;
+    double t0 = now_s();
+    dit_model *m = dit_new_random(be, &cfg, bf16, 42, e);
+    if (!m) return -1;
+    h3_sync(be);
+    double t_build = now_s() - t0;
+    /* every shape uses the same two timestep values: prepare their AdaLN tables once, then drop
+     * the AdaLN projections as the pipeline does (docs/dit.md) */
+    const float ts[2] = {0.75f, 0.5f};
+    t0 = now_s();
+    if (dit_prepare_timesteps(m, ts, 2, e) != 0) {
+        dit_free(m);
+        return -1;
+    }
+    h3_sync(be);
+    double t_adaln = now_s() - t0;
+    size_t wbytes = dit_weight_bytes(m), abytes = dit_adaln_weight_bytes(m);
+    dit_release_adaln(m);
+    printf("dit: config %s: %d layers, hidden %d, %d heads x %d; random weights %.4g GB made in %.2f s; AdaLN "
+           "tables for 2 timestep values in %.2f s, then %.4g GB of AdaLN weights released\n",
+           config_dir, cfg.num_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.attention_head_dim,
+           (double)wbytes / 1e9, t_build, t_adaln, (double)abytes / 1e9);
+    fflush(stdout);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) rc = bench_dit_shape(be, m, &shapes[i], T, ts, repeats, bf16, &res[i], e);
+    dit_free(m);
+    return rc;
+}
+
+/* ---- video VAE decode ---- */
+
+static int count_frames(void *ctx, int64_t index, const float *frame, h3_err *e) {
+    (void)index, (void)frame, (void)e;
+    (*(int64_t *)ctx)++;
+    return 0;
+}
+
+static int bench_vae(h3_backend *be, const char *config_dir, const bench_shape *shapes, int n, int repeats,
+                     bench_result *res, h3_err *e) {
+    video_vae_config cfg;
+    if (video_vae_config_load(config_dir, &cfg, e) != 0) return -1;
+    double t0 = now_s();
+    video_vae *v = video_vae_new_random(be, &cfg, VIDEO_VAE_DECODER, 7, e);
+    if (!v) return -1;
+    h3_sync(be);
+    printf("vae: config %s: decoder %d layers, dim %d, random fp32 weights made in %.2f s; released tiling "
+           "(256 x 256, overlap 64); the VAE has no reduced-precision mode, so it runs fp32\n",
+           config_dir, cfg.dec_layers, cfg.dim, now_s() - t0);
+    fflush(stdout);
+    video_vae_tiling tiling = video_vae_tiling_default();
+    int rc = -1;
+    for (int i = 0; i < n; i++) {
+        const bench_shape *s = &shapes[i];
+        if (s->width % cfg.S || s->height % cfg.S) {
+            h3_fail(e, "--shapes: %s is not a multiple of the VAE's spatial factor %d", s->name, cfg.S);
+            goto done;
+        }
+        int64_t L = s->F, h = s->height / cfg.S, w = s->width / cfg.S;
+        int64_t frames_out = video_vae_decoded_frames(&cfg, L, e);
+        if (frames_out < 0) goto done;
+        float *z = malloc((size_t)(cfg.latent_channels * L * h * w) * sizeof(float));
+        if (!z) {
+            h3_fail(e, "out of memory for the latents of shape %s", s->name);
+            goto done;
+        }
+        h3_fill_random_host(z, H3_F32, cfg.latent_channels * L * h * w, 4, 1.0f, 0.0f);
+        h3_memory_reset_peak(be);
+        int64_t got = 0;
+        /* warm-up on the first shape only: every clip decodes the same 256 x 256 tile shapes */
+        if (i == 0 && video_vae_decode_stream(v, z, L, h, w, &tiling, count_frames, &got, e) != 0) {
+            free(z);
+            goto done;
+        }
+        double sum = 0;
+        for (int k = 0; k < repeats; k++) {
+            got = 0;
+            h3_sync(be);
+            double t1 = now_s();
+            if (video_vae_decode_stream(v, z, L, h, w, &tiling, count_frames, &got, e) != 0) {
+                free(z);
+                goto done;
+            }
+            h3_sync(be);
+            sum += now_s() - t1;
+        }
+        free(z);
+        h3_memory_stats ms;
+        if (h3_memory_query(be, &ms, e) != 0) goto done;
+        res[i].have_vae = 1;
+        res[i].vae_s = sum / repeats;
+        res[i].vae_peak = gib(ms.peak_bytes);
+        double base = baseline_of(s->name, 1);
+        printf("VAE shape=%s latents=%dx%lldx%lldx%lld frames=%lld seconds=%.4g peak_gib=%.3g", s->name,
+               cfg.latent_channels, (long long)L, (long long)h, (long long)w, (long long)got, res[i].vae_s,
+               res[i].vae_peak);
+        if (base > 0) printf(" baseline_s=%.3f ratio=%.2f", base, res[i].vae_s / base);
+        printf("\n");
+        fflush(stdout);
+        if (got != frames_out) {
+            h3_fail(e, "video VAE decode at %s gave %lld frames, expected %lld", s->name, (long long)got,
+                    (long long)frames_out);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    video_vae_free(v);
+    return rc;
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: h3 bench [--backend cuda|cpu] [--shapes WxHxF,...] [--text T] [--repeats N] [--vae-repeats N]\n"
+            "                [--precision bf16|fp32] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
+            "defaults: --backend cuda --shapes 512x512x22,544x960x124,1344x768x124 --text 256 --repeats 2\n"
+            "          --vae-repeats 1 --precision bf16 --what dit,vae\n"
+            "          --config tests/fixtures/skeleton/transformer --vae-config tests/fixtures/skeleton/vae\n");
+}
+
+static int parse_count(const char *flag, const char *v, int lo, int hi, int *out) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || x < lo || x > hi) return -1;
+    (void)flag;
+    *out = (int)x;
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_error("bench: not implemented yet");
+    const char *backend = "cuda", *shapes_arg = "512x512x22,544x960x124,1344x768x124", *precision = "bf16";
+    const char *what = "dit,vae", *config = "tests/fixtures/skeleton/transformer";
+    const char *vae_config = "tests/fixtures/skeleton/vae", *text_arg = "256", *rep_arg = "2", *vrep_arg = "1";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], **dst = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage();
+            return 0;
+        }
+        if (!strcmp(a, "--backend")) dst = &backend;
+        else if (!strcmp(a, "--shapes")) dst = &shapes_arg;
+        else if (!strcmp(a, "--text")) dst = &text_arg;
+        else if (!strcmp(a, "--repeats")) dst = &rep_arg;
+        else if (!strcmp(a, "--vae-repeats")) dst = &vrep_arg;
+        else if (!strcmp(a, "--precision")) dst = &precision;
+        else if (!strcmp(a, "--what")) dst = &what;
+        else if (!strcmp(a, "--config")) dst = &config;
+        else if (!strcmp(a, "--vae-config")) dst = &vae_config;
+        else return cli_error("bench: unknown argument '%s' (see h3 bench --help)", a);
+        if (i + 1 >= argc) return cli_error("bench: %s needs a value", a);
+        *dst = argv[++i];
+    }
+    h3_backend_kind kind;
+    if (!strcmp(backend, "cpu")) kind = H3_BACKEND_CPU;
+    else if (!strcmp(backend, "cuda")) kind = H3_BACKEND_CUDA;
+    else return cli_error("bench: --backend must be cpu or cuda, got '%s'", backend);
+    if (strcmp(precision, "fp32") && strcmp(precision, "bf16"))
+        return cli_error("bench: --precision must be fp32 or bf16, got '%s'", precision);
+    int bf16 = !strcmp(precision, "bf16"), T, repeats, vae_repeats;
+    if (parse_count("--text", text_arg, 1, 1 << 20, &T) != 0)
+        return cli_error("bench: --text must be an integer in 1..1048576, got '%s'", text_arg);
+    if (parse_count("--repeats", rep_arg, 1, 1000, &repeats) != 0)
+        return cli_error("bench: --repeats must be an integer in 1..1000, got '%s'", rep_arg);
+    if (parse_count("--vae-repeats", vrep_arg, 1, 1000, &vae_repeats) != 0)
+        return cli_error("bench: --vae-repeats must be an integer in 1..1000, got '%s'", vrep_arg);
+    int do_dit = 0, do_vae = 0;
+    {
+        char buf[64];
+        if (strlen(what) >= sizeof buf) return cli_error("bench: --what must be a list of dit, vae");
+        strcpy(buf, what);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            if (!strcmp(tok, "dit")) do_dit = 1;
+            else if (!strcmp(tok, "vae")) do_vae = 1;
+            else return cli_error("bench: --what takes dit and/or vae (comma-separated), got '%s'", tok);
+        }
+        if (!do_dit && !do_vae) return cli_error("bench: --what must name dit and/or vae");
+    }
+    h3_err e = {{0}};
+    bench_shape shapes[BENCH_MAX_SHAPES];
+    int n;
+    if (parse_shapes(shapes_arg, shapes, &n, &e) != 0) return cli_error("bench: %s", e.msg);
+    h3_backend *be = h3_backend_new(kind, 0, &e);
+    if (!be) {
+        fprintf(stderr, "h3: bench: %s\n", e.msg);
+        return 1;
+    }
+    h3_memory_stats ms = {0};
+    if (h3_memory_query(be, &ms, &e) != 0) {
+        fprintf(stderr, "h3: bench: %s\n", e.msg);
+        h3_backend_free(be);
+        return 1;
+    }
+    printf("h3 bench: backend %s, precision %s, text rows %d, repeats %d (DiT) / %d (VAE)", h3_backend_name(be),
+           precision, T, repeats, vae_repeats);
+    if (ms.total_bytes) printf(", device memory %.1f GiB", gib(ms.total_bytes));
+    printf("\n");
+    fflush(stdout);
+    bench_result res[BENCH_MAX_SHAPES];
+    memset(res, 0, sizeof res);
+    int rc = 0;
+    if (do_dit && bench_dit(be, config, bf16, shapes, n, T, repeats, res, &e) != 0) {
+        fprintf(stderr, "h3: bench: DiT: %s\n", e.msg);
+        rc = 1;
+    }
+    if (rc == 0 && do_vae && bench_vae(be, vae_config, shapes, n, vae_repeats, res, &e) != 0) {
+        fprintf(stderr, "h3: bench: video VAE decode: %s\n", e.msg);
+        printf("VAE not measured: %s\n", e.msg);
+        rc = 1;
+    }
+    /* summary: seconds per forward / decode; ratio = h3 / diffusers (> 1: slower) */
+    printf("\n| shape | S | DiT s (%s) | TFLOP | TFLOP/s | peak GiB | diffusers s | ratio | VAE decode s | peak GiB | "
+           "diffusers s | ratio |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n", precision);
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &res[i];
+        double bd = bf16 ? baseline_of(shapes[i].name, 0) : 0, bv = baseline_of(shapes[i].name, 1);
+        printf("| %s | ", shapes[i].name);
+        if (r->have_dit) {
+            printf("%lld | %.3f | %.1f | %.1f | %.1f | ", (long long)r->S, r->dit_s, r->dit_tflop,
+                   r->dit_tflop / r->dit_s, r->dit_peak);
+            if (bd > 0) printf("%.3f | %.2f | ", bd, r->dit_s / bd);
+            else printf("- | - | ");
+        } else {
+            printf("- | - | - | - | - | - | - | ");
+        }
+        if (r->have_vae) {
+            printf("%.3f | %.1f | ", r->vae_s, r->vae_peak);
+            if (bv > 0) printf("%.3f | %.2f |\n", bv, r->vae_s / bv);
+            else printf("- | - |\n");
+        } else {
+            printf("- | - | - | - |\n");
+        }
+    }
+    h3_backend_free(be);
+    return rc;
 }

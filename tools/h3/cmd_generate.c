@@ -111,9 +111,10 @@ int cmd_generate(int argc, char **argv) {
     int aligned;
     h3_err e = {{0}};
     if (h3_request_validate(&r, &aligned, &e) != 0) return cli_error("generate: %s", e.msg);
-    if (h3_generate(&r, &e) != 0) {
+    int rc = h3_generate(&r, &e);
+    if (rc != 0) {
         fprintf(stderr, "h3: generate: %s\n", e.msg);
-        return 1;
+        return rc == H3_GENERATE_BAD_INPUT ? 2 : 1;
     }
     return 0;
 }

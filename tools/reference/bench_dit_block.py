@@ -5,9 +5,10 @@ Same shapes as the C bench: hidden 5376, 56 heads x 128, ffn 14336, random bf16 
 (default 2048), 256 text / 74 audio / rest video rows, K = 2 timesteps. Times
 `MiniMaxH3TransformerBlock.forward` in bf16 (the release's dtype) and, with --fp32, with the weights
 upcast to fp32 (the arithmetic the C CPU backend does). The PyTorch block also computes its AdaLN
-projection (0.5 GFLOP, < 0.1 % of the block); the C bench uses precomputed tables.
+projection (0.5 GFLOP, < 0.1 % of the block); the C bench uses precomputed tables. The C bench is run
+in its bf16 mode for the bf16 ratio and in fp32 mode for the fp32 ratio.
 
-    nice python3 tools/reference/bench_dit_block.py [--rows 2048] [--repeats 2] [--fp32]
+    python3 tools/reference/bench_dit_block.py [--rows 2048] [--repeats 2] [--dtypes bf16,fp32]
         [--c-bench build-x/bench/bench_dit_block]   # also runs the C bench and prints the ratio
 Not a test.
 """
@@ -72,14 +73,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2048)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--fp32", action="store_true", help="also time the block with fp32 (upcast) weights")
+    ap.add_argument("--dtypes", default="bf16,fp32",
+                    help="comma list: bf16 (weights as shipped) and/or fp32 (weights upcast, the C CPU arithmetic)")
     ap.add_argument("--c-bench", help="path of the C bench binary to run for the ratio")
     a = ap.parse_args()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, rows {a.rows}, "
           f"load average {os.getloadavg()[0]:.2f}")
     res = {}
     for name, dt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
-        if name == "fp32" and not a.fp32:
+        if name not in a.dtypes.split(","):
             continue
         best, mean = time_block(a.rows, a.repeats, dt)
         res[name] = best
@@ -87,7 +89,9 @@ def main():
     if a.c_bench:
         for name in res:
             args = [a.c_bench, str(a.rows), str(a.repeats)] + (["fp32"] if name == "fp32" else [])
-            out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+            env = dict(os.environ)
+            env.setdefault("OMP_WAIT_POLICY", "passive")  # OpenMP loops + pthread OpenBLAS: no spinning
+            out = subprocess.run(args, capture_output=True, text=True, check=True, env=env).stdout
             print(out.strip())
             c = float(re.search(r"RESULT_SECONDS ([0-9.]+)", out).group(1))
             print(f"ratio ({name}): C {c:.3f} s / PyTorch {res[name]:.3f} s = {c / res[name]:.2f}x "

@@ -17,6 +17,7 @@ Writes tests/fixtures/golden/pipeline/:
   bad_<case>.in                 inputs the probe ops must refuse (tests/cli/pipeline_probe.sh)
   euler.safetensors             MiniMaxH3Scheduler.step for every step of a few schedules
   denoise_<task>.{in,out}       the `denoise` probe op (docs/probe.md): 4 evaluations, fp32
+  denoise_ref2va.bf16.out       the same loop with the DiT loaded in bf16 (the release's mixed precision)
 Run: nice python3 tools/reference/gen_pipeline.py   (CPU, about a minute)
 """
 import argparse
@@ -332,10 +333,10 @@ class Capture:
         self.calls += 1
 
 
-def run_denoise(out, fixtures, task, steps=5):
+def run_denoise(out, fixtures, task, steps=5, dtype=torch.float32):
     comp = "transformer_ref" if task == "ref2va" else "transformer"
     model = MiniMaxH3Transformer3DModel.from_pretrained(os.path.join(fixtures, "tiny", comp),
-                                                        torch_dtype=torch.float32).eval()
+                                                        torch_dtype=dtype).eval()
     cap = Capture(model)
     gen = torch.Generator().manual_seed(1000 + len(task))
     seed = {"t2va": 2024, "fl2va": 77, "ref2va": 31337}[task]
@@ -388,6 +389,10 @@ def run_denoise(out, fixtures, task, steps=5):
         **extra,
     }
     outs = {"latents": state.get("latents").float(), "audio_latents": state.get("audio_latents").float()}
+    if dtype == torch.bfloat16:  # the release's mixed precision: same inputs, bf16 DiT
+        save(out, f"denoise_{task}.bf16.out", outs, {"component": comp, "precision": "bf16"})
+        print(f"denoise {task} (bf16 DiT): evaluations={cap.calls}")
+        return
     save(out, f"denoise_{task}.in", inp, {"component": comp})
     save(out, f"denoise_{task}.out", outs, {"component": comp})
     print(f"denoise {task}: S={inp['position_ids'].shape[0]} Nv={inp['latents'].shape[0]} "
@@ -422,6 +427,7 @@ def main():
             raise SystemExit("tests/fixtures/tiny/transformer is missing: run tools/reference/gen_dit.py first")
         for task in ("t2va", "fl2va", "ref2va"):
             run_denoise(out, root, task)
+        run_denoise(out, root, "ref2va", dtype=torch.bfloat16)
 
 
 if __name__ == "__main__":

@@ -282,6 +282,10 @@ def dump_presentation(case, models, proc, ids, tags, vision_inputs, media, meta)
     for prec, m in models.items():
         hs = get_qwen3vl_prompt_embeds(m, proc, ids, vision_inputs, text_encoder_layer=LAYER, dtype=torch.float32)
         outs[f"hidden_states_{prec}"] = f32(hs)
+        # hidden_states[2] (excludes layer 1's own deepstack add) and [4] (after all three adds)
+        for k in (2, 4):
+            hs = get_qwen3vl_prompt_embeds(m, proc, ids, vision_inputs, text_encoder_layer=k, dtype=torch.float32)
+            outs[f"hidden_states_{k}_{prec}"] = f32(hs)
     if "pixel_values" in vision_inputs:
         o = m32.model.get_image_features(vision_inputs["pixel_values"], vision_inputs["image_grid_thw"])
         outs["image_embeds"] = f32(torch.cat(o.pooler_output, 0))
@@ -354,6 +358,9 @@ def main():
         ref2va_case(models, tok, proc)
     sampling_cases()
     smart_resize_cases()
+    for d in (GOLDEN, TE_DIR):  # safetensors writes 0600; fixtures are plain files
+        for fn in os.listdir(d):
+            os.chmod(os.path.join(d, fn), 0o644)
 
 
 if __name__ == "__main__":

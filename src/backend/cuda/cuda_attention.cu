@@ -362,20 +362,15 @@ extern "C" void cuda_flash_attention_bf16(h3_backend *be, float *out, int64_t o_
 
 /* [S][stride] fp32 rows, head h at column h*D -> head-major bf16 [H][S][D] */
 static __global__ void k_to_heads_bf16(uint16_t *dst, const float *src, int64_t S, int64_t stride, int H, int D) {
-    int64_t total = (int64_t)H * S * D;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        int d = (int)(i % D);
-        int64_t sh = i / D;
-        int64_t s = sh % S;
-        int h = (int)(sh / S);
-        dst[i] = f32_to_bf16_bits(src[s * stride + (int64_t)h * D + d]);
+    FOR_ROWS_COLS(s, c, S, (int64_t)H * D) {
+        int h = (int)c / D, d = (int)c - h * D; /* 32-bit division */
+        dst[((int64_t)h * S + s) * D + d] = f32_to_bf16_bits(src[s * stride + c]);
     }
 }
 
 /* bf16 rows [S][w] -> fp32 rows with stride o_stride (exact) */
 static __global__ void k_rows_bf16_to_f32(float *out, int64_t o_stride, const uint16_t *src, int64_t S, int64_t w) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < S * w; i += (int64_t)gridDim.x * blockDim.x)
-        out[(i / w) * o_stride + i % w] = __uint_as_float((uint32_t)src[i] << 16);
+    FOR_ROWS_COLS(s, c, S, w) out[s * o_stride + c] = __uint_as_float((uint32_t)src[s * w + c] << 16);
 }
 
 extern "C" void cuda_attention(h3_backend *be, float *out, int64_t o_stride, const float *q, int64_t q_stride,
@@ -389,16 +384,16 @@ extern "C" void cuda_attention(h3_backend *be, float *out, int64_t o_stride, con
         uint16_t *qb = (uint16_t *)cuda_scratch(be, (nq + 2 * nkv) * 2);
         if (!qb) return;
         uint16_t *kb = qb + nq, *vb = kb + nkv;
-        k_to_heads_bf16<<<cuda_blocks((int64_t)nq, 256), 256, 0, c->stream>>>(qb, q, Sq, q_stride, Hq, D);
-        k_to_heads_bf16<<<cuda_blocks((int64_t)nkv, 256), 256, 0, c->stream>>>(kb, k, Skv, k_stride, Hkv, D);
-        k_to_heads_bf16<<<cuda_blocks((int64_t)nkv, 256), 256, 0, c->stream>>>(vb, v, Skv, v_stride, Hkv, D);
+        k_to_heads_bf16<<<grid_rows_cols(Sq, (int64_t)Hq * D, 256), 256, 0, c->stream>>>(qb, q, Sq, q_stride, Hq, D);
+        k_to_heads_bf16<<<grid_rows_cols(Skv, (int64_t)Hkv * D, 256), 256, 0, c->stream>>>(kb, k, Skv, k_stride, Hkv, D);
+        k_to_heads_bf16<<<grid_rows_cols(Skv, (int64_t)Hkv * D, 256), 256, 0, c->stream>>>(vb, v, Skv, v_stride, Hkv, D);
         CUDA_LAUNCHED(be, "attention (to bf16 heads)");
         int done = 0;
         if (!causal) { /* cuDNN's fused SDPA first (no causal graph built); bf16 rows out, widened exactly */
             uint16_t *ob = (uint16_t *)cuda_scratch(be, (size_t)Sq * Hq * D * 2);
             if (ob && cuda_cudnn_attention_bf16(be, ob, qb, kb, vb, Sq, Skv, Hq, Hkv, D, scale) == 0) {
                 int64_t w = (int64_t)Hq * D;
-                k_rows_bf16_to_f32<<<cuda_blocks(Sq * w, 256), 256, 0, c->stream>>>(out, o_stride, ob, Sq, w);
+                k_rows_bf16_to_f32<<<grid_rows_cols(Sq, w, 256), 256, 0, c->stream>>>(out, o_stride, ob, Sq, w);
                 CUDA_LAUNCHED(be, "attention (bf16 rows to fp32)");
                 done = 1;
             }

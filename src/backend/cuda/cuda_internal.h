@@ -61,10 +61,26 @@ extern "C" void *cuda_scratch(h3_backend *be, size_t bytes);
 /* Frees the cuDNN handle and cached SDPA plans (cuda_sdpa_cudnn.cu). */
 extern "C" void cuda_sdpa_release(h3_backend *be);
 
+/* Grid-stride kernels: at most 8192 blocks, so each thread streams several elements (hundreds of
+ * thousands of one-element blocks cost more in block scheduling than in memory traffic). */
 static inline unsigned cuda_blocks(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;
-    if (b > 65536LL * 16) b = 65536LL * 16; /* kernels use grid-stride loops */
+    if (b > 8192) b = 8192;
     return (unsigned)(b < 1 ? 1 : b);
+}
+
+/* rows x cols loops without 64-bit division per element: blockIdx.y strides the rows, the x
+ * threads the columns. Launch with grid_rows_cols. */
+#define FOR_ROWS_COLS(r, c, rows, cols)                                                   \
+    for (int64_t r = blockIdx.y; r < (rows); r += gridDim.y)                              \
+        for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < (cols);      \
+             c += (int64_t)gridDim.x * blockDim.x)
+
+static inline dim3 grid_rows_cols(int64_t rows, int64_t cols, int threads) {
+    int64_t gx = (cols + threads - 1) / threads, gy = rows;
+    if (gx > 8) gx = 8; /* at most 8192 blocks, as cuda_blocks */
+    if (gy > 1024) gy = 1024;
+    return dim3((unsigned)(gx < 1 ? 1 : gx), (unsigned)(gy < 1 ? 1 : gy));
 }
 
 /* Same rounding as h3_round_bf16 (dtype.h): nearest even, NaN stays a quiet NaN. */

@@ -38,6 +38,26 @@ static __global__ void k_rmsnorm(float *y, const float *x, int64_t dim, const fl
     }
 }
 
+/* Short rows (q/k norm: 128 channels, millions of rows): one warp per row, grid-stride over rows. */
+static __global__ void k_rmsnorm_warp(float *y, const float *x, int64_t rows, int64_t dim, const float *w, float eps,
+                                      int round) {
+    int lane = threadIdx.x & 31;
+    int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
+        const float *xr = x + r * dim;
+        float *yr = y + r * dim;
+        double ss = 0.0;
+        for (int64_t c = lane; c < dim; c += 32) ss += (double)xr[c] * xr[c];
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float inv = 1.0f / sqrtf((float)(ss / (double)dim) + eps);
+        for (int64_t c = lane; c < dim; c += 32) {
+            float v = xr[c] * inv;
+            if (w) v = v * w[c];
+            yr[c] = RND(v);
+        }
+    }
+}
+
 /* Two passes like the twin: mean, then the biased variance around it. cnt elements from base,
  * channel c of the group spans [c*L, (c+1)*L) (layernorm: L = 1, one channel per element). */
 static __device__ void norm_group(float *yg, const float *xg, int64_t cg, int64_t L, int64_t ch0, const float *w,
@@ -52,12 +72,23 @@ static __device__ void norm_group(float *yg, const float *xg, int64_t cg, int64_
     for (int64_t i = threadIdx.x; i < cnt; i += blockDim.x) ss += ((double)xg[i] - mean) * ((double)xg[i] - mean);
     ss = block_sum(ss, red);
     float rstd = 1.0f / sqrtf((float)(ss / (double)cnt) + eps), m = (float)mean;
-    for (int64_t i = threadIdx.x; i < cnt; i += blockDim.x) {
-        int64_t ch = ch0 + i / L;
-        float v = (xg[i] - m) * rstd;
-        if (w) v = v * w[ch];
-        if (b) v = v + b[ch];
-        yg[i] = RND(v);
+    if (L == 1) { /* layernorm: element i is channel i (no per-element division) */
+        for (int64_t i = threadIdx.x; i < cnt; i += blockDim.x) {
+            float v = (xg[i] - m) * rstd;
+            if (w) v = v * w[ch0 + i];
+            if (b) v = v + b[ch0 + i];
+            yg[i] = RND(v);
+        }
+    } else {
+        for (int64_t c = 0; c < cg; c++) {
+            int64_t ch = ch0 + c;
+            for (int64_t l = threadIdx.x; l < L; l += blockDim.x) {
+                float v = (xg[c * L + l] - m) * rstd;
+                if (w) v = v * w[ch];
+                if (b) v = v + b[ch];
+                yg[c * L + l] = RND(v);
+            }
+        }
     }
 }
 
@@ -76,6 +107,12 @@ static __global__ void k_groupnorm(float *y, const float *x, int64_t C, int64_t 
 extern "C" void cuda_rmsnorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w,
                              float eps, int flags) {
     if (rows <= 0) return;
+    if (dim <= 1024) {
+        k_rmsnorm_warp<<<cuda_blocks(rows * 32, 256), 256, 0, cuda_of(be)->stream>>>(y, x, rows, dim, w, eps,
+                                                                                  flags & H3_BF16_OUT);
+        CUDA_LAUNCHED(be, "rmsnorm (warp per row)");
+        return;
+    }
     k_rmsnorm<<<(unsigned)rows, NORM_THREADS, 0, cuda_of(be)->stream>>>(y, x, dim, w, eps, flags & H3_BF16_OUT);
     CUDA_LAUNCHED(be, "rmsnorm");
 }
@@ -100,12 +137,8 @@ extern "C" void cuda_groupnorm(h3_backend *be, float *y, const float *x, int64_t
 static __global__ void k_rope_half(float *x, int64_t rows, int64_t stride, int nheads, int head_dim, int rot_dim,
                                    const float *cos, const float *sin, int round) {
     int half = rot_dim / 2;
-    int64_t total = rows * nheads * half;
-    GRID_STRIDE(i, total) {
-        int d = (int)(i % half);
-        int64_t rh = i / half;
-        int h = (int)(rh % nheads);
-        int64_t r = rh / nheads;
+    FOR_ROWS_COLS(r, hd, rows, (int64_t)nheads * half) {
+        int h = (int)hd / half, d = (int)hd - h * half; /* 32-bit division */
         float *xh = x + r * stride + (int64_t)h * head_dim;
         const float *cr = cos + r * rot_dim, *sr = sin + r * rot_dim;
         float lo = xh[d], hi = xh[d + half];
@@ -122,7 +155,7 @@ extern "C" void cuda_rope_half(h3_backend *be, float *x, int64_t rows, int64_t s
                                int rot_dim, const float *cos, const float *sin, int flags) {
     int64_t total = rows * nheads * (rot_dim / 2);
     if (total <= 0) return;
-    k_rope_half<<<cuda_blocks(total, 256), 256, 0, cuda_of(be)->stream>>>(x, rows, stride, nheads, head_dim, rot_dim,
+    k_rope_half<<<grid_rows_cols(rows, (int64_t)nheads * (rot_dim / 2), 128), 128, 0, cuda_of(be)->stream>>>(x, rows, stride, nheads, head_dim, rot_dim,
                                                                           cos, sin, flags & H3_BF16_OUT);
     CUDA_LAUNCHED(be, "rope_half");
 }
@@ -181,12 +214,12 @@ extern "C" void cuda_round_bf16_buf(h3_backend *be, float *x, int64_t n) {
 }
 
 static __global__ void k_add_bias(float *y, const float *bias, int64_t rows, int64_t dim, int round) {
-    GRID_STRIDE(i, rows * dim) y[i] = RND(y[i] + bias[i % dim]);
+    FOR_ROWS_COLS(r, c, rows, dim) y[r * dim + c] = RND(y[r * dim + c] + bias[c]);
 }
 
 extern "C" void cuda_add_bias(h3_backend *be, float *y, const float *bias, int64_t rows, int64_t dim, int flags) {
     if (rows * dim <= 0) return;
-    k_add_bias<<<cuda_blocks(rows * dim, 256), 256, 0, cuda_of(be)->stream>>>(y, bias, rows, dim,
+    k_add_bias<<<grid_rows_cols(rows, dim, 256), 256, 0, cuda_of(be)->stream>>>(y, bias, rows, dim,
                                                                               flags & H3_BF16_OUT);
     CUDA_LAUNCHED(be, "add_bias");
 }

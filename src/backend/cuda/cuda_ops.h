@@ -8,9 +8,10 @@
  *           BF16 weight with H3_BF16_OUT   x rounded to bf16 (exact when x is bf16 already, as in the
  *                                          reference's mixed mode), BF16 x BF16 tensor cores, fp32
  *                                          accumulate, fp32 bias add, one bf16 rounding
- *   attention with H3_BF16_OUT and D in {64, 128}: q/k/v rounded to bf16, flash kernel on bf16
- *           tensor cores (fp32 scores, fp32 online softmax, P rounded to bf16 like torch's flash
- *           SDPA, fp32 accumulation); otherwise an fp32 kernel (online softmax, fp32 throughout).
+ *   attention with H3_BF16_OUT and D in {64, 128}: q/k/v rounded to bf16, then cuDNN's fused SDPA
+ *           (non-causal) or the own flash kernel (causal, or no cuDNN engine): fp32 scores and
+ *           softmax, P rounded to bf16 like torch's SDPA, fp32 accumulation, bf16 output;
+ *           otherwise an fp32 kernel (online softmax, fp32 throughout).
  *   everything else: fp32 arithmetic in the CPU twin's order (compiled with --fmad=false), one bf16
  *           rounding where the twin rounds.
  * H3_CUDA_PRECISION=fp32 forces the fp32 paths everywhere (for parity runs of the bf16 mode). */

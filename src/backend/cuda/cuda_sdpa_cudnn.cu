@@ -4,6 +4,9 @@
  * (inference, no mask, no dropout):
  *   S = Q . K^T (fp32)  ->  S * scale  ->  softmax(S) = exp(S - max(S)) / sum(exp(S - max(S)))  (fp32;
  *   the probabilities are a bf16 virtual tensor)  ->  O = P . V (bf16 out)
+ * plus the log-sum-exp statistics max + log(sum) into a virtual tensor: cuDNN 9.14 rejects the graph
+ * without them ("Dropout set of ops not configured correctly", seen on the H200), and with fp32
+ * probabilities ("A and B need to have the same datatype").
  * Q is [1, Hq, Sq, D], K^T [1, Hkv, D, Skv] (K's strides swapped), V [1, Hkv, Skv, D], all bf16
  * head-major; O is written as rows [Sq][Hq*D] (strides {.., D, Hq*D, 1}). Grouped-query attention is
  * expressed by Hkv < Hq. One plan is built per shape and cached; the scale is a by-value tensor, so
@@ -15,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SDPA_MAX_DESC = 32, SDPA_CACHE = 8 };
-enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5 };
+enum { SDPA_MAX_DESC = 64, SDPA_CACHE = 8, SDPA_DEFAULT_VARIANT = 1 };
+enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6 };
 
 typedef struct sdpa_plan {
     int64_t                  Sq, Skv;
@@ -26,6 +29,8 @@ typedef struct sdpa_plan {
     cudnnBackendDescriptor_t owned[SDPA_MAX_DESC]; /* every descriptor the plan was built from */
     int                      n_owned;
     int                      failed; /* no engine for this shape: use the own kernel */
+    int                      variant; /* graph variant (H3_CUDNN_VARIANT, tuning): bit 0 stats ops, bit 1
+                                         stats written to memory, bit 2 fp32 probabilities */
 } sdpa_plan;
 
 typedef struct sdpa_state {
@@ -47,7 +52,10 @@ typedef struct sdpa_state {
     } while (0)
 
 static int new_desc(sdpa_plan *p, cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *d) {
-    if (p->n_owned >= SDPA_MAX_DESC) return -1;
+    if (p->n_owned >= SDPA_MAX_DESC) {
+        fprintf(stderr, "h3: cudnn sdpa: more than %d descriptors\n", SDPA_MAX_DESC);
+        return -1;
+    }
     CK(cudnnBackendCreateDescriptor(type, d));
     p->owned[p->n_owned++] = *d;
     return 0;
@@ -134,20 +142,30 @@ static int build_plan(cudnnHandle_t handle, sdpa_plan *p) {
         tensor(p, &scale, UID_SCALE, F, one, one, false, true) || tensor(p, &s, 100, F, sd, sst, true, false) ||
         tensor(p, &ss, 101, F, sd, sst, true, false) || tensor(p, &mx, 102, F, rd, rs, true, false) ||
         tensor(p, &sub, 103, F, sd, sst, true, false) || tensor(p, &ex, 104, F, sd, sst, true, false) ||
-        tensor(p, &sum, 105, F, rd, rs, true, false) || tensor(p, &prob, 106, BF, sd, sst, true, false))
+        tensor(p, &sum, 105, F, rd, rs, true, false) ||
+        tensor(p, &prob, 106, (p->variant & 4) ? F : BF, sd, sst, true, false))
         return -1;
-    cudnnBackendDescriptor_t ops[7];
-    if (matmul(p, &ops[0], q, kt, s) || pointwise(p, &ops[1], CUDNN_POINTWISE_MUL, s, scale, ss) ||
-        reduction(p, &ops[2], CUDNN_REDUCE_TENSOR_MAX, ss, mx) ||
-        pointwise(p, &ops[3], CUDNN_POINTWISE_SUB, ss, mx, sub) || pointwise(p, &ops[4], CUDNN_POINTWISE_EXP, sub, NULL, ex) ||
-        reduction(p, &ops[5], CUDNN_REDUCE_TENSOR_ADD, ex, sum) || pointwise(p, &ops[6], CUDNN_POINTWISE_DIV, ex, sum, prob))
+    cudnnBackendDescriptor_t ops[10];
+    int nops = 0;
+    if (matmul(p, &ops[nops++], q, kt, s) || pointwise(p, &ops[nops++], CUDNN_POINTWISE_MUL, s, scale, ss) ||
+        reduction(p, &ops[nops++], CUDNN_REDUCE_TENSOR_MAX, ss, mx) ||
+        pointwise(p, &ops[nops++], CUDNN_POINTWISE_SUB, ss, mx, sub) ||
+        pointwise(p, &ops[nops++], CUDNN_POINTWISE_EXP, sub, NULL, ex) ||
+        reduction(p, &ops[nops++], CUDNN_REDUCE_TENSOR_ADD, ex, sum))
         return -1;
-    cudnnBackendDescriptor_t pv;
-    if (matmul(p, &pv, prob, v, o)) return -1;
+    if (p->variant & 1) { /* log-sum-exp statistics: max + log(sum) */
+        cudnnBackendDescriptor_t lg, st;
+        if (tensor(p, &lg, 107, F, rd, rs, true, false) ||
+            tensor(p, &st, UID_STATS, F, rd, rs, (p->variant & 2) == 0, false) ||
+            pointwise(p, &ops[nops++], CUDNN_POINTWISE_LOG, sum, NULL, lg) ||
+            pointwise(p, &ops[nops++], CUDNN_POINTWISE_ADD, mx, lg, st))
+            return -1;
+    }
+    if (pointwise(p, &ops[nops++], CUDNN_POINTWISE_DIV, ex, sum, prob) || matmul(p, &ops[nops++], prob, v, o)) return -1;
 
-    cudnnBackendDescriptor_t graph, all[8] = {ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], pv};
+    cudnnBackendDescriptor_t graph;
     if (new_desc(p, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph)) return -1;
-    CK(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 8, all));
+    CK(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops));
     CK(cudnnBackendSetAttribute(graph, (cudnnBackendAttributeName_t)800 /* OPERATIONGRAPH_HANDLE */, CUDNN_TYPE_HANDLE,
                                 1, &handle));
     CK(cudnnBackendFinalize(graph));
@@ -173,8 +191,8 @@ static int build_plan(cudnnHandle_t handle, sdpa_plan *p) {
                 (long long)Sq, (long long)Skv, (long long)Hq, (long long)Hkv, (long long)D);
         return -1;
     }
-    if (n_cfg > 8) n_cfg = 8;
-    cudnnBackendDescriptor_t cfg[8];
+    if (n_cfg > 16) n_cfg = 16;
+    cudnnBackendDescriptor_t cfg[16];
     for (int64_t i = 0; i < n_cfg; i++)
         if (new_desc(p, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i])) return -1;
     int64_t got = 0;
@@ -255,6 +273,8 @@ extern "C" int cuda_cudnn_attention_bf16(h3_backend *be, uint16_t *o, const uint
         s->next = (s->next + 1) % SDPA_CACHE;
         release_plan(p);
         p->Sq = Sq, p->Skv = Skv, p->Hq = Hq, p->Hkv = Hkv, p->D = D;
+        const char *var = getenv("H3_CUDNN_VARIANT");
+        p->variant = var ? atoi(var) : SDPA_DEFAULT_VARIANT;
         if (build_plan(s->handle, p) != 0) {
             for (int i = p->n_owned - 1; i >= 0; i--) cudnnBackendDestroyDescriptor(p->owned[i]);
             p->n_owned = 0;
@@ -264,15 +284,18 @@ extern "C" int cuda_cudnn_attention_bf16(h3_backend *be, uint16_t *o, const uint
     if (p->failed) return -1;
     void *ws = p->workspace > 0 ? cuda_scratch(be, (size_t)p->workspace) : NULL;
     if (p->workspace > 0 && !ws) return -1;
-    int64_t uids[5] = {UID_Q, UID_K, UID_V, UID_O, UID_SCALE};
-    void *ptrs[5] = {(void *)q, (void *)k, (void *)v, (void *)o, &scale};
+    int has_stats = (p->variant & 3) == 3;
+    void *stats = has_stats ? cuda_scratch(be, (size_t)(Hq * Sq) * sizeof(float)) : NULL;
+    int64_t uids[6] = {UID_Q, UID_K, UID_V, UID_O, UID_SCALE, UID_STATS};
+    void *ptrs[6] = {(void *)q, (void *)k, (void *)v, (void *)o, &scale, stats};
+    int n_ptr = has_stats ? 6 : 5;
     cudnnBackendDescriptor_t pack;
     int rc = -1;
     if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack) == CUDNN_STATUS_SUCCESS) {
         cudnnStatus_t st;
-        if ((st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 5, uids)) ==
+        if ((st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n_ptr, uids)) ==
                 CUDNN_STATUS_SUCCESS &&
-            (st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 5, ptrs)) ==
+            (st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n_ptr, ptrs)) ==
                 CUDNN_STATUS_SUCCESS &&
             (st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws)) ==
                 CUDNN_STATUS_SUCCESS &&
@@ -287,5 +310,6 @@ extern "C" int cuda_cudnn_attention_bf16(h3_backend *be, uint16_t *o, const uint
         cudnnBackendDestroyDescriptor(pack);
     }
     if (ws) cuda_free(be, ws);
+    if (stats) cuda_free(be, stats);
     return rc;
 }

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `h3 bench` on the CPU with the tiny configs: the output format (not the timings) and bad flags
+# (one line, exit 2). The GPU numbers are in docs/cuda.md ("h3 bench").
+set -u
+H3=${H3:-build/h3}
+TINY=tests/fixtures/tiny
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+num='[0-9][0-9.e+-]*'
+
+OMP_WAIT_POLICY=passive "$H3" bench --backend cpu --shapes 64x64x22,96x64x22 --text 16 --repeats 1 \
+    --config $TINY/transformer --vae-config $TINY/vae >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 0 ] && ok || bad "tiny bench: rc $rc: $(cat "$tmp/err")"
+grep -q '^h3 bench: backend cpu, precision bf16, text rows 16' "$tmp/out" && ok || bad "header line"
+# S = 16 text + 7 latent frames x (4/2 x 4/2) video + 2 x 37 audio rows = 118 (64 x 64); 132 (96 x 64)
+for s in "64x64x22 S=118" "96x64x22 S=132"; do
+    shape=${s% *}; S=${s#* }
+    grep -Eq "^DIT shape=$shape $S text=16 video_rows=[0-9]+ audio_rows=74 K=2 seconds=$num best=$num tflop=$num tflops=$num peak_gib=$num$" "$tmp/out" \
+        && ok || bad "DIT line for $shape"
+    grep -Eq "^VAE shape=$shape latents=24x7x[0-9]+x[0-9]+ frames=22 seconds=$num peak_gib=$num$" "$tmp/out" \
+        && ok || bad "VAE line for $shape"
+    grep -Eq "^\| $shape \| ${S#S=} \| $num \|" "$tmp/out" && ok || bad "table row for $shape"
+done
+# the released shapes carry the diffusers baseline and a ratio (DiT only, cheap with the tiny config)
+OMP_WAIT_POLICY=passive "$H3" bench --backend cpu --shapes 512x512x22 --text 8 --repeats 1 --what dit --config $TINY/transformer \
+    >"$tmp/out2" 2>"$tmp/err"
+grep -Eq "^DIT shape=512x512x22 S=1874 .* baseline_s=0.170 ratio=$num$" "$tmp/out2" && ok || bad "baseline ratio: $(cat "$tmp/err")"
+grep -q '^VAE' "$tmp/out2" && bad "--what dit ran the VAE" || ok
+
+run_bad() { # name, expected stderr fragment, args...
+    local name=$1 want=$2; shift 2
+    "$H3" bench "$@" >/dev/null 2>"$tmp/err"; rc=$?
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && grep -q -- "$want" "$tmp/err"; then ok
+    else bad "$name: rc $rc, $lines lines: $(cat "$tmp/err")"; fi
+}
+run_bad "bad shape" "--shapes" --backend cpu --shapes 64x64
+run_bad "canvas not /32" "--shapes" --backend cpu --shapes 80x64x22
+run_bad "bad backend" "--backend" --backend tpu
+run_bad "bad precision" "--precision" --backend cpu --precision fp8
+run_bad "bad what" "--what" --backend cpu --what dit,audio
+run_bad "bad repeats" "--repeats" --backend cpu --repeats 0
+run_bad "unknown flag" "--frobnicate" --backend cpu --frobnicate 1
+echo "RESULT $pass $fail"
+[ "$fail" -eq 0 ]

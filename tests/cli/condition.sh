@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `h3 generate` fl2va/ref2va media errors (features.md 1.3, 2.2): each fails before any model runs
+# with one `h3: generate: ...` line naming the flag and file, exit status 2, and writes nothing.
+# The conditioning arithmetic itself is tests/test_condition.c. Skipped in a MEDIA=0 build.
+set -u
+H3=${H3:-build/h3}
+M=tests/fixtures/media
+TINY=tests/fixtures/tiny
+W=tests/fixtures/golden/condition/wide_5x1.png  # 50x10, outside 1:4..4:1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+printf 'not an image' >"$tmp/bad.png"
+if "$H3" generate -d $TINY -p x -o '' --dump-latents "$tmp/o" --first-frame "$tmp/bad.png" 2>&1 | grep -q "MEDIA=0"; then
+    echo "skipped: MEDIA=0 build"; echo "RESULT 0 0"; exit 0
+fi
+
+run_bad() { # name, expected stderr fragment, args...
+    local name=$1 want=$2; shift 2
+    "$H3" generate -d $TINY -p "a fox" -o '' --dump-latents "$tmp/out.safetensors" --frames 124 "$@" 2>"$tmp/err"; rc=$?
+    last=$(grep -v '^\(read\|h3: fl2va\|h3: ref2va\)' "$tmp/err" | tr '\r' '\n' | grep -c 'h3: generate:')
+    if [ "$rc" -eq 2 ] && [ "$last" -eq 1 ] && grep -q -- "$want" "$tmp/err" && [ ! -e "$tmp/out.safetensors" ]; then ok
+    else bad "$name: rc $rc: $(cat "$tmp/err")"; fi
+}
+
+
+run_bad "unreadable keyframe" "--first-frame $tmp/bad.png" --first-frame "$tmp/bad.png"
+run_bad "keyframe aspect (default canvas)" "1:4 to 4:1" --first-frame $W
+run_bad "reference image aspect" "--ref-image $W: a reference image must be within 1:4 and 4:1" --ref-image $W
+run_bad "--ref-video without audio" "--ref-video $M/v60.mov: the file has no audio stream" --ref-video $M/v60.mov
+run_bad "short soundtrack" "56 output frames" --ref-video $M/h264_aac.mp4
+run_bad "short audio clip" "--ref-audio $M/mono32k.flac: the audio lasts 0.10 s, at least 2 s" --ref-image $M/rgb.png --ref-audio $M/mono32k.flac
+run_bad "short replacement soundtrack" "at least 2 s" --ref-video-audio $M/v30.mov $M/stereo48k.wav
+
+echo "RESULT $pass $fail"
+[ "$fail" -eq 0 ]

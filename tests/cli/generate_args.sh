@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# `h3 generate` flag validation (one line naming the flag and the rule, exit 2, nothing written)
+# and `h3 make-tiny` (writes a snapshot that `h3 info` validates; never overwrites).
+set -u
+H3=${H3:-build/h3}
+pass=0; fail=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+TINY=tests/fixtures/tiny
+IMG=tests/fixtures/media/rgb.png
+check() { # check DESCRIPTION PATTERN -- ARGS...
+    local desc=$1 pat=$2; shift 3
+    local out rc
+    out=$("$H3" generate "$@" 2>&1); rc=$?
+    if [ "$rc" -ne 2 ]; then echo "FAIL $desc: exit $rc, want 2: $out"; fail=$((fail + 1)); return; fi
+    if [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ]; then echo "FAIL $desc: more than one line: $out"; fail=$((fail + 1)); return; fi
+    if ! grep -qF -- "$pat" <<<"$out"; then echo "FAIL $desc: '$out' lacks '$pat'"; fail=$((fail + 1)); return; fi
+    if [ -n "$(ls -A "$tmp/out")" ]; then echo "FAIL $desc: wrote files"; fail=$((fail + 1)); return; fi
+    pass=$((pass + 1))
+}
+mkdir -p "$tmp/out"
+O="$tmp/out/x.mp4"
+check "no model" "-d SNAPSHOT_DIR is required" -- -p hi -o "$O"
+check "no prompt" "-p PROMPT is required" -- -d "$TINY" -o "$O"
+check "empty prompt" "-p: the prompt is empty" -- -d "$TINY" -p "" -o "$O"
+check "width alone" "--width and --height must be given together" -- -d "$TINY" -p hi -o "$O" --width 64
+check "not multiple of 32" "multiples of 32" -- -d "$TINY" -p hi -o "$O" --width 100 --height 64
+check "too small" "at least 32" -- -d "$TINY" -p hi -o "$O" --width 32 --height 16
+check "zero width" "--width expects an integer" -- -d "$TINY" -p hi -o "$O" --width 0 --height 64
+check "pixel cap" "pixel cap" -- -d "$TINY" -p hi -o "$O" --width 1024 --height 1024
+check "aspect" "aspect ratio outside 1:4..4:1" -- -d "$TINY" -p hi -o "$O" --width 1280 --height 256
+check "frames and seconds" "--frames and --seconds are mutually exclusive" -- -d "$TINY" -p hi -o "$O" --frames 124 --seconds 6
+check "too short" "--frames: num_frames" -- -d "$TINY" -p hi -o "$O" --frames 22
+check "too long" "rounded up to 362" -- -d "$TINY" -p hi -o "$O" --frames 346
+check "seconds negative" "--seconds must be a finite number > 0" -- -d "$TINY" -p hi -o "$O" --seconds -3
+check "seconds nan" "--seconds must be a finite number > 0" -- -d "$TINY" -p hi -o "$O" --seconds nan
+check "seconds text" "--seconds expects a number" -- -d "$TINY" -p hi -o "$O" --seconds abc
+check "steps zero" "--steps expects an integer in 1..1000" -- -d "$TINY" -p hi -o "$O" --steps 0
+check "steps text" "--steps expects an integer" -- -d "$TINY" -p hi -o "$O" --steps many
+check "seed negative" "--seed expects an unsigned 64-bit integer" -- -d "$TINY" -p hi -o "$O" --seed -1
+check "seed overflow" "--seed expects an unsigned 64-bit integer" -- -d "$TINY" -p hi -o "$O" --seed 18446744073709551616
+check "precision" "--precision must be bf16 or fp32" -- -d "$TINY" -p hi -o "$O" --precision fp16
+check "backend" "--backend must be cpu or cuda" -- -d "$TINY" -p hi -o "$O" --backend tpu
+check "unknown flag" "unknown option '--colour'" -- -d "$TINY" -p hi -o "$O" --colour red
+check "missing value" "--steps needs a value" -- -d "$TINY" -p hi -o "$O" --steps
+check "anchors + refs" "cannot be combined with --ref-*" -- -d "$TINY" -p hi -o "$O" --first-frame "$IMG" --ref-image "$IMG" --frames 124
+check "missing keyframe" "--last-frame $tmp/nope.png: not a readable file" -- -d "$TINY" -p hi -o "$O" --last-frame "$tmp/nope.png"
+check "ref2va needs frames" "ref2va needs --frames or --seconds" -- -d "$TINY" -p hi -o "$O" --ref-image "$IMG"
+check "audio-only refs" "audio-only references are not allowed" -- -d "$TINY" -p hi -o "$O" --frames 124 --ref-audio "$IMG"
+check "video-audio one path" "--ref-video-audio takes two paths" -- -d "$TINY" -p hi -o "$O" --frames 124 --ref-video-audio "$IMG"
+args=(); for i in $(seq 10); do args+=(--ref-image "$IMG"); done
+check "ten images" "at most 9 image references" -- -d "$TINY" -p hi -o "$O" --frames 124 "${args[@]}"
+args=(); for i in $(seq 13); do args+=(--ref-image "$IMG"); done
+check "thirteen refs" "at most 12 references in total" -- -d "$TINY" -p hi -o "$O" --frames 124 "${args[@]}"
+check "four videos" "at most 3 video references" -- -d "$TINY" -p hi -o "$O" --frames 124 --ref-silent-video "$IMG" --ref-silent-video "$IMG" --ref-silent-video "$IMG" --ref-silent-video "$IMG"
+check "output folder" "-o $tmp/nodir/x.mp4: the folder does not exist" -- -d "$TINY" -p hi -o "$tmp/nodir/x.mp4"
+check "nothing to write" "nothing would be written" -- -d "$TINY" -p hi -o ""
+
+# make-tiny: a valid snapshot, atomic, never overwriting.
+if "$H3" make-tiny "$tmp/snap" >/dev/null 2>&1 && "$H3" info -d "$tmp/snap" >/dev/null 2>&1; then pass=$((pass + 1)); else echo "FAIL make-tiny + info"; fail=$((fail + 1)); fi
+out=$("$H3" make-tiny "$tmp/snap" 2>&1); rc=$?
+if [ $rc -eq 2 ] && grep -qF "already exists" <<<"$out"; then pass=$((pass + 1)); else echo "FAIL make-tiny overwrite: $rc $out"; fail=$((fail + 1)); fi
+out=$("$H3" make-tiny "$tmp/snap2" --skeleton "$tmp/none" 2>&1); rc=$?
+if [ $rc -eq 2 ] && grep -qF "release skeleton" <<<"$out" && [ -z "$(ls "$tmp" | grep snap2)" ]; then pass=$((pass + 1)); else echo "FAIL make-tiny bad skeleton: $rc $out"; fail=$((fail + 1)); fi
+echo "RESULT $pass $fail"
