@@ -10,6 +10,7 @@
 
 #include "../backend/backend_text.h"
 #include "../io/snapshot.h"
+#include "../media/resize.h"
 
 /* ---------------------------------------------------------------- config */
 
@@ -205,22 +206,42 @@ int vision_preprocess(const uint8_t *frames, int n_frames, int h, int w, const v
                       float **pixel_values, int64_t grid_thw[3], h3_err *e) {
     *pixel_values = NULL;
     if (n_frames < 1) return h3_fail(e, "vision input: no frames");
+    const int is_image = n_frames == 1;
     int64_t rh, rw;
-    if (vision_smart_resize(h, w, n_frames > 1 ? n_frames : 0, pc, &rh, &rw, e)) return -1;
-    if (rh != h || rw != w)
-        return h3_fail(e, "vision input %dx%d: the processor would resize it to %lldx%lld (bicubic resampling is not "
-                          "implemented; give a size that is a multiple of %d within the pixel budget)",
-                       w, h, (long long)rw, (long long)rh, pc->patch_size * pc->merge_size);
+    if (vision_smart_resize(h, w, is_image ? 0 : n_frames, pc, &rh, &rw, e)) return -1;
+    uint8_t *resized = NULL;
+    if (rh != h || rw != w) {
+        /* The video processor exists only as a torchvision class (float bicubic-antialias, then
+         * round): not implemented, so such clips are refused rather than approximated. */
+        if (!is_image)
+            return h3_fail(e, "vision input: video frames %dx%d: the video processor would resize them to %lldx%lld "
+                              "(its torchvision bicubic resampling is not implemented; use fewer or smaller frames)",
+                           w, h, (long long)rw, (long long)rh);
+        /* Qwen2VLImageProcessorPil: PIL Image.resize((w, h), BICUBIC) of the uint8 RGB image */
+        resized = malloc((size_t)rh * (size_t)rw * 3);
+        if (!resized) return h3_fail(e, "vision input: out of memory resizing %dx%d to %lldx%lld", w, h, (long long)rw, (long long)rh);
+        if (h3_resize_rgb(frames, w, h, resized, (int)rw, (int)rh, H3_RESAMPLE_BICUBIC, e)) {
+            free(resized);
+            return -1;
+        }
+        frames = resized, h = (int)rh, w = (int)rw;
+    }
     const int P = pc->patch_size, TP = pc->temporal_patch_size, M = pc->merge_size;
     int64_t gt = (n_frames + TP - 1) / TP, gh = h / P, gw = w / P;
     int64_t vec = 3LL * TP * P * P, rows = gt * gh * gw;
     float *pv = malloc((size_t)(rows * vec) * sizeof(float));
-    if (!pv) return h3_fail(e, "vision input: out of memory for %lld patches", (long long)rows);
-    /* (x/255 - mean)/std fused as the fast processor does: (x - 255 mean) / (255 std) in fp32 */
+    if (!pv) {
+        free(resized);
+        return h3_fail(e, "vision input: out of memory for %lld patches", (long long)rows);
+    }
+    /* Images (PIL processor): float32(x * (1/255) in double), then (v - mean) / std in fp32.
+     * Videos (torchvision processor, rescale fused into normalize): (x - 255 mean) / (255 std) in fp32.
+     * The two differ by one ulp for half of the 256 values. */
     float lut[3][256];
     for (int c = 0; c < 3; c++)
         for (int x = 0; x < 256; x++)
-            lut[c][x] = ((float)x - pc->mean[c] * 255.0f) / (pc->std[c] * 255.0f);
+            lut[c][x] = is_image ? ((float)((double)x * (1.0 / 255.0)) - pc->mean[c]) / pc->std[c]
+                                 : ((float)x - pc->mean[c] * 255.0f) / (pc->std[c] * 255.0f);
     int64_t r = 0;
     for (int64_t t = 0; t < gt; t++)
         for (int64_t bh = 0; bh < gh / M; bh++)
@@ -241,6 +262,7 @@ int vision_preprocess(const uint8_t *frames, int n_frames, int h, int w, const v
                                     }
                             }
                     }
+    free(resized);
     *pixel_values = pv;
     grid_thw[0] = gt, grid_thw[1] = gh, grid_thw[2] = gw;
     return 0;

@@ -54,7 +54,9 @@ int vision_smart_resize(int64_t h, int64_t w, int num_frames, const vision_proc_
 /* Frames (uint8 RGB, [n_frames][h][w][3]) -> pixel_values [grid_t*grid_h*grid_w, 3*tp*p*p] in the
  * processor's row order (t, bh, bw, mh, mw) and vector order (c, tau, py, px). One frame = an image
  * (duplicated to fill the temporal patch); more frames = a video (the last repeated to even).
- * Inputs needing a resize (smart_resize != identity) are rejected with a clear message.
+ * An image whose smart_resize size differs is resized first as transformers' PIL processor
+ * (Qwen2VLImageProcessorPil) does: PIL BICUBIC on the uint8 RGB image; grid_thw is then that of
+ * the resized image. Videos needing a resize (the torchvision-only video processor) are rejected.
  * *pixel_values is malloc'd (caller frees). */
 int vision_preprocess(const uint8_t *frames, int n_frames, int h, int w, const vision_proc_config *pc,
                       float **pixel_values, int64_t grid_thw[3], h3_err *e);

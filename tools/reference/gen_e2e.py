@@ -66,9 +66,8 @@ REL_OUT = "tests/fixtures/golden/e2e"
 
 COMMON = dict(num_frames=124, evaluations=4)
 # Per case: canvas, and which decoded frames the golden keeps (every `frame_stride`-th frame plus the
-# last; every `pixel_step`-th row and column). fl2va needs a canvas of at least 256x256: its
-# keyframes are shown to Qwen3-VL at the canvas size, and a smaller picture would be resized by the
-# processor (bicubic), which h3 refuses (vision input rule) -- at 256x256 no resize happens.
+# last; every `pixel_step`-th row and column). fl2va uses 256x256 so its keyframes reach Qwen3-VL
+# without a processor resize (h3 reproduces that bicubic resize too; tests/test_vision.c covers it).
 CASES = {
     "t2va": dict(seed=20260, height=32, width=64, frame_stride=13, pixel_step=1,
                  prompt="A red fox trots across fresh snow at dawn; wind hisses through the pines."),
