@@ -2,26 +2,8 @@
 # `h3 probe audio-decode / audio-encode` (PROBE.md): runs on the goldens, bad input -> one line, exit 2,
 # no output file. Numerical parity is tests/test_audio_vae.c (same library code).
 set -u
-H3=${H3:-build/h3}
 G=tests/fixtures/golden/audio_vae
-TINY=tests/fixtures/tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-run_ok() { # name, args...
-    local name=$1; shift
-    if "$H3" probe "$@" 2>"$tmp/err"; then ok; else bad "$name: $(cat "$tmp/err")"; fi
-}
-run_bad() { # name, expected stderr fragment, out file, args...
-    local name=$1 want=$2 out=$3; shift 3
-    "$H3" probe "$@" 2>"$tmp/err"; rc=$?
-    lines=$(wc -l <"$tmp/err")
-    if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && grep -q -- "$want" "$tmp/err" && [ ! -e "$out" ]; then ok
-    else bad "$name: rc $rc, $lines lines: $(cat "$tmp/err")"; fi
-}
+source "$(dirname "$0")/lib/probe_checks.bash"
 
 run_ok decode audio-decode --model $TINY --in $G/decode_t12.in.safetensors --out "$tmp/d.safetensors"
 [ -s "$tmp/d.safetensors" ] && ok || bad "decode wrote nothing"

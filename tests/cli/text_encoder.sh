@@ -3,26 +3,8 @@
 # bit for bit in bf16 (the fp32 tolerance checks are tests/test_text_encoder.c, same library code);
 # bad input -> one line, exit 2, no output file.
 set -u
-H3=${H3:-build/h3}
 G=tests/fixtures/golden/text_encoder
-TINY=tests/fixtures/tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-run_ok() { # name, args...
-    local name=$1; shift
-    if "$H3" probe "$@" 2>"$tmp/err"; then ok; else bad "$name: $(cat "$tmp/err")"; fi
-}
-run_bad() { # name, expected stderr fragment, out file, args...
-    local name=$1 want=$2 out=$3; shift 3
-    "$H3" probe "$@" 2>"$tmp/err"; rc=$?
-    lines=$(wc -l <"$tmp/err")
-    if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && grep -q -- "$want" "$tmp/err" && [ ! -e "$out" ]; then ok
-    else bad "$name: rc $rc, $lines lines: $(cat "$tmp/err")"; fi
-}
+source "$(dirname "$0")/lib/probe_checks.bash"
 # same_tensor OUT GOLDEN NAME: byte-identical tensor data (the data area after the JSON header)
 same_tensor() {
     python3 - "$1" "$2" "$3" <<'PY' 2>/dev/null
