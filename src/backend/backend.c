@@ -1,6 +1,7 @@
 /* Dispatch from h3_<op> to the CPU or CUDA implementation. */
 #include "backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,25 @@ void h3_backend_free(h3_backend *be) {
 }
 
 const char *h3_backend_name(const h3_backend *be) { return be->kind == H3_BACKEND_CUDA ? "cuda" : "cpu"; }
+
+int h3_backend_check(h3_backend *be, h3_err *e) {
+#ifdef H3_CUDA
+    if (be->kind == H3_BACKEND_CUDA) return cuda_backend_check(be, e);
+#endif
+    (void)be, (void)e;
+    return 0;
+}
+
+void h3_backend_unsupported(h3_backend *be, const char *op, const char *why) {
+#ifdef H3_CUDA
+    if (be->kind == H3_BACKEND_CUDA) {
+        cuda_record_error(be, op, why);
+        return;
+    }
+#endif
+    /* only a CUDA backend can lack a twin; a CPU caller is a programming error, said loudly */
+    fprintf(stderr, "h3: %s: no %s twin (%s)\n", op, h3_backend_name(be), why);
+}
 
 void *h3_alloc(h3_backend *be, size_t bytes) { DISPATCH_RET(be, alloc, be, bytes); }
 void  h3_free(h3_backend *be, void *p) {

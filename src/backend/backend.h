@@ -34,6 +34,13 @@ enum { H3_BF16_OUT = 1 };
 h3_backend *h3_backend_new(h3_backend_kind kind, int nthreads, h3_err *e);
 void        h3_backend_free(h3_backend *be);
 const char *h3_backend_name(const h3_backend *be);
+/* First failure since the backend was made (the ops are void: a CUDA/cuBLASLt error, or an op
+ * called on a backend that has no twin for it): 0 when none, else -1 with e filled. Always 0 on
+ * the CPU. Check after a phase (after h3_sync) to turn a recorded failure into an error. */
+int  h3_backend_check(h3_backend *be, h3_err *e);
+/* For dispatchers of ops without a twin on be's kind: records "<op>: no <kind> twin (<why>)" as the
+ * backend's first failure (one line on stderr) and runs nothing; h3_backend_check reports it. */
+void h3_backend_unsupported(h3_backend *be, const char *op, const char *why);
 
 /* ---- memory ---- */
 void *h3_alloc(h3_backend *be, size_t bytes);            /* zeroed; NULL when out of memory */

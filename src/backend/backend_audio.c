@@ -9,9 +9,19 @@
         if ((be)->kind == H3_BACKEND_CUDA) cuda_##op(__VA_ARGS__);     \
         else cpu_##op(__VA_ARGS__);                                    \
     } while (0)
+#define AUDIO_HAS_CUDA 1
 #else
-#define AUDIO_DISPATCH(be, op, ...) cpu_##op(__VA_ARGS__)
+/* No CUDA twins: on a CUDA backend the op records a clean failure instead of handing device
+ * pointers to the CPU twin (h3_backend_check reports it; audio_vae_load refuses such a backend). */
+#define AUDIO_DISPATCH(be, op, ...)                                                                   \
+    do {                                                                                              \
+        if ((be)->kind != H3_BACKEND_CPU) h3_backend_unsupported(be, "h3_" #op, "no CUDA twin: the audio VAE runs on the CPU backend"); \
+        else cpu_##op(__VA_ARGS__);                                                                   \
+    } while (0)
+#define AUDIO_HAS_CUDA 0
 #endif
+
+int h3_audio_supported(const h3_backend *be) { return be->kind == H3_BACKEND_CPU || AUDIO_HAS_CUDA; }
 
 int64_t h3_conv1d_out_len(int64_t L, int K, int stride, int pad, int dilation) {
     int64_t span = (int64_t)dilation * (K - 1) + 1;

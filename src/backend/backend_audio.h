@@ -52,4 +52,7 @@ void h3_transpose_last2(h3_backend *be, float *y, const float *x, int B, int64_t
  * [floor(o*hd/O), ceil((o+1)*hd/O)). x [rows, H*hd], y [rows, O]. */
 void h3_head_mean_pool(h3_backend *be, float *y, const float *x, int64_t rows, int H, int hd, int O);
 
+/* 1 when this backend implements the ops above (the CPU always does; CUDA once cuda_audio.cu exists). */
+int h3_audio_supported(const h3_backend *be);
+
 #endif

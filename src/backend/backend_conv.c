@@ -12,7 +12,13 @@
     } while (0)
 #define CONV_HAS_CUDA 1
 #else
-#define CONV_DISPATCH(be, op, ...) cpu_##op(__VA_ARGS__)
+/* No CUDA twins: on a CUDA backend the op records a clean failure instead of handing device
+ * pointers to the CPU twin (h3_backend_check reports it; video_vae_new refuses the encoder there). */
+#define CONV_DISPATCH(be, op, ...)                                                                    \
+    do {                                                                                              \
+        if ((be)->kind != H3_BACKEND_CPU) h3_backend_unsupported(be, "h3_" #op, "no CUDA twin: the video VAE encoder runs on the CPU backend"); \
+        else cpu_##op(__VA_ARGS__);                                                                   \
+    } while (0)
 #define CONV_HAS_CUDA 0
 #endif
 

@@ -646,6 +646,11 @@ audio_vae *audio_vae_load(h3_backend *be, const char *dir, int parts, h3_err *e)
         h3_fail(e, "audio_vae_load: parts must include AVAE_DECODER and/or AVAE_ENCODER");
         return NULL;
     }
+    if (!h3_audio_supported(be)) {
+        h3_fail(e, "%s: the audio VAE ops have no %s twins (backend_audio.h); load it on a CPU backend", dir,
+                h3_backend_name(be));
+        return NULL;
+    }
     audio_vae *m = calloc(1, sizeof *m);
     if (!m) {
         h3_fail(e, "out of memory");

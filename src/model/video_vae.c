@@ -295,6 +295,7 @@ struct video_vae {
     h3_backend      *be;
     st_set          *set;
     int              parts;
+    int              bf16;    /* VIDEO_VAE_BF16: decoder block matrices BF16, H3_BF16_OUT on them */
     h3_expect_list   names;   /* tensors loaded, same order as `w` */
     h3_tensor      **w;       /* resident weights (h3_weight_upload) */
     /* encoder */
@@ -327,16 +328,29 @@ static const float *fw(video_vae *v, const char *fmt, ...) {
     return t ? (const float *)t->data : NULL;
 }
 
-/* A 2-D (rows x cols) view starting `row0` rows into t. */
+/* A 2-D (rows x cols) view starting `row0` rows into t (same dtype). */
 static h3_tensor view2d(const h3_tensor *t, int64_t row0, int64_t rows, int64_t cols) {
     h3_tensor r;
     memset(&r, 0, sizeof r);
-    r.dtype = H3_F32;
+    r.dtype = t->dtype;
     r.ndim = cols > 0 ? 2 : 1;
     r.shape[0] = rows;
     r.shape[1] = cols;
-    r.data = (float *)t->data + row0 * (cols > 0 ? cols : 1);
+    r.data = (uint8_t *)t->data + (size_t)(row0 * (cols > 0 ? cols : 1)) * h3_dtype_size(t->dtype);
     return r;
+}
+
+/* bf16 mode: the decoder block matrices that run as bf16 GEMMs (spec 11: the reference's fp16 linears). */
+static int is_bf16_matrix(const char *name) {
+    static const char *const tails[] = {".attn.to_q.weight", ".attn.to_k.weight", ".attn.to_v.weight",
+                                        ".attn.to_out.0.weight", ".ff.net.0.proj.weight", ".ff.net.2.weight"};
+    if (strncmp(name, "decoder.transformer_blocks.", 27) != 0) return 0;
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        size_t m = strlen(tails[i]);
+        if (n > m && !strcmp(name + n - m, tails[i])) return 1;
+    }
+    return 0;
 }
 
 static void wire(video_vae *v) {
@@ -422,7 +436,9 @@ video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err 
         return NULL;
     }
     v->be = be;
-    v->parts = parts;
+    v->bf16 = (parts & VIDEO_VAE_BF16) && (parts & VIDEO_VAE_DECODER);
+    v->parts = parts & (VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER);
+    parts = v->parts;
     if (video_vae_config_load(vae_dir, &v->cfg, e) != 0) goto fail;
     if ((parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
         h3_fail(e, "video VAE encoder: the %s backend has no convolution ops in this build", h3_backend_name(be));
@@ -449,7 +465,20 @@ video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err 
                     h3_dtype_name(x->dtype), h3_shape_str(x->shape, x->ndim, want, sizeof want));
             goto fail;
         }
-        v->w[i] = h3_weight_upload(be, &view, e);
+        if (v->bf16 && is_bf16_matrix(x->name)) {
+            /* bf16 mode: an owned BF16 copy (round to nearest even); CPU keeps it, CUDA uploads it */
+            h3_tensor *t = h3_tensor_new(H3_BF16, view.ndim, view.shape, e);
+            if (!t) goto fail;
+            h3_convert_from_f32(t->data, H3_BF16, view.data, (size_t)h3_tensor_numel(t));
+            if (be->kind == H3_BACKEND_CPU) {
+                v->w[i] = t;
+            } else {
+                v->w[i] = h3_weight_upload(be, t, e);
+                h3_tensor_free(t);
+            }
+        } else {
+            v->w[i] = h3_weight_upload(be, &view, e);
+        }
         if (!v->w[i]) goto fail;
     }
     for (int L = 0; L < v->cfg.num_levels; L++) {
@@ -478,7 +507,9 @@ video_vae *video_vae_new_random(h3_backend *be, const video_vae_config *cfg, int
         return NULL;
     }
     v->be = be;
-    v->parts = parts;
+    v->bf16 = (parts & VIDEO_VAE_BF16) && (parts & VIDEO_VAE_DECODER);
+    v->parts = parts & (VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER);
+    parts = v->parts;
     v->cfg = *cfg;
     if ((parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
         h3_fail(e, "video VAE encoder: the %s backend has no convolution ops in this build", h3_backend_name(be));
@@ -500,8 +531,9 @@ video_vae *video_vae_new_random(h3_backend *be, const video_vae_config *cfg, int
         float offset = is_norm ? 1.0f : 0.0f;
         uint64_t base = seed ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
         /* the shape h3_weight_upload would give; CPU: owning host tensor, else backend memory */
-        h3_tensor *t = be->kind == H3_BACKEND_CPU ? h3_tensor_new(x->dtype, x->ndim, x->shape, e)
-                                                  : h3_tensor_view(x->dtype, x->ndim, x->shape, NULL, e);
+        h3_dtype dt = v->bf16 && is_bf16_matrix(x->name) ? H3_BF16 : x->dtype;
+        h3_tensor *t = be->kind == H3_BACKEND_CPU ? h3_tensor_new(dt, x->ndim, x->shape, e)
+                                                  : h3_tensor_view(dt, x->ndim, x->shape, NULL, e);
         if (!t) goto fail;
         v->w[i] = t;
         if (be->kind != H3_BACKEND_CPU && !(t->data = h3_alloc(be, h3_tensor_nbytes(t)))) {
@@ -961,6 +993,8 @@ done:
 
 typedef struct vv_dec_ws { /* backend buffers for tiles of up to np_cap patch tokens */
     int64_t  np_cap;
+    int64_t  ffn_rows; /* tokens per FFN block */
+    int64_t  rope_Tl, rope_h, rope_w; /* grid of the RoPE tables in cos/sin (0: none yet) */
     float   *tok, *pq, *x, *a, *q, *k, *v, *o, *fv, *fg, *cos, *sin, *out;
     int32_t *rowidx; /* zeros: every row reads scale1/scale2 through h3_gated_residual's table */
     /* host */
@@ -983,10 +1017,13 @@ static void dec_ws_free(h3_backend *be, vv_dec_ws *w) {
 
 static int64_t dec_tokens(const video_vae_config *c, int64_t np) { return np + c->dec_registers + 1; }
 
-static int dec_ws_new(h3_backend *be, const video_vae_config *c, int64_t np, vv_dec_ws *w, h3_err *e) {
+/* ffn_rows: FFN_ROWS, or 0 for the whole tile at once (bf16 mode: bigger GEMMs, ~60 MB more per tile). */
+static int dec_ws_new(h3_backend *be, const video_vae_config *c, int64_t np, int64_t ffn_rows, vv_dec_ws *w,
+                      h3_err *e) {
     memset(w, 0, sizeof *w);
     w->np_cap = np;
-    const int64_t N = dec_tokens(c, np), D = c->dim, fr = N < FFN_ROWS ? N : FFN_ROWS;
+    const int64_t N = dec_tokens(c, np), D = c->dim, fr = ffn_rows > 0 && N > ffn_rows ? ffn_rows : N;
+    w->ffn_rows = fr;
     size_t f = sizeof(float);
     w->tok = h3_alloc(be, (size_t)(np * c->latent_channels) * f);
     w->pq = h3_alloc(be, (size_t)(np * c->latent_channels) * f);
@@ -1044,7 +1081,9 @@ static void rope_tables(const video_vae_config *c, int64_t Tl, int64_t h, int64_
     }
 }
 
-/* One decoder tile (spec 7 steps 1-8): host tokens [np, C] in (t, y, x) order -> host ws->h_out [np, patch_dim]. */
+/* One decoder tile (spec 7 steps 1-8): host tokens ws->h_tok [np, C] in (t, y, x) order -> backend ws->out
+ * [np, patch_dim]. Only queues the work on an asynchronous backend (CUDA): decode_tile_finish fetches it, so
+ * the host can stitch the previous tile meanwhile. */
 static void decode_tile(video_vae *v, vv_dec_ws *ws, int64_t Tl, int64_t h, int64_t w) {
     h3_backend *be = v->be;
     const video_vae_config *c = &v->cfg;
@@ -1056,36 +1095,53 @@ static void decode_tile(video_vae *v, vv_dec_ws *ws, int64_t Tl, int64_t h, int6
     h3_matmul(be, ws->x, ws->pq, np, &v->proj_in, &v->proj_in_b, 0);
     h3_copy(be, ws->x + np * D, v->registers, (size_t)(c->dec_registers * D) * sizeof(float));
     h3_upload(be, ws->x + (N - 1) * D, ws->h_zero, (size_t)D * sizeof(float)); /* the zero token (trap 3) */
-    rope_tables(c, Tl, h, w, ws->h_cos, ws->h_sin);
-    h3_upload(be, ws->cos, ws->h_cos, (size_t)(N * c->rope_dim) * sizeof(float));
-    h3_upload(be, ws->sin, ws->h_sin, (size_t)(N * c->rope_dim) * sizeof(float));
+    if (ws->rope_Tl != Tl || ws->rope_h != h || ws->rope_w != w) { /* tables depend on the tile shape only */
+        rope_tables(c, Tl, h, w, ws->h_cos, ws->h_sin);
+        h3_upload(be, ws->cos, ws->h_cos, (size_t)(N * c->rope_dim) * sizeof(float));
+        h3_upload(be, ws->sin, ws->h_sin, (size_t)(N * c->rope_dim) * sizeof(float));
+        ws->rope_Tl = Tl, ws->rope_h = h, ws->rope_w = w;
+    }
+    /* bf16 mode (spec 11): the GEMM inputs are rounded to bf16 where the reference casts them to its
+     * half type (norm outputs, q/k after RoPE, the attention output, the SwiGLU product), the block
+     * linears and the attention write bf16; norms, q/k norms, RoPE, softmax and the fp32 residual
+     * updates (x + branch * scale) compute in fp32. Flags 0 everywhere: the exact fp32 path. */
+    const int bf = v->bf16 ? H3_BF16_OUT : 0;
     for (int i = 0; i < c->dec_layers; i++) {
         const vv_block *b = &v->blocks[i];
-        h3_rmsnorm(be, ws->a, ws->x, N, D, b->norm1, eps, 0);
-        h3_matmul(be, ws->q, ws->a, N, &b->q, &b->qb, 0);
-        h3_matmul(be, ws->k, ws->a, N, &b->k, &b->kb, 0);
-        h3_matmul(be, ws->v, ws->a, N, &b->v, &b->vb, 0);
+        h3_rmsnorm(be, ws->a, ws->x, N, D, b->norm1, eps, bf);
+        h3_matmul(be, ws->q, ws->a, N, &b->q, &b->qb, bf);
+        h3_matmul(be, ws->k, ws->a, N, &b->k, &b->kb, bf);
+        h3_matmul(be, ws->v, ws->a, N, &b->v, &b->vb, bf);
         h3_rmsnorm(be, ws->q, ws->q, N * H, hd, NULL, eps, 0);
         h3_rmsnorm(be, ws->k, ws->k, N * H, hd, NULL, eps, 0);
         h3_rope_half(be, ws->q, N, D, H, hd, c->rope_dim, ws->cos, ws->sin, 0);
         h3_rope_half(be, ws->k, N, D, H, hd, c->rope_dim, ws->cos, ws->sin, 0);
-        h3_attention(be, ws->o, D, ws->q, D, ws->k, D, ws->v, D, N, N, H, H, hd, scale, 0, 0);
-        h3_matmul(be, ws->a, ws->o, N, &b->o, &b->ob, 0);
+        if (bf) { /* the attention's bf16 inputs (CUDA rounds them too; the CPU twin does not) */
+            h3_round_bf16_buf(be, ws->q, N * D);
+            h3_round_bf16_buf(be, ws->k, N * D);
+        }
+        h3_attention(be, ws->o, D, ws->q, D, ws->k, D, ws->v, D, N, N, H, H, hd, scale, 0, bf);
+        h3_matmul(be, ws->a, ws->o, N, &b->o, &b->ob, bf);
         h3_gated_residual(be, ws->x, ws->a, N, D, b->scale1, 0, ws->rowidx, 0, 0); /* x + attn * scale1 */
-        h3_rmsnorm(be, ws->a, ws->x, N, D, b->norm2, eps, 0);
-        for (int64_t r0 = 0; r0 < N; r0 += FFN_ROWS) {
-            int64_t nr = N - r0 < FFN_ROWS ? N - r0 : FFN_ROWS;
-            h3_matmul(be, ws->fv, ws->a + r0 * D, nr, &b->ffv, &b->ffvb, 0);
-            h3_matmul(be, ws->fg, ws->a + r0 * D, nr, &b->ffg, &b->ffgb, 0);
-            h3_swiglu(be, ws->fv, ws->fv, ws->fg, nr * F, 0);
-            h3_matmul(be, ws->o + r0 * D, ws->fv, nr, &b->ff2, &b->ff2b, 0);
+        h3_rmsnorm(be, ws->a, ws->x, N, D, b->norm2, eps, bf);
+        const int64_t fr = ws->ffn_rows;
+        for (int64_t r0 = 0; r0 < N; r0 += fr) {
+            int64_t nr = N - r0 < fr ? N - r0 : fr;
+            h3_matmul(be, ws->fv, ws->a + r0 * D, nr, &b->ffv, &b->ffvb, bf);
+            h3_matmul(be, ws->fg, ws->a + r0 * D, nr, &b->ffg, &b->ffgb, bf);
+            h3_swiglu(be, ws->fv, ws->fv, ws->fg, nr * F, bf);
+            h3_matmul(be, ws->o + r0 * D, ws->fv, nr, &b->ff2, &b->ff2b, bf);
         }
         h3_gated_residual(be, ws->x, ws->o, N, D, b->scale2, 0, ws->rowidx, 0, 0);
     }
     /* norm_out and proj_out are per token: only the patch tokens are needed (step 8 drops the rest). */
     h3_layernorm(be, ws->a, ws->x, np, D, v->dnorm_w, v->dnorm_b, eps, 0);
     h3_matmul(be, ws->out, ws->a, np, &v->proj_out, &v->proj_out_b, 0);
-    h3_download(be, ws->h_out, ws->out, (size_t)(np * c->patch_dim) * sizeof(float));
+}
+
+/* Waits for the tile queued by decode_tile and copies its output to ws->h_out. */
+static void decode_tile_finish(video_vae *v, vv_dec_ws *ws, int64_t np) {
+    h3_download(v->be, ws->h_out, ws->out, (size_t)(np * v->cfg.patch_dim) * sizeof(float));
 }
 
 int64_t video_vae_decoded_frames(const video_vae_config *c, int64_t L, h3_err *e) {
@@ -1134,7 +1190,7 @@ int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, 
     int64_t *sel = NULL, have_pend = 0, emitted = 0;
     int rc = -1;
     const int64_t th0 = s.th[0] / S, tw0 = s.tw[0] / S; /* the first tile is the largest */
-    if (dec_ws_new(v->be, c, cl * th0 * tw0, &ws, e) != 0) goto done;
+    if (dec_ws_new(v->be, c, cl * th0 * tw0, v->bf16 ? 0 : FFN_ROWS, &ws, e) != 0) goto done;
     tile = malloc((size_t)(nsel * c->out_channels * s.th[0] * s.tw[0]) * sizeof(float));
     chunk = malloc((size_t)(nsel * frame) * sizeof(float));
     pend = malloc((size_t)((tail_n ? tail_n : 1) * frame) * sizeof(float));
@@ -1154,40 +1210,56 @@ int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, 
     for (int64_t d = 0; d < tc; d++) slot[d] = -1;
     for (int64_t m = 0; m < nsel; m++) slot[sel[m]] = m;
 
-    for (int64_t ch = 0; ch < chunks; ch++) {
-        for (int i = 0; i < s.ny; i++) {
-            for (int j = 0; j < s.nx; j++) {
-                const int64_t th = s.th[i] / S, tw = s.tw[j] / S, ly = s.ys[i] / S, lx = s.xs[j] / S;
-                const int64_t np = cl * th * tw;
-                /* tokens (t, y, x) of the clip's latent slab; frames past L repeat the last (spec 8.3 step 2) */
-                for (int64_t tt = 0; tt < cl; tt++) {
-                    int64_t src_t = ch * c->K + tt < L ? ch * c->K + tt : L - 1;
-                    for (int64_t y = 0; y < th; y++)
-                        for (int64_t x = 0; x < tw; x++) {
-                            float *dst = ws.h_tok + ((tt * th + y) * tw + x) * Cz;
-                            for (int64_t cz = 0; cz < Cz; cz++)
-                                dst[cz] = z[((cz * L + src_t) * h + ly + y) * w + lx + x];
-                        }
-                }
-                decode_tile(v, &ws, cl, th, tw);
-                /* unpatchify the kept frames (spec 7 step 9) into tile [slot][c][th*S][tw*S] */
-                const int64_t TH = th * S, TW = tw * S;
-#pragma omp parallel for schedule(static) if (np * c->patch_dim >= (1 << 15))
-                for (int64_t n = 0; n < np; n++) {
-                    const int64_t lt = n / (th * tw), y = n / tw % th, x = n % tw;
-                    const float *src = ws.h_out + n * c->patch_dim;
-                    for (int64_t cc = 0; cc < c->out_channels; cc++)
-                        for (int64_t a = 0; a < R; a++) {
-                            int64_t sl = slot[R * lt + a];
-                            if (sl < 0) continue;
-                            for (int64_t u = 0; u < S; u++)
-                                memcpy(tile + ((sl * c->out_channels + cc) * TH + y * S + u) * TW + x * S,
-                                       src + ((cc * R + a) * S + u) * S, (size_t)S * sizeof(float));
-                        }
-                }
-                if (stitch_tile(&s, i, j, tile, chunk, e) != 0) goto done_slot;
+    /* jobs k = (chunk, tile row i, tile column j) in order; tile k+1 is queued on the backend before the
+     * host unpatchifies and stitches tile k (CUDA: the GPU works meanwhile; CPU: the same order of work) */
+    const int64_t per_chunk = (int64_t)s.ny * s.nx, njobs = chunks * per_chunk;
+    for (int64_t k = 0; k <= njobs; k++) {
+        if (k < njobs) {
+            const int64_t ch = k / per_chunk;
+            const int i = (int)(k % per_chunk / s.nx), j = (int)(k % s.nx);
+            const int64_t th = s.th[i] / S, tw = s.tw[j] / S, ly = s.ys[i] / S, lx = s.xs[j] / S;
+            if (k > 0) { /* fetch tile k-1 first: ws->h_tok and the backend buffers are free again after */
+                const int64_t pk = k - 1, pi = pk % per_chunk / s.nx, pj = pk % s.nx;
+                decode_tile_finish(v, &ws, cl * (s.th[pi] / S) * (s.tw[pj] / S));
             }
+            /* tokens (t, y, x) of the clip's latent slab; frames past L repeat the last (spec 8.3 step 2) */
+            for (int64_t tt = 0; tt < cl; tt++) {
+                int64_t src_t = ch * c->K + tt < L ? ch * c->K + tt : L - 1;
+                for (int64_t y = 0; y < th; y++)
+                    for (int64_t x = 0; x < tw; x++) {
+                        float *dst = ws.h_tok + ((tt * th + y) * tw + x) * Cz;
+                        for (int64_t cz = 0; cz < Cz; cz++)
+                            dst[cz] = z[((cz * L + src_t) * h + ly + y) * w + lx + x];
+                    }
+            }
+            decode_tile(v, &ws, cl, th, tw);
+        } else {
+            const int64_t pk = k - 1, pi = pk % per_chunk / s.nx, pj = pk % s.nx;
+            decode_tile_finish(v, &ws, cl * (s.th[pi] / S) * (s.tw[pj] / S));
         }
+        if (k == 0) continue;
+        /* the host part of tile k-1 */
+        const int64_t pk = k - 1;
+        const int i = (int)(pk % per_chunk / s.nx), j = (int)(pk % s.nx);
+        const int64_t th = s.th[i] / S, tw = s.tw[j] / S;
+        const int64_t np = cl * th * tw;
+        /* unpatchify the kept frames (spec 7 step 9) into tile [slot][c][th*S][tw*S] */
+        const int64_t TH = th * S, TW = tw * S;
+#pragma omp parallel for schedule(static) if (np * c->patch_dim >= (1 << 15))
+        for (int64_t n = 0; n < np; n++) {
+            const int64_t lt = n / (th * tw), y = n / tw % th, x = n % tw;
+            const float *src = ws.h_out + n * c->patch_dim;
+            for (int64_t cc = 0; cc < c->out_channels; cc++)
+                for (int64_t a = 0; a < R; a++) {
+                    int64_t sl = slot[R * lt + a];
+                    if (sl < 0) continue;
+                    for (int64_t u = 0; u < S; u++)
+                        memcpy(tile + ((sl * c->out_channels + cc) * TH + y * S + u) * TW + x * S,
+                               src + ((cc * R + a) * S + u) * S, (size_t)S * sizeof(float));
+                }
+        }
+        if (stitch_tile(&s, i, j, tile, chunk, e) != 0) goto done_slot;
+        if (pk % per_chunk != per_chunk - 1) continue; /* the chunk is complete after its last tile */
         /* temporal cross-fade of the main part with the previous clip's tail (spec 8.3 step 3.3) */
         if (have_pend) {
             int64_t ext = min3(have_pend, main_n, c->FO);

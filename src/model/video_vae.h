@@ -58,13 +58,18 @@ video_vae_tiling video_vae_tiling_default(void);
 int video_vae_split_tiles(int64_t length, int tile, int min_overlap, int ratio, int64_t *starts,
                           int64_t *overlaps, int cap, h3_err *e);
 
-enum { VIDEO_VAE_ENCODER = 1, VIDEO_VAE_DECODER = 2 };
+/* parts bits. VIDEO_VAE_BF16: the decoder's bf16 mode (spec 11): the transformer blocks' q/k/v/out and FFN
+ * matrices are converted to BF16 at load and run with H3_BF16_OUT (bf16 GEMM inputs and outputs, fp32
+ * accumulation; on CUDA the tensor-core GEMM and the bf16 attention); residual stream, norms, RoPE tables,
+ * softmax, blends, post_quant_conv, proj_in, norm_out and proj_out stay fp32. The encoder ignores it. */
+enum { VIDEO_VAE_ENCODER = 1, VIDEO_VAE_DECODER = 2, VIDEO_VAE_BF16 = 4 };
 
 typedef struct video_vae video_vae;
 
 /* Opens DIR (the `vae/` folder: config.json + safetensors, sharded with an index or single), checks
  * every tensor the parts need against video_vae_expected_tensors, and makes the weights resident on
- * `be` (CPU: zero-copy views into the mapping). parts: VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER. */
+ * `be` (CPU: zero-copy views into the mapping). parts: VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER, plus
+ * VIDEO_VAE_BF16 for the bf16 decoder (its converted matrices are owned copies). */
 video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err *e);
 void       video_vae_free(video_vae *v);
 /* The same with random weights (no files; made in backend memory), deterministic in seed: benchmarks. */

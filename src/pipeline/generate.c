@@ -1,7 +1,11 @@
 /* `h3 generate`, end to end (features.md 4): conditioning (tokenizer, Qwen3-VL prefix) ->
  * DiT denoising (layout, noise, scheduler) -> audio and video decoders -> outputs.
  * One phase's weights are resident at a time: the text encoder is freed before the DiT loads,
- * the DiT before the decoders (features.md 7.1), so peak memory is the largest phase. */
+ * the DiT before the decoders (features.md 7.1), so peak memory is the largest phase.
+ * With --backend cuda a phase runs on the GPU when every op it uses has a CUDA twin (the DiT, the
+ * video VAE decoder) and on a CPU backend otherwise (text encoder + vision tower: backend_text.h's
+ * bf16 ops; audio VAE: backend_audio.h; video VAE encoder: backend_conv.h); each phase says where
+ * it ran (one stderr line, and the --profile table's phase names). */
 #include "generate.h"
 
 #include <stdio.h>
@@ -31,7 +35,8 @@
 
 typedef struct gen {
     const h3_request *r;
-    h3_backend       *be;
+    h3_backend       *be;        /* --backend: the DiT and the video VAE decoder run here */
+    h3_backend       *cpu;       /* phases whose ops have no CUDA twins (== be with --backend cpu) */
     progress          pg;
     h3_task           task;
     layout_geometry   g;
@@ -51,6 +56,29 @@ typedef struct gen {
 } gen;
 
 static void path_in(const gen *s, const char *sub, char *out, size_t cap) { snapshot_path(out, cap, s->r->model_dir, sub); }
+
+/* The backend of one phase: the requested one when all of the phase's ops have twins there, else
+ * the CPU. Says so on stderr (one line per phase). */
+static h3_backend *phase_backend(gen *s, const char *phase, int has_cuda_twins, const char *why_not) {
+    h3_backend *be = has_cuda_twins ? s->be : s->cpu;
+    int moved = be != s->be;
+    fprintf(stderr, "h3: %s on %s%s%s%s\n", phase, h3_backend_name(be), moved ? " (" : "", moved ? why_not : "",
+            moved ? ")" : "");
+    return be;
+}
+
+/* A progress phase named "<name> [<backend>]" (--profile's table shows where each phase ran). */
+static void begin_on(gen *s, const char *name, const h3_backend *be, int64_t total) {
+    char label[48];
+    snprintf(label, sizeof label, "%s [%s]", name, h3_backend_name(be));
+    progress_begin(&s->pg, label, total);
+}
+
+/* After a phase on the GPU: waits for it and turns the first recorded failure into the error. */
+static int phase_check(h3_backend *be, h3_err *e) {
+    h3_sync(be);
+    return h3_backend_check(be, e);
+}
 
 /* ---- the vision side of the fl2va / ref2va presentations (text_encoder.md 3-4; encoders.py) ---- */
 typedef struct vision_inputs {
@@ -112,8 +140,8 @@ static int vision_features(gen *s, text_encoder *te, h3_tokenizer *tok, vision_i
     path_in(s, "processor", dir, sizeof dir);
     vision_proc_config ipc, vpc;
     if (vision_proc_config_load(dir, 0, &ipc, e) || vision_proc_config_load(dir, 1, &vpc, e)) return -1;
-    progress_begin(&s->pg, "vision tower", 0);
-    vision_model *vm = vision_new(s->be, &tc->vision, text_encoder_weights(te), s->r->bf16, e);
+    begin_on(s, "vision tower", s->cpu, 0);
+    vision_model *vm = vision_new(s->cpu, &tc->vision, text_encoder_weights(te), s->r->bf16, e);
     if (!vm) return -1;
     const cond_set *cs = &s->cond;
     const uint8_t *img_px[COND_MAX_ITEMS], *vid_px[COND_MAX_ITEMS];
@@ -194,7 +222,7 @@ static int vision_features(gen *s, text_encoder *te, h3_tokenizer *tok, vision_i
         if (presentation_ref2va(presentation_tokenizer_encode, tok, s->r->prompt, refs, cs->n, &s->pres, e)) goto done;
     }
     progress_end(&s->pg);
-    progress_begin(&s->pg, "text encoder", 0);
+    begin_on(s, "text encoder", s->cpu, 0);
     rc = 0;
 done:
     for (int k = 0; k < nv; k++) free(sampled[k]);
@@ -206,7 +234,9 @@ done:
 static int phase_text(gen *s, h3_err *e) {
     char dir[4096];
     path_in(s, "tokenizer", dir, sizeof dir);
-    progress_begin(&s->pg, "text encoder", 0);
+    h3_backend *be = phase_backend(s, s->task == H3_T2VA ? "text encoder" : "text encoder + vision tower", 0,
+                                   "backend_text.h ops have no CUDA twins");
+    begin_on(s, "text encoder", be, 0);
     h3_tokenizer *tok = tokenizer_load(dir, e);
     if (!tok) return -1;
     int rc = -1;
@@ -216,7 +246,7 @@ static int phase_text(gen *s, h3_err *e) {
     memset(&vis, 0, sizeof vis);
     if (presentation_check_prompt(s->r->prompt, e)) goto done;
     path_in(s, "text_encoder", dir, sizeof dir);
-    te = text_encoder_load(s->be, dir, s->r->bf16, e);
+    te = text_encoder_load(be, dir, s->r->bf16, e);
     if (!te) goto done;
     const te_config *tc = text_encoder_get_config(te);
     if (s->task == H3_T2VA) {
@@ -258,9 +288,14 @@ static int denoise_progress(void *user, int step, int steps) {
 static int phase_dit(gen *s, h3_err *e) {
     char dir[4096];
     if (snapshot_dit_dir(s->r->model_dir, s->task == H3_REF2VA, dir, sizeof dir, e)) return -1;
-    progress_begin(&s->pg, "load transformer", 0);
-    dit_model *m = dit_load(s->be, dir, s->r->bf16, e);
+    h3_backend *be = phase_backend(s, "DiT", 1, "");
+    begin_on(s, "load transformer", be, 0);
+    dit_model *m = dit_load(be, dir, s->r->bf16, e);
     if (!m) return -1;
+    if (phase_check(be, e)) {
+        dit_free(m);
+        return -1;
+    }
     progress_end(&s->pg);
     const dit_config *c = dit_get_config(m);
     int rc = -1, n_inf;
@@ -328,11 +363,11 @@ static int phase_dit(gen *s, h3_err *e) {
         .expected_condition_audio_rows = L->num_condition_audio_rows,
     };
     if (noise_prepare_rows(&nr, vrows, arows, e)) goto done;
-    progress_begin(&s->pg, "denoise", sched_evaluations(&vs));
+    begin_on(s, "denoise", be, sched_evaluations(&vs));
     denoise_args da = {.L = L, .text = s->text, .video_sched = &vs, .audio_sched = &as, .video_rows = vrows,
                        .audio_rows = arows, .progress = denoise_progress, .progress_user = s,
                        .release_adaln = 1 /* spec 4.5: tables cached, 39% of the weights dropped */};
-    if (denoise_run(m, &da, e)) goto done;
+    if (denoise_run(m, &da, e) || phase_check(be, e)) goto done;
     progress_end(&s->pg);
     size_t nv = (size_t)VIDEO_CHANNELS * g->num_latent_frames * g->latent_height * g->latent_width;
     s->video_latents = malloc(sizeof(float) * nv);
@@ -358,8 +393,9 @@ done:
 static int phase_audio(gen *s, h3_err *e) {
     char dir[4096];
     path_in(s, "audio_vae", dir, sizeof dir);
-    progress_begin(&s->pg, "audio VAE decode", 0);
-    audio_vae *m = audio_vae_load(s->be, dir, AVAE_DECODER, e);
+    h3_backend *be = phase_backend(s, "audio VAE decoder", 0, "backend_audio.h ops have no CUDA twins");
+    begin_on(s, "audio VAE decode", be, 0);
+    audio_vae *m = audio_vae_load(be, dir, AVAE_DECODER, e);
     if (!m) return -1;
     const audio_vae_config *c = audio_vae_get_config(m);
     int rc = -1;
@@ -411,7 +447,11 @@ static int frame_sink(void *ctx, int64_t index, const float *frame, h3_err *e) {
 static int phase_video(gen *s, h3_err *e) {
     char dir[4096];
     path_in(s, "vae", dir, sizeof dir);
-    video_vae *v = video_vae_new(s->be, dir, VIDEO_VAE_DECODER, e);
+    h3_backend *be = phase_backend(s, "video VAE decoder", 1, "");
+    /* On the GPU, --precision bf16 decodes with the bf16 decoder (the reference decodes under
+     * autocast); the CPU keeps the fp32 decoder, the numerical reference. */
+    int parts = VIDEO_VAE_DECODER | (s->r->bf16 && be->kind == H3_BACKEND_CUDA ? VIDEO_VAE_BF16 : 0);
+    video_vae *v = video_vae_new(be, dir, parts, e);
     if (!v) return -1;
     const video_vae_config *c = video_vae_get_config(v);
     const layout_geometry *g = &s->g;
@@ -432,10 +472,11 @@ static int phase_video(gen *s, h3_err *e) {
     }
     memcpy(z, s->video_latents, sizeof(float) * (size_t)nz);
     video_vae_denormalize_latents(c, z, nz / VIDEO_CHANNELS);
-    progress_begin(&s->pg, "video VAE decode", s->nframes);
+    begin_on(s, "video VAE decode", be, s->nframes);
     video_vae_tiling tiling = video_vae_tiling_default();
     frame_sink_ctx fc = {s, g->height, g->width};
-    if (video_vae_decode_stream(v, z, g->num_latent_frames, g->latent_height, g->latent_width, &tiling, frame_sink, &fc, e))
+    if (video_vae_decode_stream(v, z, g->num_latent_frames, g->latent_height, g->latent_width, &tiling, frame_sink, &fc, e) ||
+        phase_check(be, e))
         goto done;
     progress_end(&s->pg);
     rc = 0;
@@ -509,8 +550,8 @@ static int phase_outputs(gen *s, h3_err *e) {
 static int resolve_geometry(gen *s, h3_err *e) {
     int aligned, h = s->r->height, w = s->r->width;
     if (h3_request_validate(s->r, &aligned, e)) return -1;
-    if (s->task != H3_T2VA && !h3_media_available())
-        return h3_fail(e, "--first-frame/--last-frame/--ref-*: this build has no FFmpeg (MEDIA=0) to read media");
+    if (s->task == H3_REF2VA && !h3_media_available()) /* fl2va: a MEDIA=0 build reads PPM keyframes */
+        return h3_fail(e, "--ref-*: this build has no FFmpeg (MEDIA=0) to read media");
     if (s->task == H3_FL2VA) { /* the canvas follows the first keyframe unless --width/--height say otherwise */
         progress_begin(&s->pg, "read keyframes", 0);
         if (cond_set_keyframes(&s->cond, s->r->first_frame, s->r->last_frame, &h, &w, e)) return -1;
@@ -532,8 +573,9 @@ static int phase_encode(gen *s, h3_err *e) {
     char vdir[4096], adir[4096];
     path_in(s, "vae", vdir, sizeof vdir);
     path_in(s, "audio_vae", adir, sizeof adir);
-    progress_begin(&s->pg, "encode conditions", 0);
-    if (cond_set_encode(&s->cond, s->be, vdir, adir, e)) return -1;
+    h3_backend *be = phase_backend(s, "VAE encoders (conditions)", 0, "backend_conv.h / backend_audio.h ops have no CUDA twins");
+    begin_on(s, "encode conditions", be, 0);
+    if (cond_set_encode(&s->cond, be, vdir, adir, e)) return -1;
     progress_end(&s->pg);
     return 0;
 }
@@ -555,7 +597,9 @@ int h3_generate(const h3_request *r, h3_err *e) {
         }
     }
     s.be = h3_backend_new(r->cuda ? H3_BACKEND_CUDA : H3_BACKEND_CPU, r->threads, e);
-    if (!s.be) {
+    if (s.be) s.cpu = r->cuda ? h3_backend_new(H3_BACKEND_CPU, r->threads, e) : s.be;
+    if (!s.cpu) {
+        h3_backend_free(s.be);
         cond_set_free(&s.cond);
         return -1;
     }
@@ -577,6 +621,7 @@ int h3_generate(const h3_request *r, h3_err *e) {
     free(s.audio_latents);
     free(s.frames);
     free(s.audio);
+    if (s.cpu != s.be) h3_backend_free(s.cpu);
     h3_backend_free(s.be);
     return rc;
 }

@@ -19,8 +19,8 @@ run_bad "wrong channels" "input 'latents'" "$tmp/x2" vae-decode --model $TINY \
     --in $G/decode_L7.in.safetensors --out "$tmp/x2"
 run_bad "decode input to encode" "input 'sample'" "$tmp/x3" vae-encode --model $G/model \
     --in $G/decode_L7.in.safetensors --out "$tmp/x3"
-run_bad "bf16" "fp32 only" "$tmp/x4" vae-decode --model $G/model --precision bf16 \
-    --in $G/decode_L7.in.safetensors --out "$tmp/x4"
+run_bad "bf16 encoder" "fp32 only" "$tmp/x4" vae-encode --model $G/model --precision bf16 \
+    --in $G/encode_T1.in.safetensors --out "$tmp/x4"
 run_bad "no vae" "config.json" "$tmp/x5" vae-decode --model "$tmp" \
     --in $G/decode_L7.in.safetensors --out "$tmp/x5"
 run_bad "encode size" "multiples of the spatial ratio" "$tmp/x6" vae-encode --model $TINY \

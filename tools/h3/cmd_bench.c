@@ -218,17 +218,19 @@ static int count_frames(void *ctx, int64_t index, const float *frame, h3_err *e)
     return 0;
 }
 
-static int bench_vae(h3_backend *be, const char *config_dir, const bench_shape *shapes, int n, int repeats,
-                     bench_result *res, h3_err *e) {
+static int bench_vae(h3_backend *be, const char *config_dir, int bf16, const bench_shape *shapes, int n,
+                     int repeats, bench_result *res, h3_err *e) {
     video_vae_config cfg;
     if (video_vae_config_load(config_dir, &cfg, e) != 0) return -1;
     double t0 = now_s();
-    video_vae *v = video_vae_new_random(be, &cfg, VIDEO_VAE_DECODER, 7, e);
+    video_vae *v = video_vae_new_random(be, &cfg, VIDEO_VAE_DECODER | (bf16 ? VIDEO_VAE_BF16 : 0), 7, e);
     if (!v) return -1;
     h3_sync(be);
-    printf("vae: config %s: decoder %d layers, dim %d, random fp32 weights made in %.2f s; released tiling "
-           "(256 x 256, overlap 64); the VAE has no reduced-precision mode, so it runs fp32\n",
-           config_dir, cfg.dec_layers, cfg.dim, now_s() - t0);
+    printf("vae: config %s: decoder %d layers, dim %d, random weights made in %.2f s; released tiling "
+           "(256 x 256, overlap 64); %s\n",
+           config_dir, cfg.dec_layers, cfg.dim, now_s() - t0,
+           bf16 ? "bf16 mode (block linears BF16 + bf16 attention, norms/residual/proj_in/proj_out fp32)"
+                : "fp32 (exact paths)");
     fflush(stdout);
     video_vae_tiling tiling = video_vae_tiling_default();
     int rc = -1;
@@ -384,7 +386,7 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "h3: bench: DiT: %s\n", e.msg);
         rc = 1;
     }
-    if (rc == 0 && do_vae && bench_vae(be, vae_config, shapes, n, vae_repeats, res, &e) != 0) {
+    if (rc == 0 && do_vae && bench_vae(be, vae_config, bf16, shapes, n, vae_repeats, res, &e) != 0) {
         fprintf(stderr, "h3: bench: video VAE decode: %s\n", e.msg);
         printf("VAE not measured: %s\n", e.msg);
         rc = 1;

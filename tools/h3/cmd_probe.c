@@ -132,6 +132,8 @@ int cmd_probe(int argc, char **argv) {
     if (!p.be) { cli_error("probe %s: %s", p.op, e.msg); goto done; }
     p.out = st_writer_new();
     if (fn(&p, &e) != 0) { cli_error("probe %s: %s", p.op, e.msg); goto done; }
+    h3_sync(p.be); /* a failure recorded by a void op (no twin on this backend, a CUDA error) */
+    if (h3_backend_check(p.be, &e) != 0) { cli_error("probe %s: %s", p.op, e.msg); goto done; }
     if (st_writer_save(p.out, out_path, NULL, &e) != 0) { cli_error("probe %s: %s", p.op, e.msg); goto done; }
     rc = 0;
 done:

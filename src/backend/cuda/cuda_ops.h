@@ -32,6 +32,8 @@ int  cuda_backend_init(h3_backend *be, h3_err *e);
 void cuda_backend_shutdown(h3_backend *be);
 /* First CUDA/cuBLASLt error since init (ops are void): 0 when none, else -1 with e filled. */
 int  cuda_backend_check(h3_backend *be, h3_err *e);
+/* Records the first failure (one line on stderr): "cuda backend: <what> failed: <detail>". */
+void cuda_record_error(h3_backend *be, const char *what, const char *detail);
 
 void *cuda_alloc(h3_backend *be, size_t bytes);
 void  cuda_free(h3_backend *be, void *p);
