@@ -18,7 +18,14 @@ struct text_encoder {
     st_set     *weights;
     int         bf16;
     char        dir[1024];
+    text_encoder_progress_fn progress; /* optional: called after each streamed layer */
+    void       *progress_user;
 };
+
+void text_encoder_set_progress(text_encoder *te, text_encoder_progress_fn fn, void *user) {
+    te->progress = fn;
+    te->progress_user = user;
+}
 
 /* ---------------------------------------------------------------- config */
 
@@ -512,6 +519,7 @@ int text_encoder_forward(text_encoder *te, const int64_t *ids, int64_t L, const 
          * hidden_states[layer+1] before this add, so the last layer run skips it. */
         if (deep && layer < n_deep && layer + 1 < out_layer)
             h3_rows_add(be, h, vis_rows, deep + (int64_t)layer * n_vis * H, n_vis, H, flags);
+        if (te->progress) te->progress(te->progress_user, layer + 1, out_layer);
     }
     h3_sync(be);
     h3_download(be, out, h, (size_t)(L * H) * sizeof(float));

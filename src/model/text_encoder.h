@@ -71,6 +71,11 @@ typedef struct te_vision_rows {
 int text_encoder_forward(text_encoder *te, const int64_t *ids, int64_t L, const int64_t *positions,
                          const te_vision_rows *vis, int out_layer, float *out, h3_err *e);
 
+/* Optional progress report from text_encoder_forward: called after each streamed layer with
+ * (user, layers done, layers to run). */
+typedef void (*text_encoder_progress_fn)(void *user, int done, int total);
+void text_encoder_set_progress(text_encoder *te, text_encoder_progress_fn fn, void *user);
+
 /* Peak bytes the forward holds for L rows besides the streamed layer (activations, fp32). */
 int64_t text_encoder_activation_bytes(const te_config *cfg, int64_t L);
 /* Bytes of one decoder layer's weights as stored (bf16). */

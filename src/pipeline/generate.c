@@ -231,6 +231,12 @@ done:
 }
 
 /* ---- phase 1: the prompt through the tokenizer and the Qwen3-VL prefix (hidden_states[50]) ---- */
+static void text_progress(void *user, int done, int total) {
+    gen *s = user;
+    (void)total;
+    progress_update(&s->pg, done);
+}
+
 static int phase_text(gen *s, h3_err *e) {
     char dir[4096];
     path_in(s, "tokenizer", dir, sizeof dir);
@@ -265,6 +271,8 @@ static int phase_text(gen *s, h3_err *e) {
     if (presentation_rope_index(s->pres.ids, s->T, vis.image_grid, vis.n_image_grids, vis.video_grid, vis.n_video_grids,
                                 tc->vision.spatial_merge_size, pos, e))
         goto done;
+    s->pg.total = TE_OUTPUT_LAYER; /* the bar now counts streamed layers */
+    text_encoder_set_progress(te, text_progress, s);
     if (text_encoder_forward(te, s->pres.ids, s->T, pos, s->task == H3_T2VA ? NULL : &vis.rows, TE_OUTPUT_LAYER, s->text, e))
         goto done;
     rc = 0;
