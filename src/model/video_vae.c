@@ -429,7 +429,9 @@ static void wire(video_vae *v) {
     }
 }
 
-video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err *e) {
+/* The part of construction shared by video_vae_new and video_vae_new_random: the model with its
+ * parts, config, expected tensor list and an empty weight table (NULL on error). */
+static video_vae *start_model(h3_backend *be, const video_vae_config *cfg, int parts, h3_err *e) {
     video_vae *v = calloc(1, sizeof *v);
     if (!v) {
         h3_fail(e, "out of memory");
@@ -438,20 +440,42 @@ video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err 
     v->be = be;
     v->bf16 = (parts & VIDEO_VAE_BF16) && (parts & VIDEO_VAE_DECODER);
     v->parts = parts & (VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER);
-    parts = v->parts;
-    if (video_vae_config_load(vae_dir, &v->cfg, e) != 0) goto fail;
-    if ((parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
+    v->cfg = *cfg;
+    if ((v->parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
         h3_fail(e, "video VAE encoder: the %s backend has no convolution ops in this build", h3_backend_name(be));
         goto fail;
     }
-    if (expect_parts(&v->cfg, parts, &v->names, e) != 0) goto fail;
-    v->set = st_set_open(vae_dir, e);
-    if (!v->set) goto fail;
+    if (expect_parts(&v->cfg, v->parts, &v->names, e) != 0) goto fail;
     v->w = calloc((size_t)v->names.n, sizeof *v->w);
     if (!v->w) {
         h3_fail(e, "out of memory");
         goto fail;
     }
+    return v;
+fail:
+    video_vae_free(v);
+    return NULL;
+}
+
+/* After the weights: per-level and per-block structs, then the named views into the weights. */
+static int finish_model(video_vae *v, h3_err *e) {
+    for (int L = 0; L < v->cfg.num_levels; L++) {
+        v->levels[L].res = calloc((size_t)v->cfg.layers_per_block, sizeof(vv_resnet));
+        if (!v->levels[L].res) return h3_fail(e, "out of memory");
+    }
+    v->blocks = calloc((size_t)(v->cfg.dec_layers ? v->cfg.dec_layers : 1), sizeof(vv_block));
+    if (!v->blocks) return h3_fail(e, "out of memory");
+    wire(v);
+    return 0;
+}
+
+video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err *e) {
+    video_vae_config cfg;
+    if (video_vae_config_load(vae_dir, &cfg, e) != 0) return NULL;
+    video_vae *v = start_model(be, &cfg, parts, e);
+    if (!v) return NULL;
+    v->set = st_set_open(vae_dir, e);
+    if (!v->set) goto fail;
     for (int i = 0; i < v->names.n; i++) {
         const h3_expect *x = &v->names.v[i];
         h3_tensor view;
@@ -481,46 +505,15 @@ video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err 
         }
         if (!v->w[i]) goto fail;
     }
-    for (int L = 0; L < v->cfg.num_levels; L++) {
-        v->levels[L].res = calloc((size_t)v->cfg.layers_per_block, sizeof(vv_resnet));
-        if (!v->levels[L].res) {
-            h3_fail(e, "out of memory");
-            goto fail;
-        }
-    }
-    v->blocks = calloc((size_t)(v->cfg.dec_layers ? v->cfg.dec_layers : 1), sizeof(vv_block));
-    if (!v->blocks) {
-        h3_fail(e, "out of memory");
-        goto fail;
-    }
-    wire(v);
-    return v;
+    if (finish_model(v, e) == 0) return v;
 fail:
     video_vae_free(v);
     return NULL;
 }
 
 video_vae *video_vae_new_random(h3_backend *be, const video_vae_config *cfg, int parts, uint64_t seed, h3_err *e) {
-    video_vae *v = calloc(1, sizeof *v);
-    if (!v) {
-        h3_fail(e, "out of memory");
-        return NULL;
-    }
-    v->be = be;
-    v->bf16 = (parts & VIDEO_VAE_BF16) && (parts & VIDEO_VAE_DECODER);
-    v->parts = parts & (VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER);
-    parts = v->parts;
-    v->cfg = *cfg;
-    if ((parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
-        h3_fail(e, "video VAE encoder: the %s backend has no convolution ops in this build", h3_backend_name(be));
-        goto fail;
-    }
-    if (expect_parts(&v->cfg, parts, &v->names, e) != 0) goto fail;
-    v->w = calloc((size_t)v->names.n, sizeof *v->w);
-    if (!v->w) {
-        h3_fail(e, "out of memory");
-        goto fail;
-    }
+    video_vae *v = start_model(be, cfg, parts, e);
+    if (!v) return NULL;
     for (int i = 0; i < v->names.n; i++) {
         const h3_expect *x = &v->names.v[i];
         /* uniform with the variance of N(0, 1/fan_in) for matrices/kernels; norm gains near 1 */
@@ -545,20 +538,7 @@ video_vae *video_vae_new_random(h3_backend *be, const video_vae_config *cfg, int
             goto fail;
         }
     }
-    for (int L = 0; L < v->cfg.num_levels; L++) {
-        v->levels[L].res = calloc((size_t)v->cfg.layers_per_block, sizeof(vv_resnet));
-        if (!v->levels[L].res) {
-            h3_fail(e, "out of memory");
-            goto fail;
-        }
-    }
-    v->blocks = calloc((size_t)(v->cfg.dec_layers ? v->cfg.dec_layers : 1), sizeof(vv_block));
-    if (!v->blocks) {
-        h3_fail(e, "out of memory");
-        goto fail;
-    }
-    wire(v);
-    return v;
+    if (finish_model(v, e) == 0) return v;
 fail:
     video_vae_free(v);
     return NULL;
