@@ -231,9 +231,10 @@ static int ptr_align(const void *p) {
 }
 
 /* Row-major y[M,N] = x[M,K] . w[N,K]^T, written column-major as D[N,M] = W^T(NxK) . X(KxM): A = w with
- * op T (ld K), B = x with op N (ld K), D ld = ldd (>= N; a column slice of a wider y). */
-static void lt_gemm(h3_backend *be, int kind, const void *w, const void *x, void *y, int64_t M, int64_t N,
-                    int64_t K, int64_t ldd) {
+ * op T (ld K), B = x with op N (ld ldx >= K), D ld = ldd (>= N; a column slice of a wider y). A bias
+ * (N values) is added by the epilogue in fp32 before the output conversion. */
+static void lt_gemm_ex(h3_backend *be, int kind, const void *w, const void *x, int64_t ldx, void *y, int64_t M,
+                       int64_t N, int64_t K, int64_t ldd, const void *bias, cudaDataType_t bias_type) {
     cuda_impl *c = cuda_of(be);
     cudaDataType_t ab = kind == CUDA_GEMM_F32 ? CUDA_R_32F : CUDA_R_16BF;
     cudaDataType_t cd = kind == CUDA_GEMM_BF16_BF16OUT ? CUDA_R_16BF : CUDA_R_32F;
@@ -245,15 +246,22 @@ static void lt_gemm(h3_backend *be, int kind, const void *w, const void *x, void
     int align = ptr_align(w);
     if (ptr_align(x) < align) align = ptr_align(x);
     if (ptr_align(y) < align) align = ptr_align(y);
-    char what[128];
-    snprintf(what, sizeof what, "cublasLt matmul (kind %d, M %lld N %lld K %lld)", kind, (long long)M, (long long)N,
-             (long long)K);
+    int bias_key = bias ? (int)bias_type + 1 : 0;
+    char what[160];
+    snprintf(what, sizeof what, "cublasLt matmul (kind %d, M %lld N %lld K %lld, ldx %lld ldy %lld)", kind,
+             (long long)M, (long long)N, (long long)K, (long long)ldx, (long long)ldd);
 
     if ((st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS) goto fail;
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA);
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB);
+    if (bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+    }
     if ((st = cublasLtMatrixLayoutCreate(&la, ab, (uint64_t)K, (uint64_t)N, K)) != CUBLAS_STATUS_SUCCESS) goto fail;
-    if ((st = cublasLtMatrixLayoutCreate(&lb, ab, (uint64_t)K, (uint64_t)M, K)) != CUBLAS_STATUS_SUCCESS) goto fail;
+    if ((st = cublasLtMatrixLayoutCreate(&lb, ab, (uint64_t)K, (uint64_t)M, ldx)) != CUBLAS_STATUS_SUCCESS) goto fail;
     if ((st = cublasLtMatrixLayoutCreate(&ld, cd, (uint64_t)N, (uint64_t)M, ldd)) != CUBLAS_STATUS_SUCCESS) goto fail;
 
     {
@@ -261,7 +269,8 @@ static void lt_gemm(h3_backend *be, int kind, const void *w, const void *x, void
         int key_kind = kind * 1000 + align; /* the heuristic's choice depends on alignment too */
         for (int i = 0; i < CUDA_PLAN_CACHE; i++) {
             cuda_gemm_plan *p = &c->plans[i];
-            if (p->used && p->kind == key_kind && p->M == M && p->N == N && p->K == K && ldd == N) {
+            if (p->used && p->kind == key_kind && p->M == M && p->N == N && p->K == K && p->ldx == ldx &&
+                p->ldd == ldd && p->bias == bias_key) {
                 plan = p;
                 break;
             }
@@ -285,9 +294,9 @@ static void lt_gemm(h3_backend *be, int kind, const void *w, const void *x, void
             }
             plan = &c->plans[c->plan_next];
             c->plan_next = (c->plan_next + 1) % CUDA_PLAN_CACHE;
-            plan->used = ldd == N; /* only cache the common contiguous case */
+            plan->used = 1;
             plan->kind = key_kind;
-            plan->M = M, plan->N = N, plan->K = K;
+            plan->M = M, plan->N = N, plan->K = K, plan->ldx = ldx, plan->ldd = ldd, plan->bias = bias_key;
             plan->algo = res.algo;
         }
         float alpha = 1.0f, beta = 0.0f;
@@ -304,6 +313,17 @@ done:
     if (lb) cublasLtMatrixLayoutDestroy(lb);
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (op) cublasLtMatmulDescDestroy(op);
+}
+
+static void lt_gemm(h3_backend *be, int kind, const void *w, const void *x, void *y, int64_t M, int64_t N,
+                    int64_t K, int64_t ldd) {
+    lt_gemm_ex(be, kind, w, x, K, y, M, N, K, ldd, NULL, CUDA_R_32F);
+}
+
+extern "C" void cuda_lt_gemm(h3_backend *be, int kind, const void *w, const void *x, int64_t ldx, void *y,
+                             int64_t ldy, int64_t M, int64_t N, int64_t K, const void *bias, cudaDataType_t bias_type) {
+    if (M <= 0 || N <= 0) return;
+    lt_gemm_ex(be, kind, w, x, ldx, y, M, N, K, ldy, bias, bias_type);
 }
 
 extern "C" void cuda_gemm_bf16(h3_backend *be, uint16_t *y, const uint16_t *x, const uint16_t *w, int64_t M,

@@ -79,6 +79,12 @@ void cuda_flash_attention_bf16(h3_backend *be, float *out, int64_t o_stride, con
  * Returns -1 when cuDNN has no engine for the shape (the caller then uses the own kernel). */
 int  cuda_cudnn_attention_bf16(h3_backend *be, uint16_t *o, const uint16_t *q, const uint16_t *k, const uint16_t *v,
                                int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale);
+/* The same on strided bf16 heads: element (s, h, d) of q at q[s*q_rs + h*q_hs + d] (k, v likewise);
+ * o rows [Sq][o_rs] with head h at column h*D. -1 when no engine accepts the strides. */
+int  cuda_cudnn_attention_bf16_strided(h3_backend *be, uint16_t *o, int64_t o_rs, const uint16_t *q, int64_t q_rs,
+                                       int64_t q_hs, const uint16_t *k, int64_t k_rs, int64_t k_hs, const uint16_t *v,
+                                       int64_t v_rs, int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv, int D,
+                                       float scale);
 /* 0: h3_attention's bf16 path uses the own flash kernel only; 1 (default unless H3_ATTN=own): cuDNN
  * SDPA first for non-causal attention. */
 void cuda_set_attention_cudnn(h3_backend *be, int enable);
