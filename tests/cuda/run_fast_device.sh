@@ -11,10 +11,11 @@ export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 run() { # name, command...
     local name=$1; shift
-    local t0=$(date +%s.%N)
+    local t0=$(date +%s%N)
     "$@" >"$OUTD/$name.log" 2>&1
     local rc=$?
-    printf '== %s: rc %d, %.1f s\n' "$name" $rc "$(echo "$(date +%s.%N) - $t0" | bc)"
+    local ms=$((($(date +%s%N) - t0) / 1000000))
+    echo "== $name: rc $rc, $ms ms"
     grep -E 'FAIL|RESULT|h3:|cuda backend' "$OUTD/$name.log" | head -20
 }
 if [ "$WHAT" = all ] || [ "$WHAT" = dit ]; then
