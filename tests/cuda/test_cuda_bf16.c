@@ -252,10 +252,13 @@ int main(int argc, char **argv) {
     test_head_norm_rope("head norm+rope D128 rot96, interleaved", 200, 4, 128, 96, 1, 1);
     test_head_norm_rope("head norm (no rope) D128, planar", 150, 3, 128, 96, 0, 0);
     test_head_norm_rope("head norm+rope D64 rot48 (VAE)", 180, 5, 64, 48, 0, 1);
+    test_head_norm_rope("head norm+rope D32 rot12 (tiny model, generic kernel)", 90, 3, 32, 12, 1, 1);
+    test_head_norm_rope("head norm+rope D128 rot40 (generic kernel)", 60, 2, 128, 40, 0, 1);
     test_attention("attention S300 H4 D128, fused planar", 300, 300, 4, 4, 128, 0);
     test_attention("attention S300 H4 D128, fused interleaved", 300, 300, 4, 4, 128, 1);
     test_attention("attention Sq100 Skv700 H4/2 D64, separate", 100, 700, 4, 2, 64, 0);
     test_attention("attention S2122 H56 D128, fused planar", 2122, 2122, 56, 56, 128, 0);
+    test_attention("attention S77 H3 D32, fused interleaved (fp32 kernel)", 77, 77, 3, 3, 32, 1);
     test_attention("attention S1797 H32 D64, fused planar (VAE tile)", 1797, 1797, 32, 32, 64, 0);
     test_gated_residual("gated residual 300x5376", 300, 5376, 1);
     test_gated_residual("residual add (no table) 300x5376", 300, 5376, 0);
