@@ -10,6 +10,9 @@
 #include "cuda_bf16.h"
 #include "cuda_internal.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #define GRID_STRIDE(i, n) \
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
@@ -343,8 +346,9 @@ extern "C" void cuda_bf16_attention(h3_backend *be, h3_bf16 *out, int64_t o_rs, 
         cuda_free(be, qf);
         return;
     }
-    /* 1. cuDNN on the strides as they are */
-    if (cuda_cudnn_attention_bf16_strided(be, out, o_rs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq,
+    /* 1. cuDNN on the strides as they are (H3_ATTN_STRIDED=0: always the head-major copies) */
+    const char *strided = getenv("H3_ATTN_STRIDED");
+    if ((!strided || strcmp(strided, "0")) && cuda_cudnn_attention_bf16_strided(be, out, o_rs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq,
                                           Hkv, D, scale) == 0)
         return;
     /* 2. head-major copies, then cuDNN or the own flash kernel */
