@@ -156,6 +156,60 @@ static __global__ void __launch_bounds__(RM_THREADS) k_rmsnorm_mod(uint16_t *y, 
     }
 }
 
+/* Rows of up to 32 * 8 * MAXV channels (5376: 21 uint4 per lane): one warp per row, the row held in
+ * registers between the sum of squares and the output, no shared memory or block barriers. */
+enum { RMW_MAXV = 24 };
+static __global__ void __launch_bounds__(256) k_rmsnorm_mod_warp(uint16_t *y, const uint16_t *x, int64_t rows,
+                                                                 int64_t dim, const float *w, float eps,
+                                                                 const float *table, int64_t tstride,
+                                                                 const int32_t *ridx, int64_t shift_off,
+                                                                 int64_t scale_off) {
+    int lane = threadIdx.x & 31;
+    int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (r >= rows) return;
+    int nv = (int)(dim / 8);
+    const uint4 *xr = (const uint4 *)(x + r * dim);
+    uint4 v[RMW_MAXV];
+    double ss = 0.0;
+#pragma unroll
+    for (int i = 0; i < RMW_MAXV; i++) {
+        int c8 = lane + 32 * i;
+        if (c8 < nv) {
+            v[i] = xr[c8];
+            uint32_t wv[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float a = __uint_as_float(wv[j] << 16), b = __uint_as_float(wv[j] & 0xffff0000u);
+                ss += (double)a * a;
+                ss += (double)b * b;
+            }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    float inv = 1.0f / sqrtf((float)(ss / (double)dim) + eps);
+    const float *shift = NULL, *scale = NULL;
+    if (table) {
+        const float *t = table + (int64_t)ridx[r] * tstride;
+        shift = t + shift_off, scale = t + scale_off;
+    }
+    uint4 *yr = (uint4 *)(y + r * dim);
+#pragma unroll
+    for (int i = 0; i < RMW_MAXV; i++) {
+        int c8 = lane + 32 * i;
+        if (c8 < nv) {
+            uint32_t wv[4] = {v[i].x, v[i].y, v[i].z, v[i].w}, o[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int64_t c = (int64_t)c8 * 8 + 2 * j;
+                float a = norm_mod(__uint_as_float(wv[j] << 16), inv, w, shift, scale, c);
+                float b = norm_mod(__uint_as_float(wv[j] & 0xffff0000u), inv, w, shift, scale, c + 1);
+                o[j] = (uint32_t)pk(a) | ((uint32_t)pk(b) << 16);
+            }
+            yr[c8] = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+    }
+}
+
 extern "C" void cuda_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, int64_t rows, int64_t dim,
                                            const float *w, float eps, const float *table, int64_t table_stride,
                                            const int32_t *row_index, int64_t shift_off, int64_t scale_off) {
@@ -165,7 +219,10 @@ extern "C" void cuda_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_
         cuda_record_error(be, "bf16_rmsnorm_modulate", "too many rows");
         return;
     }
-    if (dim % 8 == 0 && aligned16(x) && aligned16(y))
+    if (dim % 8 == 0 && dim <= 256 * RMW_MAXV && aligned16(x) && aligned16(y))
+        k_rmsnorm_mod_warp<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(y, x, rows, dim, w, eps, table, table_stride,
+                                                                       row_index, shift_off, scale_off);
+    else if (dim % 8 == 0 && aligned16(x) && aligned16(y))
         k_rmsnorm_mod<1><<<(unsigned)rows, RM_THREADS, 0, st>>>(y, x, dim, w, eps, table, table_stride, row_index,
                                                                shift_off, scale_off);
     else
@@ -235,6 +292,58 @@ static __global__ void k_head_norm_rope(uint16_t *x, int64_t rows, int64_t rs, i
     }
 }
 
+/* head_dim 128, 8-byte aligned heads: one warp per row looping over its heads, the row's cos/sin in
+ * registers (read once per row instead of once per head). Same arithmetic as k_head_norm_rope<4, 1>. */
+static __global__ void __launch_bounds__(256) k_head_norm_rope_row(uint16_t *x, int64_t rows, int64_t rs, int heads,
+                                                                   int64_t hs, const float *w, float eps, int rot,
+                                                                   const float *cos, const float *sin) {
+    const int E = 4, D = 128, half = rot / 2, shift = half / E;
+    int lane = threadIdx.x & 31;
+    int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (r >= rows) return;
+    int d0 = lane * E, rotl = cos && d0 < rot;
+    float c[E], sn[E], wg[E];
+#pragma unroll
+    for (int j = 0; j < E; j++) {
+        wg[j] = w ? w[d0 + j] : 1.0f;
+        c[j] = rotl ? round_bf16(cos[r * rot + d0 + j]) : 0.0f;
+        sn[j] = rotl ? round_bf16(sin[r * rot + d0 + j]) : 0.0f;
+    }
+    int src = lane < shift ? lane + shift : lane - shift;
+    for (int h = 0; h < heads; h++) {
+        uint16_t *xh = x + r * rs + h * hs + d0;
+        uint2 u = *(const uint2 *)xh;
+        float v[E] = {__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                      __uint_as_float(u.y & 0xffff0000u)};
+        double ss = 0.0;
+#pragma unroll
+        for (int j = 0; j < E; j++) ss += (double)v[j] * v[j];
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float inv = 1.0f / sqrtf((float)(ss / (double)D) + eps);
+        float n[E];
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            float t = v[j] * inv;
+            if (w) t = t * wg[j];
+            n[j] = round_bf16(t);
+        }
+        if (cos) {
+            float p[E];
+#pragma unroll
+            for (int j = 0; j < E; j++) p[j] = __shfl_sync(0xffffffffu, n[j], src);
+            if (rotl) {
+#pragma unroll
+                for (int j = 0; j < E; j++) {
+                    float rv = d0 + j < half ? -p[j] : p[j];
+                    n[j] = round_bf16(n[j] * c[j]) + round_bf16(rv * sn[j]);
+                }
+            }
+        }
+        *(uint2 *)xh = make_uint2((uint32_t)pk(n[0]) | ((uint32_t)pk(n[1]) << 16),
+                                  (uint32_t)pk(n[2]) | ((uint32_t)pk(n[3]) << 16));
+    }
+}
+
 /* Any head_dim <= 512 (tiny test models): one warp per (row, head) through shared memory. */
 enum { HN_WARPS = 8, HN_MAXD = 512 };
 static __global__ void k_head_norm_rope_any(uint16_t *x, int64_t rows, int64_t rs, int heads, int64_t hs, int D,
@@ -293,7 +402,10 @@ extern "C" void cuda_bf16_head_norm_rope(h3_backend *be, h3_bf16 *x, int64_t row
     int vec = E == 4 && ((uintptr_t)x & 7u) == 0 && row_stride % 4 == 0 && head_stride % 4 == 0;
     unsigned blocks = cuda_blocks(rows * heads * 32, 256);
     cudaStream_t st = cuda_of(be)->stream;
-    if (E == 4 && vec)
+    if (E == 4 && vec && getenv("H3_HEADNORM_ROW") == NULL) /* one warp per row */
+        k_head_norm_rope_row<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps,
+                                                                         rot_dim, cos, sin);
+    else if (E == 4 && vec)
         k_head_norm_rope<4, 1><<<blocks, 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps, rot_dim, cos, sin);
     else if (E == 4) /* unaligned: element loads */
         k_head_norm_rope<4, 0><<<blocks, 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps, rot_dim, cos, sin);
