@@ -302,6 +302,27 @@ static int bench(void) {
     return 0;
 }
 
+/* one launch per listed variant at S = 19540 (for a profiler) */
+static int prof(void) {
+    const int H = 56;
+    const int64_t S = 19540, w = (int64_t)H * D;
+    bench_arg a = {0};
+    a.S = S, a.H = H, a.which = 2;
+    a.qkv = h3_alloc(gpu, (size_t)(S * 3 * w) * 2);
+    a.obf = h3_alloc(gpu, (size_t)(S * w) * 2);
+    cuda_fill_random_bf16(gpu, a.qkv, S * 3 * w, 5, 2.0f);
+    for (int var = 0; var < cuda_flash_sm90_variants(); var++) {
+        if (!var_on[var]) continue;
+        cuda_flash_sm90_set_variant(var);
+        bench_once(&a);
+        h3_sync(gpu);
+        printf("prof: variant %d launched\n", var);
+    }
+    h3_free(gpu, a.qkv), h3_free(gpu, a.obf);
+    h3_sync(gpu);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     h3_err e;
     cpu = h3_backend_new(H3_BACKEND_CPU, 0, &e);
@@ -311,9 +332,10 @@ int main(int argc, char **argv) {
         CHECK(0, "no CUDA backend");
         TEST_END();
     }
-    int quick = 0, big = 0, do_bench = 0, listed = 0;
+    int quick = 0, big = 0, do_bench = 0, do_prof = 0, listed = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "bench")) do_bench = 1;
+        else if (!strcmp(argv[i], "prof")) do_prof = 1;
         else if (!strcmp(argv[i], "quick")) quick = 1;
         else if (!strcmp(argv[i], "big")) big = 1;
         else if (argv[i][0] == 'v') {
@@ -328,8 +350,8 @@ int main(int argc, char **argv) {
     }
     if (!listed)
         for (int i = 0; i < 16; i++) var_on[i] = 1;
-    if (do_bench) {
-        int rc = bench();
+    if (do_bench || do_prof) {
+        int rc = do_bench ? bench() : prof();
         h3_backend_free(gpu);
         h3_backend_free(cpu);
         return rc;

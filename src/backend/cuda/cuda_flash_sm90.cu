@@ -149,6 +149,21 @@ static __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], uint32_t
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(1));
 }
 
+static __device__ __forceinline__ void wgmma_rs_n128_kb_sc(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t db, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{"
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+        "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+        "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+        "}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(scale_d));
+}
+
 template <int BN> struct QK;
 template <> struct QK<128> {
     static __device__ __forceinline__ void mma(float (&d)[64], uint64_t da, uint64_t db, int sc) { wgmma_ss_n128(d, da, db, sc); }
@@ -178,6 +193,31 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q_addr, uin
     }
 }
 
+/* the same with Q's A fragments in registers (BN 128 only) */
+template <int BN>
+__device__ __forceinline__ void gemm_qk_rq(float (&s)[BN / 2], const uint32_t (&qa)[HD / 16][4], uint32_t k_addr) {
+    static_assert(BN == 128, "Q fragments in registers: BN 128 only");
+    constexpr uint32_t KHALF = 128 * 128;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint64_t db = sm_desc(k_addr + (kk >> 2) * KHALF + (kk & 3) * 32, 16, 1024);
+        wgmma_rs_n128_kb_sc(s, qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], db, kk > 0);
+    }
+}
+
+/* Q's A fragments (rows row0 .. row0+15 of the 128-row tile, all 8 k-steps) from the swizzled tile */
+__device__ __forceinline__ void load_q_frags(uint32_t (&qa)[HD / 16][4], uint32_t sQ, int row0, int lane) {
+    int r = row0 + (lane & 15);
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        int c = kk * 2 + (lane >> 4); /* 16-byte chunk of the 256-byte row */
+        uint32_t addr = sQ + (c >> 3) * (BM * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(qa[kk][0]), "=r"(qa[kk][1]), "=r"(qa[kk][2]), "=r"(qa[kk][3])
+                     : "r"(addr));
+    }
+}
+
 /* O (64 x 128) += P (64 x BN, bf16 registers) V (BN x 128, N-major: LBO = the d-half stride) */
 template <int BN>
 __device__ __forceinline__ void gemm_pv(float (&o)[64], const uint32_t (&pa)[BN / 16][4], uint32_t v_addr) {
@@ -202,7 +242,7 @@ __device__ __forceinline__ void mask_tail(float (&s)[BN / 2], int valid, int lan
 
 /* online softmax of one tile: row max (quad shuffles), p = 2^(s*sl2 - m*sl2) in place, row sums;
  * returns the correction factors for O and l */
-template <int BN>
+template <int BN, int SR>
 __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&corr)[2],
                                              float sl2) {
     float mx[2] = {-INFINITY, -INFINITY};
@@ -219,6 +259,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], float (&m)[2], 
         float mn = fmaxf(m[r], mx[r]);
         mb[r] = mn == -INFINITY ? 0.0f : mn * sl2;
         corr[r] = ex2(fmaf(m[r], sl2, -mb[r])); /* 0 while m was -inf */
+        if (SR && mn == m[r]) corr[r] = 1.0f;    /* exact, so an unchanged max skips the rescale */
         m[r] = mn;
     }
     float rs[2] = {0.0f, 0.0f};
@@ -236,7 +277,9 @@ __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], float (&m)[2], 
     for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
 }
 
+template <int SR>
 __device__ __forceinline__ void rescale(float (&o)[64], const float (&corr)[2]) {
+    if (SR && __all_sync(0xffffffffu, corr[0] == 1.0f && corr[1] == 1.0f)) return;
 #pragma unroll
     for (int j = 0; j < 16; j++) {
         o[4 * j] *= corr[0], o[4 * j + 1] *= corr[0];
@@ -265,7 +308,7 @@ __device__ __forceinline__ void release(uint32_t bar, int lane) {
     if (lane == 0) mbar_arrive(bar);
 }
 
-template <int BN, int ST, int OV, int PP>
+template <int BN, int ST, int OV, int PP, int QR, int SR>
 __global__ void __launch_bounds__(THREADS, 1)
 k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
           const __grid_constant__ CUtensorMap tmV, const Params p) {
@@ -341,7 +384,14 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2];
         const int my_bar = 1 + cw, other_bar = 1 + (cw ^ 1);
 
+        static_assert(!QR || BN == 128, "Q fragments in registers: BN 128 only");
+        uint32_t qa[HD / 16][4];
         mbar_wait(q_full, 0);
+        if (QR) load_q_frags(qa, sQ, cw * 64 + warp * 16, lane);
+        auto qk = [&](uint32_t k_addr) {
+            if constexpr (QR) gemm_qk_rq<BN>(s, qa, k_addr);
+            else gemm_qk<BN>(s, q_addr, k_addr);
+        };
         if (!OV) {
             for (int j = 0; j < n; j++) {
                 int st = j % ST;
@@ -349,14 +399,14 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
                 mbar_wait(k_full(st), par);
                 keep(s);
                 wg_fence();
-                gemm_qk<BN>(s, q_addr, sK + st * KVB);
+                qk(sK + st * KVB);
                 wg_commit();
                 wg_wait<0>();
                 keep(s);
                 release(k_empty(st), lane);
                 if (j == n - 1 && last_valid < BN) mask_tail<BN>(s, last_valid, lane);
-                softmax_tile<BN>(s, m, l, corr, sl2);
-                rescale(o, corr);
+                softmax_tile<BN, SR>(s, m, l, corr, sl2);
+                rescale<SR>(o, corr);
                 to_bf16<BN>(pa, s);
                 mbar_wait(v_full(st), par);
                 keep(o);
@@ -374,14 +424,14 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
             if (PP) nbar_sync(my_bar);
             keep(s);
             wg_fence();
-            gemm_qk<BN>(s, q_addr, sK);
+            qk(sK);
             wg_commit();
             if (PP) nbar_arrive(other_bar);
             wg_wait<0>();
             keep(s);
             release(k_empty(0), lane);
             if (n == 1 && last_valid < BN) mask_tail<BN>(s, last_valid, lane);
-            softmax_tile<BN>(s, m, l, corr, sl2);
+            softmax_tile<BN, SR>(s, m, l, corr, sl2);
             to_bf16<BN>(pa, s);
             for (int j = 1; j < n; j++) {
                 int st = j % ST, pst = (j - 1) % ST;
@@ -392,7 +442,7 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
                 keep(s);
                 keep(o);
                 wg_fence();
-                gemm_qk<BN>(s, q_addr, sK + st * KVB);
+                qk(sK + st * KVB);
                 wg_commit();
                 gemm_pv<BN>(o, pa, sV + pst * KVB);
                 wg_commit();
@@ -401,11 +451,11 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
                 keep(s);
                 release(k_empty(st), lane);
                 if (j == n - 1 && last_valid < BN) mask_tail<BN>(s, last_valid, lane);
-                softmax_tile<BN>(s, m, l, corr, sl2);
+                softmax_tile<BN, SR>(s, m, l, corr, sl2);
                 wg_wait<0>();
                 keep(o);
                 release(v_empty(pst), lane);
-                rescale(o, corr);
+                rescale<SR>(o, corr);
                 to_bf16<BN>(pa, s);
             }
             /* P V of the last tile */
@@ -490,7 +540,7 @@ int make_map(CUtensorMap *m, const uint16_t *ptr, int64_t rows, int heads, int64
     return r == CUDA_SUCCESS ? 0 : -1;
 }
 
-template <int BN, int ST, int OV, int PP>
+template <int BN, int ST, int OV, int PP, int QR, int SR>
 int launch(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint16_t *q, int64_t q_rs, int64_t q_hs,
            const uint16_t *k, int64_t k_rs, int64_t k_hs, const uint16_t *v, int64_t v_rs, int64_t v_hs, int64_t Sq,
            int64_t Skv, int Hq, int Hkv, float scale) {
@@ -510,22 +560,23 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint
     p.n_tiles = (int)((Skv + BN - 1) / BN);
     p.sl2 = scale * 1.4426950408889634f;
     if (!attr_set) {
-        if (cudaFuncSetAttribute(k_flash90<BN, ST, OV, PP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+        if (cudaFuncSetAttribute(k_flash90<BN, ST, OV, PP, QR, SR>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
             cudaSuccess)
             return -1;
         attr_set = 1;
     }
     dim3 grid((unsigned)((Sq + BM - 1) / BM), (unsigned)Hq);
-    k_flash90<BN, ST, OV, PP><<<grid, THREADS, smem, cuda_of(be)->stream>>>(mq, mk, mv, p);
+    k_flash90<BN, ST, OV, PP, QR, SR><<<grid, THREADS, smem, cuda_of(be)->stream>>>(mq, mk, mv, p);
     CUDA_LAUNCHED(be, "attention (flash sm90)");
     return 0;
 }
 
-int g_variant = -1; /* -1: default */
+int g_variant = -1; /* -1: DEFAULT_VARIANT */
+constexpr int DEFAULT_VARIANT = 1;
 
 } /* namespace */
 
-extern "C" int cuda_flash_sm90_variants(void) { return 5; }
+extern "C" int cuda_flash_sm90_variants(void) { return 12; }
 extern "C" void cuda_flash_sm90_set_variant(int v) { g_variant = v; }
 
 extern "C" int cuda_flash_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint16_t *q,
@@ -547,12 +598,21 @@ extern "C" int cuda_flash_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, int6
     if ((q_rs | q_hs | k_rs | k_hs | v_rs | v_hs) & 7) return -1;
     if (q_rs <= 0 || k_rs <= 0 || v_rs <= 0 || q_hs < 0 || k_hs < 0 || v_hs < 0) return -1;
     if (((uintptr_t)out & 3) || (o_rs & 1) || (o_hs & 1)) return -1;
-    int var = g_variant < 0 ? 2 : g_variant;
-    switch (var) {
-    case 0: return launch<128, 2, 0, 0>(be, out, o_rs, o_hs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq, Hkv, scale);
-    case 1: return launch<128, 2, 1, 0>(be, out, o_rs, o_hs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq, Hkv, scale);
-    case 3: return launch<176, 2, 1, 1>(be, out, o_rs, o_hs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq, Hkv, scale);
-    case 4: return launch<128, 3, 1, 1>(be, out, o_rs, o_hs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq, Hkv, scale);
-    default: return launch<128, 2, 1, 1>(be, out, o_rs, o_hs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq, Hkv, scale);
+    int var = g_variant < 0 ? DEFAULT_VARIANT : g_variant;
+#define L(...) return launch<__VA_ARGS__>(be, out, o_rs, o_hs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq, Hkv, scale)
+    switch (var) { /* BN, stages, overlap, ping-pong, Q in registers, skip-rescale */
+    case 0: L(128, 2, 0, 0, 0, 0);
+    case 1: L(128, 2, 1, 0, 0, 0);
+    case 2: L(128, 2, 1, 1, 0, 0);
+    case 3: L(176, 2, 1, 1, 0, 0);
+    case 4: L(128, 3, 1, 1, 0, 0);
+    case 5: L(128, 2, 1, 0, 1, 0);
+    case 6: L(128, 2, 1, 0, 1, 1);
+    case 7: L(128, 2, 1, 1, 1, 1);
+    case 8: L(176, 2, 1, 0, 0, 1);
+    case 9: L(128, 2, 1, 0, 0, 1);
+    case 10: L(128, 3, 1, 0, 1, 1);
+    default: L(176, 2, 1, 1, 0, 1);
     }
+#undef L
 }
