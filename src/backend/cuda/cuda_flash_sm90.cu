@@ -571,8 +571,7 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint
     return 0;
 }
 
-int g_variant = -1; /* -1: DEFAULT_VARIANT */
-constexpr int DEFAULT_VARIANT = 1;
+int g_variant = -1; /* -1: chosen by shape */
 
 } /* namespace */
 
@@ -598,7 +597,9 @@ extern "C" int cuda_flash_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, int6
     if ((q_rs | q_hs | k_rs | k_hs | v_rs | v_hs) & 7) return -1;
     if (q_rs <= 0 || k_rs <= 0 || v_rs <= 0 || q_hs < 0 || k_hs < 0 || v_hs < 0) return -1;
     if (((uintptr_t)out & 3) || (o_rs & 1) || (o_hs & 1)) return -1;
-    int var = g_variant < 0 ? DEFAULT_VARIANT : g_variant;
+    /* default (measured on the H200, docs/cuda.md): 176-key tiles with skip-rescale and ping-pong for long
+     * key sequences, 128-key tiles in 3 stages with ping-pong for short ones */
+    int var = g_variant >= 0 ? g_variant : Skv >= 8192 ? 11 : 4;
 #define L(...) return launch<__VA_ARGS__>(be, out, o_rs, o_hs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq, Hkv, scale)
     switch (var) { /* BN, stages, overlap, ping-pong, Q in registers, skip-rescale */
     case 0: L(128, 2, 0, 0, 0, 0);
