@@ -18,6 +18,11 @@ if [ $rc -ne 0 ] && command -v compute-sanitizer >/dev/null; then
     timeout 180 compute-sanitizer --tool memcheck "$build/tests/cuda/test_cuda_ops" >"$out/sanitizer.log" 2>&1
     grep -E 'ERROR SUMMARY|Invalid|at 0x|by thread' "$out/sanitizer.log" | head -30
 fi
+echo "== test_flash_sm90 (wgmma flash attention vs CPU twin and own kernel)"
+"$build/tests/cuda/test_flash_sm90" >"$out/test_flash_sm90.log" 2>&1 || rc=1
+grep -E 'FAIL|RESULT' "$out/test_flash_sm90.log"
+"$build/tests/cuda/test_flash_sm90" bench >"$out/bench_flash_sm90.log" 2>&1 || rc=1
+cat "$out/bench_flash_sm90.log"
 echo "== bench_cuda_ops"
 "$build/tests/cuda/bench_cuda_ops" ${2:-} >"$out/bench_cuda_ops.log" 2>&1 || rc=1
 cat "$out/bench_cuda_ops.log"
