@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../backend/backend_bench.h"
 #include "../backend/backend_conv.h"
@@ -1205,6 +1206,26 @@ int64_t video_vae_decoded_frames(const video_vae_config *c, int64_t L, h3_err *e
 
 /* ---- tile-batched bf16 decoder (spec 13: the tiles of a clip are independent; attention stays per tile) ---- */
 
+/* H3_VAE_PROFILE=1: decode_batch syncs after each kind of op and adds up the wall time per kind (printed to
+ * stderr after each decode); a diagnostic, it serializes host and device. */
+enum { VP_IN, VP_QKV, VP_QK, VP_ATTN, VP_OUT, VP_NORM, VP_FF1, VP_SWIGLU, VP_FF2, VP_PROJ, VP_N };
+static const char *const vp_names[VP_N] = {"in", "qkv", "qk_norm_rope", "attention", "to_out", "residual_norm",
+                                           "ff1", "swiglu", "ff2", "norm_out+proj_out"};
+static double vp_acc[VP_N], vp_t0;
+static int vp_on = -1;
+static double vp_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static void vp_mark(h3_backend *be, int kind) { /* kind < 0: start */
+    if (!vp_on) return;
+    h3_sync(be);
+    double t = vp_now();
+    if (kind >= 0) vp_acc[kind] += t - vp_t0;
+    vp_t0 = t;
+}
+
 #define VV_OUT_BUDGET ((int64_t)400 << 20) /* bytes of proj_out output per batch (one of two download slots) */
 #define VV_MAX_BATCH 32
 
@@ -1214,14 +1235,13 @@ typedef struct vv_bat_ws { /* backend buffers for batches of up to B tiles of up
     float   *tok, *pq, *x, *out[2], *cos, *sin, *zero, *lnf;
     h3_bf16 *a, *qkv, *o, *br, *g, *z;
     float   *qkv32, *o32;             /* head dims other than 64 / 128 only: h3_attention's fp32 rows */
-    float   *h_tok, *h_cos, *h_sin; /* host */
+    float   *h_cos, *h_sin; /* host */
 } vv_bat_ws;
 
 static void bat_ws_free(h3_backend *be, vv_bat_ws *w) {
     void *dev[] = {w->tok, w->pq, w->x, w->out[0], w->out[1], w->cos, w->sin, w->zero,
                    w->a, w->qkv, w->o, w->br, w->g, w->z, w->qkv32, w->o32};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) h3_free(be, dev[i]);
-    free(w->h_tok);
     free(w->h_cos);
     free(w->h_sin);
     memset(w, 0, sizeof *w);
@@ -1252,11 +1272,10 @@ static int bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int6
         w->o32 = h3_alloc(be, (size_t)(N * D) * f);
         if (!w->qkv32 || !w->o32) w->z = NULL; /* reported below */
     }
-    w->h_tok = malloc((size_t)(B * np * c->latent_channels) * f);
     w->h_cos = malloc((size_t)(N * c->rope_dim) * f);
     w->h_sin = malloc((size_t)(N * c->rope_dim) * f);
     if (!w->tok || !w->pq || !w->x || !w->out[0] || !w->out[1] || !w->cos || !w->sin || !w->zero || !w->a ||
-        !w->qkv || !w->o || !w->br || !w->g || !w->z || !w->h_tok || !w->h_cos || !w->h_sin) {
+        !w->qkv || !w->o || !w->br || !w->g || !w->z || !w->h_cos || !w->h_sin) {
         bat_ws_free(be, w);
         return h3_fail(e, "video VAE decoder: out of memory for a batch of %lld tiles of %lld tokens", (long long)B,
                        (long long)N);
@@ -1264,16 +1283,18 @@ static int bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int6
     return 0;
 }
 
-/* B tiles of Tl x h x w latents (host tokens w->h_tok [B][np][C]) through spec 7 steps 1-8 as one stack of
+/* B tiles of Tl x h x w latents (host tokens h_tok [B][np][C], a h3_vae_host_alloc buffer) through spec 7 steps 1-8 as one stack of
  * B * N rows -> backend w->out[slot] [B][np][patch_dim]. The same roundings as decode_tile's bf16 mode; only
  * queues the work on an asynchronous backend. */
-static void decode_batch(video_vae *v, vv_bat_ws *w, int64_t B, int64_t Tl, int64_t h, int64_t wd, int slot) {
+static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t B, int64_t Tl, int64_t h, int64_t wd,
+                         int slot) {
     h3_backend *be = v->be;
     const video_vae_config *c = &v->cfg;
     const int64_t np = Tl * h * wd, N = dec_tokens(c, np), M = B * N, D = c->dim, F = c->ffn_inner, Cz = c->latent_channels;
     const int H = c->dec_heads, hd = c->dec_head_dim;
     const float eps = c->dec_norm_eps, scale = 1.0f / sqrtf((float)hd);
-    h3_upload(be, w->tok, w->h_tok, (size_t)(B * np * Cz) * sizeof(float));
+    vp_mark(be, -1);
+    h3_upload(be, w->tok, h_tok, (size_t)(B * np * Cz) * sizeof(float));
     for (int64_t t = 0; t < B; t++) {
         float *xt = w->x + t * N * D;
         h3_matmul(be, w->pq + t * np * Cz, w->tok + t * np * Cz, np, &v->pq, &v->pqb, 0); /* post_quant_conv */
@@ -1288,10 +1309,13 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, int64_t B, int64_t Tl, int6
         w->rope_Tl = Tl, w->rope_h = h, w->rope_w = wd;
     }
     if (c->dec_layers > 0) h3_vae_residual_rmsnorm(be, w->x, w->a, NULL, NULL, M, D, v->blocks[0].norm1, eps);
+    vp_mark(be, VP_IN);
     for (int i = 0; i < c->dec_layers; i++) {
         const vv_block *b = &v->blocks[i];
         h3_bf16_matmul(be, w->qkv, 3 * D, w->a, D, M, b->qkv, b->qkvb); /* [q | k | v] rows */
+        vp_mark(be, VP_QKV);
         h3_vae_qk_norm_rope(be, w->qkv, M, 3 * D, N, 2 * H, hd, eps, c->rope_dim, w->cos, w->sin);
+        vp_mark(be, VP_QK);
         for (int64_t t = 0; t < B; t++) {
             const h3_bf16 *qt = w->qkv + t * N * 3 * D;
             if (w->qkv32) { /* decode_tile's h3_attention on the same (bf16-exact) values */
@@ -1304,22 +1328,30 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, int64_t B, int64_t Tl, int6
                                   N, H, H, hd, scale);
             }
         }
+        vp_mark(be, VP_ATTN);
         h3_bf16_matmul(be, w->br, D, w->o, D, M, &b->o, &b->ob);
+        vp_mark(be, VP_OUT);
         h3_vae_residual_rmsnorm(be, w->x, w->a, w->br, b->scale1, M, D, b->norm2, eps); /* x += attn*scale1; norm2 */
+        vp_mark(be, VP_NORM);
         for (int64_t r0 = 0; r0 < M; r0 += w->fr) {
             const int64_t nr = M - r0 < w->fr ? M - r0 : w->fr;
             h3_bf16_matmul(be, w->z, 2 * F, w->a + r0 * D, D, nr, &b->ff1, &b->ff1b); /* [value | gate] */
+            vp_mark(be, VP_FF1);
             h3_bf16_swiglu(be, w->g, w->z, nr, F, 2 * F, 0, F);
+            vp_mark(be, VP_SWIGLU);
             h3_bf16_matmul(be, w->br + r0 * D, D, w->g, F, nr, &b->ff2, &b->ff2b);
+            vp_mark(be, VP_FF2);
         }
         const float *next = i + 1 < c->dec_layers ? v->blocks[i + 1].norm1 : NULL; /* x += ffn*scale2; next norm1 */
         h3_vae_residual_rmsnorm(be, w->x, next ? w->a : NULL, w->br, b->scale2, M, D, next, eps);
+        vp_mark(be, VP_NORM);
     }
     /* norm_out and proj_out per patch token (step 8 drops the registers and the zero token) */
     for (int64_t t = 0; t < B; t++) { /* per tile: an fp32 GEMM's rows can depend on M (OpenBLAS), keep decode_tile's */
         h3_layernorm(be, w->lnf, w->x + t * N * D, np, D, v->dnorm_w, v->dnorm_b, eps, 0);
         h3_matmul(be, w->out[slot] + t * np * c->patch_dim, w->lnf, np, &v->proj_out, &v->proj_out_b, 0);
     }
+    vp_mark(be, VP_PROJ);
 }
 
 void video_vae_set_decode_batch(video_vae *v, int max_tiles) { v->batch = max_tiles < 0 ? 0 : max_tiles; }
@@ -1444,12 +1476,16 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
     h3_backend *be = v->be;
     const video_vae_config *c = &v->cfg;
     const int64_t np0 = job_tokens_count(d, 0), tile_out = np0 * c->patch_dim * (int64_t)sizeof(float);
+    const int64_t tile_tok = np0 * c->latent_channels * (int64_t)sizeof(float);
     int64_t cap = v->batch > 0 ? v->batch : VV_OUT_BUDGET / tile_out;
     if (cap > VV_MAX_BATCH && v->batch <= 0) cap = VV_MAX_BATCH;
-    if (cap > d->njobs) cap = d->njobs;
     if (cap < 1) cap = 1;
-    size_t need = (size_t)(cap * tile_out);
-    if (v->pin_bytes < need) { /* kept by the model: pinned allocations are slow */
+    /* per slot: the batch's output, then its tokens (uploaded from there: the host fills the other slot's tokens
+     * while this upload may still be queued). Kept by the model (pinned allocations are slow), sized for a full
+     * batch even when this decode has fewer jobs. */
+    size_t need = (size_t)(cap * (tile_out + tile_tok));
+    if (cap > d->njobs) cap = d->njobs;
+    if (v->pin_bytes < need) {
         for (int s = 0; s < 2; s++) {
             h3_vae_host_free(be, v->pin[s]);
             v->pin[s] = h3_vae_host_alloc(be, need);
@@ -1459,6 +1495,9 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
     }
     vv_bat_ws w;
     if (bat_ws_new(be, c, cap, np0, &w, e) != 0) return -1;
+    if (vp_on < 0) vp_on = getenv("H3_VAE_PROFILE") && atoi(getenv("H3_VAE_PROFILE")) > 0;
+    memset(vp_acc, 0, sizeof vp_acc);
+    double vp_start = vp_now();
     h3_vae_xfer *xf = h3_vae_xfer_new(be);
     int rc = -1, slot = 0;
     int64_t prev_k0 = -1, prev_n = 0;
@@ -1472,14 +1511,16 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
             int i0, j0;
             job_tile(d, k0, &i0, &j0);
             const int64_t th = d->s.th[i0], tw = d->s.tw[j0], np = job_tokens_count(d, k0);
+            const size_t tok_off = (v->pin_bytes - (size_t)(cap * tile_tok)) / 256 * 256; /* tokens at the end */
+            float *h_tok = (float *)((uint8_t *)v->pin[slot] + tok_off);
             while (n < cap && k0 + n < d->njobs) { /* same tile shape */
                 int i, j;
                 job_tile(d, k0 + n, &i, &j);
                 if (d->s.th[i] != th || d->s.tw[j] != tw) break;
-                job_tokens(d, k0 + n, w.h_tok + n * np * c->latent_channels);
+                job_tokens(d, k0 + n, h_tok + n * np * c->latent_channels);
                 n++;
             }
-            decode_batch(v, &w, n, d->cl, th / c->S, tw / c->S, slot);
+            decode_batch(v, &w, h_tok, n, d->cl, th / c->S, tw / c->S, slot);
             h3_vae_download_async(be, xf, slot, v->pin[slot], w.out[slot], (size_t)(n * np * c->patch_dim) * sizeof(float));
         }
         if (prev_n > 0) {
@@ -1495,6 +1536,13 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
         slot ^= 1;
     }
     rc = 0;
+    if (vp_on) {
+        h3_sync(be);
+        double all = vp_now() - vp_start, sum = 0;
+        fprintf(stderr, "vae profile: %lld jobs, batch %lld, %.3f s:", (long long)d->njobs, (long long)cap, all);
+        for (int k = 0; k < VP_N; k++) fprintf(stderr, " %s %.3f", vp_names[k], vp_acc[k]), sum += vp_acc[k];
+        fprintf(stderr, " host/other %.3f\n", all - sum);
+    }
 done:
     if (xf) {
         h3_vae_download_wait(be, xf, 0);

@@ -98,9 +98,11 @@ extern "C" void cuda_vae_residual_rmsnorm(h3_backend *be, float *x, h3_bf16 *y, 
 }
 
 /* One warp per (row, head); head_dim <= 128. The normalized head goes through shared memory for the
- * rotate-half pairing (d, d +- rot/2). */
+ * rotate-half pairing (d, d +- rot/2). PAIR: head_dim == 64 and 4-byte aligned heads, two channels per lane
+ * with 32-bit accesses. */
 enum { QK_WARPS = 8, QK_MAXD = 128 };
 
+template <int PAIR>
 static __global__ void k_qk_norm_rope(uint16_t *x, int64_t rows, int64_t row_stride, int64_t period, int heads,
                                       int head_dim, float eps, int rot_dim, const float *cos, const float *sin) {
     __shared__ float buf[QK_WARPS][QK_MAXD];
@@ -112,24 +114,52 @@ static __global__ void k_qk_norm_rope(uint16_t *x, int64_t rows, int64_t row_str
         const int h = (int)(it - r * heads);
         uint16_t *xh = x + r * row_stride + (int64_t)h * head_dim;
         double ss = 0.0;
-        for (int d = lane; d < head_dim; d += 32) {
-            float f = bf(xh[d]);
-            ss += (double)f * f;
+        float f0 = 0.0f, f1 = 0.0f;
+        if (PAIR) {
+            uint32_t u = ((const uint32_t *)xh)[lane];
+            f0 = __uint_as_float(u << 16), f1 = __uint_as_float(u & 0xffff0000u);
+            ss = (double)f0 * f0;
+            ss += (double)f1 * f1;
+        } else {
+            for (int d = lane; d < head_dim; d += 32) {
+                float f = bf(xh[d]);
+                ss += (double)f * f;
+            }
         }
         for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
         float inv = 1.0f / sqrtf((float)(ss / (double)head_dim) + eps);
-        for (int d = lane; d < head_dim; d += 32) n[d] = bf(xh[d]) * inv;
+        if (PAIR) {
+            n[2 * lane] = f0 * inv, n[2 * lane + 1] = f1 * inv;
+        } else {
+            for (int d = lane; d < head_dim; d += 32) n[d] = bf(xh[d]) * inv;
+        }
         __syncwarp();
         const int64_t s = r % period;
         const float *cr = cos + s * rot_dim, *sr = sin + s * rot_dim;
-        for (int d = lane; d < head_dim; d += 32) {
-            float val = n[d];
-            if (d < rot_dim) {
-                float rot = d < half ? -n[d + half] : n[d - half];
-                float a = n[d] * cr[d], bb = rot * sr[d];
-                val = a + bb;
+        if (PAIR) {
+            uint32_t o = 0;
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int d = 2 * lane + j;
+                float val = n[d];
+                if (d < rot_dim) {
+                    float rot = d < half ? -n[d + half] : n[d - half];
+                    float a = n[d] * cr[d], bb = rot * sr[d];
+                    val = a + bb;
+                }
+                o |= (uint32_t)f32_to_bf16_bits(val) << (16 * j);
             }
-            xh[d] = f32_to_bf16_bits(val);
+            ((uint32_t *)xh)[lane] = o;
+        } else {
+            for (int d = lane; d < head_dim; d += 32) {
+                float val = n[d];
+                if (d < rot_dim) {
+                    float rot = d < half ? -n[d + half] : n[d - half];
+                    float a = n[d] * cr[d], bb = rot * sr[d];
+                    val = a + bb;
+                }
+                xh[d] = f32_to_bf16_bits(val);
+            }
         }
         __syncwarp(); /* n is rewritten by the next item */
     }
@@ -145,8 +175,14 @@ extern "C" void cuda_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, 
     }
     int64_t items = rows * heads, blocks = (items + QK_WARPS - 1) / QK_WARPS;
     if (blocks > 16384) blocks = 16384;
-    k_qk_norm_rope<<<(unsigned)blocks, QK_WARPS * 32, 0, cuda_of(be)->stream>>>(x, rows, row_stride, period, heads,
-                                                                               head_dim, eps, rot_dim, cos, sin);
+    int pair = head_dim == 64 && row_stride % 2 == 0 && al(x, 4);
+    cudaStream_t st = cuda_of(be)->stream;
+    if (pair)
+        k_qk_norm_rope<1><<<(unsigned)blocks, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, head_dim, eps,
+                                                                      rot_dim, cos, sin);
+    else
+        k_qk_norm_rope<0><<<(unsigned)blocks, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, head_dim, eps,
+                                                                      rot_dim, cos, sin);
     CUDA_LAUNCHED(be, "vae_qk_norm_rope");
 }
 
