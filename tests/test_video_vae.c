@@ -463,7 +463,8 @@ static void test_bf16_decode(h3_backend *be) {
 }
 
 /* The tile-batched bf16 decoder (default) against the per-tile one (batch 1) and batches of 2 and 4 (batches
- * that end mid-clip and span clips): the same operations on the same rows, so bit-identical on the CPU. */
+ * that end mid-clip and span clips): the same operations on the same rows; only OpenBLAS's sgemm may round a row
+ * differently for another M (seen: 1 ulp, 1.2e-7), so max abs <= 1e-6 rather than bit-identical. */
 static void test_bf16_batched(h3_backend *be) {
     printf("bf16 decoder: tile-batched vs per-tile\n");
     h3_err e = {{0}};
@@ -495,8 +496,7 @@ static void test_bf16_batched(h3_backend *be) {
             CHECK(video_vae_decode(v, z->data, L, h, w, &t, got, &e) == 0, "batched: %s", e.msg);
             char label[128];
             snprintf(label, sizeof label, "%s batch %d vs per-tile", cases[mi], batches[b]);
-            CHECK(memcmp(got, ref, (size_t)n * sizeof(float)) == 0, "%s: max abs %.3e", label,
-                  h3_max_abs(got, ref, (size_t)n));
+            CHECK(h3_max_abs(got, ref, (size_t)n) <= 1e-6, "%s: max abs %.3e", label, h3_max_abs(got, ref, (size_t)n));
             printf("    %-40s max abs %.3e\n", label, h3_max_abs(got, ref, (size_t)n));
         }
         free(ref), free(got);

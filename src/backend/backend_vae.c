@@ -28,6 +28,11 @@ void h3_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t row_s
     VAE_DISPATCH(be, vae_qk_norm_rope, be, x, rows, row_stride, period, heads, head_dim, eps, rot_dim, cos, sin);
 }
 
+void h3_vae_tile_attention(h3_backend *be, h3_bf16 *out, const h3_bf16 *qkv, int64_t tiles, int64_t N, int heads,
+                           int head_dim, float scale) {
+    VAE_DISPATCH(be, vae_tile_attention, be, out, qkv, tiles, N, heads, head_dim, scale);
+}
+
 void *h3_vae_host_alloc(h3_backend *be, size_t bytes) {
 #ifdef H3_CUDA
     if (VAE_IS_CUDA(be)) return cuda_vae_host_alloc(be, bytes);

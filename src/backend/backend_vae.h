@@ -31,6 +31,13 @@ void h3_vae_residual_rmsnorm(h3_backend *be, float *x, h3_bf16 *y, const h3_bf16
 void h3_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t row_stride, int64_t period, int heads,
                          int head_dim, float eps, int rot_dim, const float *cos, const float *sin);
 
+/* Self-attention of every tile of a batch (spec 13: block-diagonal): for t < tiles, h3_bf16_attention (backend_bf16.h)
+ * of rows [t * N, (t + 1) * N) of a fused projection qkv (row stride 3 * heads * head_dim: q | k | v heads) into
+ * out rows [t * N, (t + 1) * N) (row stride heads * head_dim). head_dim 64 or 128. CUDA: one batched cuDNN SDPA call
+ * (per-tile calls when cuDNN refuses). */
+void h3_vae_tile_attention(h3_backend *be, h3_bf16 *out, const h3_bf16 *qkv, int64_t tiles, int64_t N, int heads,
+                           int head_dim, float scale);
+
 /* Host buffers the device copies into asynchronously (CUDA: pinned memory; CPU: plain memory). */
 void *h3_vae_host_alloc(h3_backend *be, size_t bytes);
 void  h3_vae_host_free(h3_backend *be, void *p);

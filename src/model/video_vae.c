@@ -347,10 +347,14 @@ static h3_tensor view2d(const h3_tensor *t, int64_t row0, int64_t rows, int64_t 
     return r;
 }
 
-/* bf16 mode: the decoder block matrices that run as bf16 GEMMs (spec 11: the reference's fp16 linears). */
+/* bf16 mode: the weights and biases of the decoder block linears that run as bf16 GEMMs (spec 11: the reference's
+ * fp16 linears; autocast casts a linear's bias to the half type too, and cuBLASLt's bf16-output epilogue takes a
+ * bf16 bias, added to the fp32 accumulator before the one rounding). */
 static int is_bf16_matrix(const char *name) {
     static const char *const tails[] = {".attn.to_q.weight", ".attn.to_k.weight", ".attn.to_v.weight",
-                                        ".attn.to_out.0.weight", ".ff.net.0.proj.weight", ".ff.net.2.weight"};
+                                        ".attn.to_out.0.weight", ".ff.net.0.proj.weight", ".ff.net.2.weight",
+                                        ".attn.to_q.bias", ".attn.to_k.bias", ".attn.to_v.bias",
+                                        ".attn.to_out.0.bias", ".ff.net.0.proj.bias", ".ff.net.2.bias"};
     if (strncmp(name, "decoder.transformer_blocks.", 27) != 0) return 0;
     size_t n = strlen(name);
     for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
@@ -1316,16 +1320,14 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t
         vp_mark(be, VP_QKV);
         h3_vae_qk_norm_rope(be, w->qkv, M, 3 * D, N, 2 * H, hd, eps, c->rope_dim, w->cos, w->sin);
         vp_mark(be, VP_QK);
-        for (int64_t t = 0; t < B; t++) {
-            const h3_bf16 *qt = w->qkv + t * N * 3 * D;
-            if (w->qkv32) { /* decode_tile's h3_attention on the same (bf16-exact) values */
-                h3_bf16_unpack(be, w->qkv32, qt, N * 3 * D);
+        if (!w->qkv32) {
+            h3_vae_tile_attention(be, w->o, w->qkv, B, N, H, hd, scale); /* one batched call over the tiles */
+        } else {
+            for (int64_t t = 0; t < B; t++) { /* decode_tile's h3_attention on the same (bf16-exact) values */
+                h3_bf16_unpack(be, w->qkv32, w->qkv + t * N * 3 * D, N * 3 * D);
                 h3_attention(be, w->o32, D, w->qkv32, 3 * D, w->qkv32 + D, 3 * D, w->qkv32 + 2 * D, 3 * D, N, N, H, H,
                              hd, scale, 0, H3_BF16_OUT);
                 h3_bf16_pack(be, w->o + t * N * D, w->o32, N * D);
-            } else {
-                h3_bf16_attention(be, w->o + t * N * D, D, qt, 3 * D, hd, qt + D, 3 * D, hd, qt + 2 * D, 3 * D, hd, N,
-                                  N, H, H, hd, scale);
             }
         }
         vp_mark(be, VP_ATTN);

@@ -87,22 +87,42 @@ static void test_ops(h3_backend *cpu, h3_backend *gpu) {
             free(x), free(sc), free(w), free(br), free(yc), free(yg), free(xc), free(xg);
             h3_free(gpu, dx), h3_free(gpu, dsc), h3_free(gpu, dw), h3_free(gpu, dbr), h3_free(gpu, dy);
         }
-    /* q/k of a fused [q | k | v] buffer: 2 tiles of 1797 rows, 2 x 32 heads of 64, rope 48 */
-    const int64_t period = 1797, rows = 2 * period, D = 2048, ld = 3 * D, n = rows * ld;
-    const int rot = 48;
-    h3_bf16 *x = rand_bf16(n, 21, 4.0f), *xc = malloc((size_t)n * 2), *xg = malloc((size_t)n * 2);
-    memcpy(xc, x, (size_t)n * 2);
-    float *cs = rand_f32(period * rot, 22, -1.0f, 1.0f), *sn = rand_f32(period * rot, 23, -1.0f, 1.0f);
-    h3_bf16 *dx = up(gpu, x, (size_t)n * 2);
-    float *dcs = up(gpu, cs, (size_t)(period * rot) * 4), *dsn = up(gpu, sn, (size_t)(period * rot) * 4);
-    h3_vae_qk_norm_rope(cpu, xc, rows, ld, period, 64, 64, 1e-5f, rot, cs, sn);
-    h3_vae_qk_norm_rope(gpu, dx, rows, ld, period, 64, 64, 1e-5f, rot, dcs, dsn);
-    h3_download(gpu, xg, dx, (size_t)n * 2);
-    float *a = widen(xc, n), *b = widen(xg, n);
-    report("qk_norm_rope 2 x 1797 rows, 64 heads x 64, rope 48", b, a, n, 1e-6);
-    CHECK(memcmp(xc + 2 * D, x + 2 * D, (size_t)D * 2) == 0, "qk_norm_rope touched v");
-    free(a), free(b), free(x), free(xc), free(xg), free(cs), free(sn);
-    h3_free(gpu, dx), h3_free(gpu, dcs), h3_free(gpu, dsn);
+    /* q/k of a fused [q | k | v] buffer, 2 tiles: the 4-heads-per-warp kernel (64 heads of 64), the paired one
+     * (6 heads), the generic one (head dim 16) */
+    const struct { int heads, hd, rot; } qc[3] = {{64, 64, 48}, {6, 64, 48}, {4, 16, 12}};
+    for (int ci = 0; ci < 3; ci++) {
+        const int64_t period = 1797, rows = 2 * period, ld = (int64_t)qc[ci].heads * qc[ci].hd * 3 / 2, n = rows * ld;
+        const int rot = qc[ci].rot;
+        h3_bf16 *x = rand_bf16(n, 21, 4.0f), *xc = malloc((size_t)n * 2), *xg = malloc((size_t)n * 2);
+        memcpy(xc, x, (size_t)n * 2);
+        float *cs = rand_f32(period * rot, 22, -1.0f, 1.0f), *sn = rand_f32(period * rot, 23, -1.0f, 1.0f);
+        h3_bf16 *dx = up(gpu, x, (size_t)n * 2);
+        float *dcs = up(gpu, cs, (size_t)(period * rot) * 4), *dsn = up(gpu, sn, (size_t)(period * rot) * 4);
+        h3_vae_qk_norm_rope(cpu, xc, rows, ld, period, qc[ci].heads, qc[ci].hd, 1e-5f, rot, cs, sn);
+        h3_vae_qk_norm_rope(gpu, dx, rows, ld, period, qc[ci].heads, qc[ci].hd, 1e-5f, rot, dcs, dsn);
+        h3_download(gpu, xg, dx, (size_t)n * 2);
+        float *a = widen(xc, n), *b = widen(xg, n);
+        char label[96];
+        snprintf(label, sizeof label, "qk_norm_rope 2 x 1797 rows, %d heads x %d, rope %d", qc[ci].heads, qc[ci].hd, rot);
+        report(label, b, a, n, 1e-6);
+        const int64_t qk = (int64_t)qc[ci].heads * qc[ci].hd;
+        CHECK(memcmp(xg + qk, x + qk, (size_t)(ld - qk) * 2) == 0, "qk_norm_rope touched v");
+        free(a), free(b), free(x), free(xc), free(xg), free(cs), free(sn);
+        h3_free(gpu, dx), h3_free(gpu, dcs), h3_free(gpu, dsn);
+    }
+    /* tile attention: 2 tiles of 1797 rows, 32 heads x 64, batched cuDNN vs the CPU twin (P in fp32 there) */
+    {
+        const int64_t N = 1797, T = 2, D = 2048, nq = T * N * 3 * D, no = T * N * D;
+        h3_bf16 *qkv = rand_bf16(nq, 31, 2.0f), *oc = calloc((size_t)no, 2), *og = calloc((size_t)no, 2);
+        h3_bf16 *dq = up(gpu, qkv, (size_t)nq * 2), *dout = h3_alloc(gpu, (size_t)no * 2);
+        h3_vae_tile_attention(cpu, oc, qkv, T, N, 32, 64, 0.125f);
+        h3_vae_tile_attention(gpu, dout, dq, T, N, 32, 64, 0.125f);
+        h3_download(gpu, og, dout, (size_t)no * 2);
+        float *a = widen(oc, no), *b = widen(og, no);
+        report("tile_attention 2 x 1797 rows, 32 heads x 64 (CUDA vs CPU)", b, a, no, 5e-3);
+        free(a), free(b), free(qkv), free(oc), free(og);
+        h3_free(gpu, dq), h3_free(gpu, dout);
+    }
 }
 
 static h3_tensor *load_f32(st_set *s, const char *name) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../../core/dtype.h"
+#include "cpu_bf16.h"
 
 static inline float widen(h3_bf16 h) {
     uint32_t u = (uint32_t)h << 16;
@@ -72,5 +73,15 @@ void cpu_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t row_
                 xh[d] = to_bf16(val);
             }
         }
+    }
+}
+
+void cpu_vae_tile_attention(h3_backend *be, h3_bf16 *out, const h3_bf16 *qkv, int64_t tiles, int64_t N, int heads,
+                            int head_dim, float scale) {
+    const int64_t D = (int64_t)heads * head_dim;
+    for (int64_t t = 0; t < tiles; t++) {
+        const h3_bf16 *q = qkv + t * N * 3 * D;
+        cpu_bf16_attention(be, out + t * N * D, D, q, 3 * D, head_dim, q + D, 3 * D, head_dim, q + 2 * D, 3 * D,
+                           head_dim, N, N, heads, heads, head_dim, scale);
     }
 }

@@ -1,6 +1,7 @@
 /* CUDA twins of the VAE decoder ops (backend_vae.h): the CPU twins' arithmetic (cpu/cpu_vae.c) in the same
  * order, compiled with --fmad=false; sums of squares in double like the twins (only the summation order
  * differs). Plus pinned host buffers and a copy stream for the decoder's asynchronous tile downloads. */
+#include "cuda_bf16.h"
 #include "cuda_internal.h"
 #include "cuda_vae.h"
 
@@ -165,6 +166,53 @@ static __global__ void k_qk_norm_rope(uint16_t *x, int64_t rows, int64_t row_str
     }
 }
 
+/* head_dim 64, 16-byte rows: a warp takes 4 heads of a row, 8 lanes per head, 8 channels (one 16-byte access) per
+ * lane, so each warp keeps 512 bytes in flight (the one-head-per-warp kernel is latency-bound at ~0.8 TB/s). */
+static __global__ void k_qk_norm_rope64x4(uint16_t *x, int64_t rows, int64_t row_stride, int64_t period, int heads,
+                                          float eps, int rot_dim, const float *cos, const float *sin) {
+    __shared__ float buf[QK_WARPS][4][64];
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, hh = lane >> 3, c8 = (lane & 7) * 8, half = rot_dim / 2;
+    const int groups = heads / 4;
+    const int64_t items = rows * groups, nwarps = (int64_t)gridDim.x * QK_WARPS;
+    float *n = buf[wib][hh];
+    for (int64_t it = blockIdx.x * (int64_t)QK_WARPS + wib; it < items; it += nwarps) {
+        const int64_t r = it / groups;
+        const int g = (int)(it - r * groups);
+        uint16_t *xh = x + r * row_stride + (int64_t)(4 * g + hh) * 64 + c8;
+        uint4 u = *(const uint4 *)xh;
+        uint32_t w[4] = {u.x, u.y, u.z, u.w};
+        float f[8];
+#pragma unroll
+        for (int j = 0; j < 4; j++) f[2 * j] = __uint_as_float(w[j] << 16), f[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+        double ss = 0.0;
+#pragma unroll
+        for (int j = 0; j < 8; j++) ss += (double)f[j] * f[j];
+        for (int o = 1; o < 8; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float inv = 1.0f / sqrtf((float)(ss / 64.0) + eps);
+#pragma unroll
+        for (int j = 0; j < 8; j++) n[c8 + j] = f[j] * inv;
+        __syncwarp();
+        const int64_t s = r % period;
+        const float *cr = cos + s * rot_dim, *sr = sin + s * rot_dim;
+        uint32_t o[4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int d = c8 + j;
+            float val = n[d];
+            if (d < rot_dim) {
+                float rot = d < half ? -n[d + half] : n[d - half];
+                float a = n[d] * cr[d], bb = rot * sr[d];
+                val = a + bb;
+            }
+            uint32_t b = f32_to_bf16_bits(val);
+            if (j & 1) o[j / 2] |= b << 16;
+            else o[j / 2] = b;
+        }
+        *(uint4 *)xh = make_uint4(o[0], o[1], o[2], o[3]);
+        __syncwarp(); /* n is rewritten by the next item */
+    }
+}
+
 extern "C" void cuda_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t row_stride, int64_t period,
                                       int heads, int head_dim, float eps, int rot_dim, const float *cos,
                                       const float *sin) {
@@ -177,13 +225,38 @@ extern "C" void cuda_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, 
     if (blocks > 16384) blocks = 16384;
     int pair = head_dim == 64 && row_stride % 2 == 0 && al(x, 4);
     cudaStream_t st = cuda_of(be)->stream;
-    if (pair)
+    if (head_dim == 64 && heads % 4 == 0 && row_stride % 8 == 0 && al(x, 16)) {
+        int64_t b4 = (rows * (heads / 4) + QK_WARPS - 1) / QK_WARPS;
+        if (b4 > 16384) b4 = 16384;
+        k_qk_norm_rope64x4<<<(unsigned)b4, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, eps, rot_dim,
+                                                                   cos, sin);
+    } else if (pair)
         k_qk_norm_rope<1><<<(unsigned)blocks, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, head_dim, eps,
                                                                       rot_dim, cos, sin);
     else
         k_qk_norm_rope<0><<<(unsigned)blocks, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, head_dim, eps,
                                                                       rot_dim, cos, sin);
     CUDA_LAUNCHED(be, "vae_qk_norm_rope");
+}
+
+/* ---- attention over the tiles of a batch ---- */
+
+extern "C" void cuda_vae_tile_attention(h3_backend *be, h3_bf16 *out, const h3_bf16 *qkv, int64_t tiles, int64_t N,
+                                        int heads, int head_dim, float scale) {
+    if (tiles <= 0 || N <= 0) return;
+    const int64_t D = (int64_t)heads * head_dim, ld = 3 * D;
+    const int64_t bst[4] = {N * ld, N * ld, N * ld, N * D};
+    static int per_tile = -1; /* H3_VAE_ATTN=tile: per-tile calls (comparison) */
+    if (per_tile < 0) per_tile = getenv("H3_VAE_ATTN") && !strcmp(getenv("H3_VAE_ATTN"), "tile");
+    if (!per_tile && cuda_cudnn_attention_bf16_batched(be, tiles, bst, out, D, qkv, ld, head_dim, qkv + D, ld, head_dim,
+                                                       qkv + 2 * D, ld, head_dim, N, N, heads, heads, head_dim,
+                                                       scale) == 0)
+        return;
+    for (int64_t t = 0; t < tiles; t++) {
+        const h3_bf16 *q = qkv + t * N * ld;
+        cuda_bf16_attention(be, out + t * N * D, D, q, ld, head_dim, q + D, ld, head_dim, q + 2 * D, ld, head_dim, N, N,
+                            heads, heads, head_dim, scale);
+    }
 }
 
 /* ---- pinned host buffers, asynchronous downloads ---- */
