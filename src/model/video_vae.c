@@ -454,6 +454,8 @@ static video_vae *start_model(h3_backend *be, const video_vae_config *cfg, int p
     v->bf16 = (parts & VIDEO_VAE_BF16) && (parts & VIDEO_VAE_DECODER);
     v->parts = parts & (VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER);
     v->cfg = *cfg;
+    const char *vb = getenv("H3_VAE_BATCH"); /* video_vae_set_decode_batch's default (1: the per-tile path) */
+    v->batch = vb && atoi(vb) > 0 ? atoi(vb) : 0;
     if ((v->parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
         h3_fail(e, "video VAE encoder: the %s backend has no convolution ops in this build", h3_backend_name(be));
         goto fail;
@@ -1485,8 +1487,12 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
     /* per slot: the batch's output, then its tokens (uploaded from there: the host fills the other slot's tokens
      * while this upload may still be queued). Kept by the model (pinned allocations are slow), sized for a full
      * batch even when this decode has fewer jobs. */
-    size_t need = (size_t)(cap * (tile_out + tile_tok));
-    if (cap > d->njobs) cap = d->njobs;
+    size_t need = (size_t)(cap * (tile_out + tile_tok)) + 256; /* + the tokens' alignment */
+    /* equal batches, and at least two when there are 4+ jobs: the host stitches batch g-1 while the GPU computes
+     * batch g, so only the last batch's host part is not overlapped */
+    int64_t nbat = (d->njobs + cap - 1) / cap;
+    if (nbat < 2 && d->njobs >= 4 && v->batch <= 0) nbat = 2;
+    cap = (d->njobs + nbat - 1) / nbat;
     if (v->pin_bytes < need) {
         for (int s = 0; s < 2; s++) {
             h3_vae_host_free(be, v->pin[s]);

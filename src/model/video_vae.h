@@ -92,7 +92,9 @@ int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, 
 /* bf16 mode: the decoder runs up to max_tiles equally shaped tiles (of one or more clips) as one stack of rows
  * through every linear (attention per tile; spec 13), the next batch computing while the previous one is
  * downloaded and stitched. 0 (default): as many as fit ~400 MB of output per batch (18 tiles of 256 x 256 x 7
- * latents), at most 32; 1: the per-tile path (one tile at a time). No effect in fp32 mode (always per tile). */
+ * latents), at most 32, in equal batches (two or more from 4 jobs on); 1: the per-tile path (one tile at a time).
+ * The environment variable H3_VAE_BATCH sets the initial value (e.g. H3_VAE_BATCH=1). No effect in fp32 mode
+ * (always per tile). */
 void video_vae_set_decode_batch(video_vae *v, int max_tiles);
 /* Same, into out [3, T, S h, S w] with T = video_vae_decoded_frames(L). */
 int video_vae_decode(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w, const video_vae_tiling *tiling,
