@@ -4,12 +4,17 @@
 #include "cpu/cpu_bf16.h"
 #ifdef H3_CUDA
 #include "cuda/cuda_bf16.h"
-#define BF16_DISPATCH(be, op, ...)                                                                                     \
-    do {                                                                                                               \
-        if ((be)->kind == H3_BACKEND_CUDA)                                                                             \
-            cuda_##op(__VA_ARGS__);                                                                                    \
-        else                                                                                                           \
-            cpu_##op(__VA_ARGS__);                                                                                     \
+#include "cuda/cuda_ops.h"
+/* On CUDA each op is bracketed by the per-op timer (a no-op unless H3_CUDA_OPTIME=1). */
+#define BF16_DISPATCH(be, op, ...)                          \
+    do {                                                    \
+        if ((be)->kind == H3_BACKEND_CUDA) {                \
+            int mark_ = cuda_optime_begin((be), #op);       \
+            cuda_##op(__VA_ARGS__);                         \
+            cuda_optime_end((be), mark_);                   \
+        } else {                                            \
+            cpu_##op(__VA_ARGS__);                          \
+        }                                                   \
     } while (0)
 #else
 #define BF16_DISPATCH(be, op, ...) cpu_##op(__VA_ARGS__)

@@ -10,6 +10,9 @@
 #include "cuda_bf16.h"
 #include "cuda_internal.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #define GRID_STRIDE(i, n) \
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
@@ -42,6 +45,11 @@ extern "C" void cuda_bf16_unpack(h3_backend *be, float *y, const h3_bf16 *x, int
 
 /* ---- GEMM ---- */
 
+static __global__ void k_rows_f32_to_bf16(uint16_t *out, int64_t o_rs, const float *src, int64_t S, int64_t w) {
+    FOR_ROWS_COLS(s, c, S, w) out[s * o_rs + c] = pk(src[s * w + c]);
+}
+
+
 extern "C" void cuda_bf16_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const h3_bf16 *x, int64_t ldx, int64_t M,
                                  const h3_tensor *w, const h3_tensor *bias) {
     int64_t N = w->shape[0], K = w->shape[1];
@@ -54,8 +62,18 @@ extern "C" void cuda_bf16_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const 
         cuda_record_error(be, "bf16_matmul", "bias must be F32 or BF16");
         return;
     }
-    cuda_lt_gemm(be, CUDA_GEMM_BF16_BF16OUT, w->data, x, ldx, y, ldy, M, N, K, bias ? bias->data : NULL,
-                 bias && bias->dtype == H3_BF16 ? CUDA_R_16BF : CUDA_R_32F);
+    if (bias && bias->dtype == H3_F32) {
+        /* cuBLASLt takes no fp32 bias with a bf16 output: fp32 output with the bias in the epilogue, then
+         * one rounding pass (the same single rounding of acc + bias) */
+        float *yf = (float *)cuda_scratch(be, (size_t)(M * N) * sizeof(float));
+        if (!yf) return;
+        cuda_lt_gemm(be, CUDA_GEMM_BF16_F32OUT, w->data, x, ldx, yf, N, M, N, K, bias->data, CUDA_R_32F);
+        k_rows_f32_to_bf16<<<grid_rows_cols(M, N, 256), 256, 0, cuda_of(be)->stream>>>(y, ldy, yf, M, N);
+        CUDA_LAUNCHED(be, "bf16_matmul (round fp32 output)");
+        cuda_free(be, yf);
+        return;
+    }
+    cuda_lt_gemm(be, CUDA_GEMM_BF16_BF16OUT, w->data, x, ldx, y, ldy, M, N, K, bias ? bias->data : NULL, CUDA_R_16BF);
 }
 
 /* ---- RMSNorm (+ AdaLN modulation): one block per row ---- */
@@ -138,6 +156,60 @@ static __global__ void __launch_bounds__(RM_THREADS) k_rmsnorm_mod(uint16_t *y, 
     }
 }
 
+/* Rows of up to 32 * 8 * MAXV channels (5376: 21 uint4 per lane): one warp per row, the row held in
+ * registers between the sum of squares and the output, no shared memory or block barriers. */
+enum { RMW_MAXV = 24 };
+static __global__ void __launch_bounds__(256) k_rmsnorm_mod_warp(uint16_t *y, const uint16_t *x, int64_t rows,
+                                                                 int64_t dim, const float *w, float eps,
+                                                                 const float *table, int64_t tstride,
+                                                                 const int32_t *ridx, int64_t shift_off,
+                                                                 int64_t scale_off) {
+    int lane = threadIdx.x & 31;
+    int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (r >= rows) return;
+    int nv = (int)(dim / 8);
+    const uint4 *xr = (const uint4 *)(x + r * dim);
+    uint4 v[RMW_MAXV];
+    double ss = 0.0;
+#pragma unroll
+    for (int i = 0; i < RMW_MAXV; i++) {
+        int c8 = lane + 32 * i;
+        if (c8 < nv) {
+            v[i] = xr[c8];
+            uint32_t wv[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float a = __uint_as_float(wv[j] << 16), b = __uint_as_float(wv[j] & 0xffff0000u);
+                ss += (double)a * a;
+                ss += (double)b * b;
+            }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    float inv = 1.0f / sqrtf((float)(ss / (double)dim) + eps);
+    const float *shift = NULL, *scale = NULL;
+    if (table) {
+        const float *t = table + (int64_t)ridx[r] * tstride;
+        shift = t + shift_off, scale = t + scale_off;
+    }
+    uint4 *yr = (uint4 *)(y + r * dim);
+#pragma unroll
+    for (int i = 0; i < RMW_MAXV; i++) {
+        int c8 = lane + 32 * i;
+        if (c8 < nv) {
+            uint32_t wv[4] = {v[i].x, v[i].y, v[i].z, v[i].w}, o[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int64_t c = (int64_t)c8 * 8 + 2 * j;
+                float a = norm_mod(__uint_as_float(wv[j] << 16), inv, w, shift, scale, c);
+                float b = norm_mod(__uint_as_float(wv[j] & 0xffff0000u), inv, w, shift, scale, c + 1);
+                o[j] = (uint32_t)pk(a) | ((uint32_t)pk(b) << 16);
+            }
+            yr[c8] = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+    }
+}
+
 extern "C" void cuda_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, int64_t rows, int64_t dim,
                                            const float *w, float eps, const float *table, int64_t table_stride,
                                            const int32_t *row_index, int64_t shift_off, int64_t scale_off) {
@@ -147,7 +219,10 @@ extern "C" void cuda_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_
         cuda_record_error(be, "bf16_rmsnorm_modulate", "too many rows");
         return;
     }
-    if (dim % 8 == 0 && aligned16(x) && aligned16(y))
+    if (dim % 8 == 0 && dim <= 256 * RMW_MAXV && aligned16(x) && aligned16(y))
+        k_rmsnorm_mod_warp<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(y, x, rows, dim, w, eps, table, table_stride,
+                                                                       row_index, shift_off, scale_off);
+    else if (dim % 8 == 0 && aligned16(x) && aligned16(y))
         k_rmsnorm_mod<1><<<(unsigned)rows, RM_THREADS, 0, st>>>(y, x, dim, w, eps, table, table_stride, row_index,
                                                                shift_off, scale_off);
     else
@@ -217,6 +292,96 @@ static __global__ void k_head_norm_rope(uint16_t *x, int64_t rows, int64_t rs, i
     }
 }
 
+/* head_dim 128, 8-byte aligned heads: one warp per row looping over its heads, the row's cos/sin in
+ * registers (read once per row instead of once per head). Same arithmetic as k_head_norm_rope<4, 1>. */
+static __global__ void __launch_bounds__(256) k_head_norm_rope_row(uint16_t *x, int64_t rows, int64_t rs, int heads,
+                                                                   int64_t hs, const float *w, float eps, int rot,
+                                                                   const float *cos, const float *sin) {
+    const int E = 4, D = 128, half = rot / 2, shift = half / E;
+    int lane = threadIdx.x & 31;
+    int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (r >= rows) return;
+    int d0 = lane * E, rotl = cos && d0 < rot;
+    float c[E], sn[E], wg[E];
+#pragma unroll
+    for (int j = 0; j < E; j++) {
+        wg[j] = w ? w[d0 + j] : 1.0f;
+        c[j] = rotl ? round_bf16(cos[r * rot + d0 + j]) : 0.0f;
+        sn[j] = rotl ? round_bf16(sin[r * rot + d0 + j]) : 0.0f;
+    }
+    int src = lane < shift ? lane + shift : lane - shift;
+    for (int h = 0; h < heads; h++) {
+        uint16_t *xh = x + r * rs + h * hs + d0;
+        uint2 u = *(const uint2 *)xh;
+        float v[E] = {__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                      __uint_as_float(u.y & 0xffff0000u)};
+        double ss = 0.0;
+#pragma unroll
+        for (int j = 0; j < E; j++) ss += (double)v[j] * v[j];
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float inv = 1.0f / sqrtf((float)(ss / (double)D) + eps);
+        float n[E];
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            float t = v[j] * inv;
+            if (w) t = t * wg[j];
+            n[j] = round_bf16(t);
+        }
+        if (cos) {
+            float p[E];
+#pragma unroll
+            for (int j = 0; j < E; j++) p[j] = __shfl_sync(0xffffffffu, n[j], src);
+            if (rotl) {
+#pragma unroll
+                for (int j = 0; j < E; j++) {
+                    float rv = d0 + j < half ? -p[j] : p[j];
+                    n[j] = round_bf16(n[j] * c[j]) + round_bf16(rv * sn[j]);
+                }
+            }
+        }
+        *(uint2 *)xh = make_uint2((uint32_t)pk(n[0]) | ((uint32_t)pk(n[1]) << 16),
+                                  (uint32_t)pk(n[2]) | ((uint32_t)pk(n[3]) << 16));
+    }
+}
+
+/* Any head_dim <= 512 (tiny test models): one warp per (row, head) through shared memory. */
+enum { HN_WARPS = 8, HN_MAXD = 512 };
+static __global__ void k_head_norm_rope_any(uint16_t *x, int64_t rows, int64_t rs, int heads, int64_t hs, int D,
+                                            const float *w, float eps, int rot, const float *cos, const float *sin) {
+    __shared__ float buf[HN_WARPS][HN_MAXD];
+    int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, half = rot / 2;
+    float *n = buf[wi];
+    int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t task = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; task < rows * heads; task += nwarps) {
+        int64_t r = task / heads;
+        int h = (int)(task - r * heads);
+        uint16_t *xh = x + r * rs + h * hs;
+        double ss = 0.0;
+        for (int d = lane; d < D; d += 32) {
+            float v = bf(xh[d]);
+            ss += (double)v * v;
+        }
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float inv = 1.0f / sqrtf((float)(ss / (double)D) + eps);
+        for (int d = lane; d < D; d += 32) {
+            float t = bf(xh[d]) * inv;
+            if (w) t = t * w[d];
+            n[d] = round_bf16(t);
+        }
+        __syncwarp();
+        for (int d = lane; d < D; d += 32) {
+            float o = n[d];
+            if (cos && d < rot) {
+                float c = round_bf16(cos[r * rot + d]), s = round_bf16(sin[r * rot + d]);
+                float rv = d < half ? -n[d + half] : n[d - half];
+                o = round_bf16(n[d] * c) + round_bf16(rv * s);
+            }
+            xh[d] = pk(o);
+        }
+        __syncwarp();
+    }
+}
+
 extern "C" void cuda_bf16_head_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t row_stride, int heads,
                                          int64_t head_stride, int head_dim, const float *w, float eps, int rot_dim,
                                          const float *cos, const float *sin) {
@@ -225,13 +390,22 @@ extern "C" void cuda_bf16_head_norm_rope(h3_backend *be, h3_bf16 *x, int64_t row
     int ok = (head_dim == 128 || head_dim == 64) && (!cos || (rot_dim % 2 == 0 && rot_dim <= head_dim &&
                                                                 (rot_dim / 2) % E == 0 && rot_dim % E == 0));
     if (!ok) {
-        cuda_record_error(be, "bf16_head_norm_rope", "head_dim must be 64 or 128 with rot_dim/2 a multiple of head_dim/32");
+        if (head_dim > HN_MAXD || (cos && (rot_dim > head_dim || rot_dim % 2))) {
+            cuda_record_error(be, "bf16_head_norm_rope", "head_dim must be <= 512 and rot_dim even and <= head_dim");
+            return;
+        }
+        k_head_norm_rope_any<<<cuda_blocks(rows * heads * 32, 32 * HN_WARPS), 32 * HN_WARPS, 0, cuda_of(be)->stream>>>(
+            x, rows, row_stride, heads, head_stride, head_dim, w, eps, rot_dim, cos, sin);
+        CUDA_LAUNCHED(be, "bf16_head_norm_rope (any head_dim)");
         return;
     }
     int vec = E == 4 && ((uintptr_t)x & 7u) == 0 && row_stride % 4 == 0 && head_stride % 4 == 0;
     unsigned blocks = cuda_blocks(rows * heads * 32, 256);
     cudaStream_t st = cuda_of(be)->stream;
-    if (E == 4 && vec)
+    if (E == 4 && vec && getenv("H3_HEADNORM_ROW") == NULL) /* one warp per row */
+        k_head_norm_rope_row<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps,
+                                                                         rot_dim, cos, sin);
+    else if (E == 4 && vec)
         k_head_norm_rope<4, 1><<<blocks, 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps, rot_dim, cos, sin);
     else if (E == 4) /* unaligned: element loads */
         k_head_norm_rope<4, 0><<<blocks, 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps, rot_dim, cos, sin);
@@ -251,8 +425,12 @@ static __global__ void k_pack_heads(uint16_t *dst, const uint16_t *src, int64_t 
     }
 }
 
-static __global__ void k_rows_f32_to_bf16(uint16_t *out, int64_t o_rs, const float *src, int64_t S, int64_t w) {
-    FOR_ROWS_COLS(s, c, S, w) out[s * o_rs + c] = pk(src[s * w + c]);
+/* strided bf16 heads -> fp32 rows [S][H*D] */
+static __global__ void k_heads_to_f32(float *dst, const uint16_t *src, int64_t S, int64_t rs, int64_t hs, int H, int D) {
+    FOR_ROWS_COLS(s, c, S, (int64_t)H * D) {
+        int h = (int)c / D, d = (int)c - h * D;
+        dst[s * H * D + c] = bf(src[s * rs + (int64_t)h * hs + d]);
+    }
 }
 
 extern "C" void cuda_bf16_attention(h3_backend *be, h3_bf16 *out, int64_t o_rs, const h3_bf16 *q, int64_t q_rs,
@@ -261,12 +439,28 @@ extern "C" void cuda_bf16_attention(h3_backend *be, h3_bf16 *out, int64_t o_rs, 
                                     float scale) {
     cuda_impl *c = cuda_of(be);
     if (Sq <= 0 || Hq <= 0) return;
-    if ((D != 64 && D != 128) || Skv <= 0 || Hkv <= 0 || Hq % Hkv) {
-        cuda_record_error(be, "bf16_attention", "head_dim must be 64 or 128, Skv > 0, Hq a multiple of Hkv");
+    if (Skv <= 0 || Hkv <= 0 || Hq % Hkv) {
+        cuda_record_error(be, "bf16_attention", "Skv must be > 0 and Hq a multiple of Hkv");
         return;
     }
-    /* 1. cuDNN on the strides as they are */
-    if (cuda_cudnn_attention_bf16_strided(be, out, o_rs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq,
+    if (D != 64 && D != 128) { /* small test models: fp32 copies through h3_attention's exact kernel */
+        int64_t wq = (int64_t)Hq * D, wkv = (int64_t)Hkv * D;
+        float *qf = (float *)cuda_scratch(be, (size_t)(Sq * wq + 2 * Skv * wkv + Sq * wq) * sizeof(float));
+        if (!qf) return;
+        float *kf = qf + Sq * wq, *vf = kf + Skv * wkv, *of = vf + Skv * wkv;
+        k_heads_to_f32<<<grid_rows_cols(Sq, wq, 256), 256, 0, c->stream>>>(qf, q, Sq, q_rs, q_hs, Hq, D);
+        k_heads_to_f32<<<grid_rows_cols(Skv, wkv, 256), 256, 0, c->stream>>>(kf, k, Skv, k_rs, k_hs, Hkv, D);
+        k_heads_to_f32<<<grid_rows_cols(Skv, wkv, 256), 256, 0, c->stream>>>(vf, v, Skv, v_rs, v_hs, Hkv, D);
+        CUDA_LAUNCHED(be, "bf16_attention (fp32 copies)");
+        cuda_attention(be, of, wq, qf, wq, kf, wkv, vf, wkv, Sq, Skv, Hq, Hkv, D, scale, 0, H3_BF16_OUT);
+        k_rows_f32_to_bf16<<<grid_rows_cols(Sq, wq, 256), 256, 0, c->stream>>>(out, o_rs, of, Sq, wq);
+        CUDA_LAUNCHED(be, "bf16_attention (rows to bf16)");
+        cuda_free(be, qf);
+        return;
+    }
+    /* 1. cuDNN on the strides as they are (H3_ATTN_STRIDED=0: always the head-major copies) */
+    const char *strided = getenv("H3_ATTN_STRIDED");
+    if ((!strided || strcmp(strided, "0")) && cuda_cudnn_attention_bf16_strided(be, out, o_rs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq,
                                           Hkv, D, scale) == 0)
         return;
     /* 2. head-major copies, then cuDNN or the own flash kernel */

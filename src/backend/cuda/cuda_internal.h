@@ -36,6 +36,8 @@ typedef struct cuda_impl {
     char             errmsg[512];
     cudaEvent_t      marks[2];
     void            *sdpa;        /* cuDNN SDPA state (cuda_sdpa_cudnn.cu), created on first use */
+    void            *optime;      /* per-op timing (H3_CUDA_OPTIME=1, cuda_optime.cu) */
+    int              gemm_tune;   /* H3_GEMM_TUNE (default 1): time the heuristic's candidates on big GEMMs */
     cuda_gemm_plan   plans[CUDA_PLAN_CACHE];
     int              plan_next;
 } cuda_impl;
@@ -64,6 +66,8 @@ extern "C" void *cuda_scratch(h3_backend *be, size_t bytes);
  * epilogue, bias_type CUDA_R_32F or CUDA_R_16BF; bias NULL: none); kind CUDA_GEMM_*. */
 extern "C" void cuda_lt_gemm(h3_backend *be, int kind, const void *w, const void *x, int64_t ldx, void *y, int64_t ldy,
                              int64_t M, int64_t N, int64_t K, const void *bias, cudaDataType_t bias_type);
+/* Reports and frees the per-op timing state (cuda_optime.cu). */
+void cuda_optime_release(h3_backend *be);
 /* Frees the cuDNN handle and cached SDPA plans (cuda_sdpa_cudnn.cu). */
 extern "C" void cuda_sdpa_release(h3_backend *be);
 

@@ -64,6 +64,12 @@ void cuda_scale(h3_backend *be, float *y, const float *x, float s, int64_t n, in
 void cuda_round_bf16_buf(h3_backend *be, float *x, int64_t n);
 void cuda_add_bias(h3_backend *be, float *y, const float *bias, int64_t rows, int64_t dim, int flags);
 
+/* Per-op device time (H3_CUDA_OPTIME=1): events around each timed op; the report (one line per op
+ * name: calls, total ms, share) goes to stderr at shutdown or on cuda_optime_report. */
+int  cuda_optime_begin(h3_backend *be, const char *name);
+void cuda_optime_end(h3_backend *be, int mark);
+void cuda_optime_report(h3_backend *be);
+
 /* ---- for tests and benchmarks (bf16 data as uint16_t bit patterns, device memory) ---- */
 /* Widened-weight tile size of the fp32 matmul path in elements (tests force several tiles). */
 void cuda_set_widen_tile(h3_backend *be, int64_t elems);
