@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../backend/backend_bench.h"
 #include "../backend/backend_conv.h"
 #include "../backend/backend_dit.h"
+#include "../backend/backend_vae.h"
 #include "../io/safetensors.h"
 
 /* ------------------------------------------------------------------------------------------------
@@ -288,6 +290,8 @@ typedef struct vv_block {
     const float *norm1, *norm2, *scale1, *scale2;
     h3_tensor    q, qb, k, kb, v, vb, o, ob;
     h3_tensor    ffv, ffvb, ffg, ffgb, ff2, ff2b; /* ff.net.0.proj split into its value / gate halves */
+    h3_tensor    ff1, ff1b;                        /* ff.net.0.proj whole: [value; gate] (one GEMM) */
+    h3_tensor   *qkv, *qkvb; /* bf16 mode: [to_q; to_k; to_v] (BF16) and their biases (F32), owned; q/k/v view it */
 } vv_block;
 
 struct video_vae {
@@ -305,6 +309,9 @@ struct video_vae {
     h3_tensor    pq, pqb, proj_in, proj_in_b, proj_out, proj_out_b;
     const float *registers, *dnorm_w, *dnorm_b;
     vv_block    *blocks;
+    int          batch;      /* bf16 decode: most tiles per batched pass (0: automatic); 1: per-tile path */
+    float       *pin[2];     /* bf16 decode: host buffers of the asynchronous tile downloads (h3_vae_host_alloc) */
+    size_t       pin_bytes;
 };
 
 static h3_tensor *find_w(video_vae *v, const char *fmt, ...) {
@@ -340,10 +347,14 @@ static h3_tensor view2d(const h3_tensor *t, int64_t row0, int64_t rows, int64_t 
     return r;
 }
 
-/* bf16 mode: the decoder block matrices that run as bf16 GEMMs (spec 11: the reference's fp16 linears). */
+/* bf16 mode: the weights and biases of the decoder block linears that run as bf16 GEMMs (spec 11: the reference's
+ * fp16 linears; autocast casts a linear's bias to the half type too, and cuBLASLt's bf16-output epilogue takes a
+ * bf16 bias, added to the fp32 accumulator before the one rounding). */
 static int is_bf16_matrix(const char *name) {
     static const char *const tails[] = {".attn.to_q.weight", ".attn.to_k.weight", ".attn.to_v.weight",
-                                        ".attn.to_out.0.weight", ".ff.net.0.proj.weight", ".ff.net.2.weight"};
+                                        ".attn.to_out.0.weight", ".ff.net.0.proj.weight", ".ff.net.2.weight",
+                                        ".attn.to_q.bias", ".attn.to_k.bias", ".attn.to_v.bias",
+                                        ".attn.to_out.0.bias", ".ff.net.0.proj.bias", ".ff.net.2.bias"};
     if (strncmp(name, "decoder.transformer_blocks.", 27) != 0) return 0;
     size_t n = strlen(name);
     for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
@@ -423,6 +434,8 @@ static void wire(video_vae *v) {
             b->ffg = view2d(w1, F, F, D);
             b->ffvb = view2d(b1, 0, F, 0);
             b->ffgb = view2d(b1, F, F, 0);
+            b->ff1 = *w1;
+            b->ff1b = *b1;
             b->ff2 = *find_w(v, p, i, "ff.net.2.weight");
             b->ff2b = *find_w(v, p, i, "ff.net.2.bias");
         }
@@ -441,6 +454,8 @@ static video_vae *start_model(h3_backend *be, const video_vae_config *cfg, int p
     v->bf16 = (parts & VIDEO_VAE_BF16) && (parts & VIDEO_VAE_DECODER);
     v->parts = parts & (VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER);
     v->cfg = *cfg;
+    const char *vb = getenv("H3_VAE_BATCH"); /* video_vae_set_decode_batch's default (1: the per-tile path) */
+    v->batch = vb && atoi(vb) > 0 ? atoi(vb) : 0;
     if ((v->parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
         h3_fail(e, "video VAE encoder: the %s backend has no convolution ops in this build", h3_backend_name(be));
         goto fail;
@@ -457,6 +472,51 @@ fail:
     return NULL;
 }
 
+/* A tensor in backend memory owned by the model (freed with h3_weight_free). */
+static h3_tensor *backend_tensor(h3_backend *be, h3_dtype dt, int ndim, const int64_t *shape, h3_err *e) {
+    h3_tensor *t = be->kind == H3_BACKEND_CPU ? h3_tensor_new(dt, ndim, shape, e) : h3_tensor_view(dt, ndim, shape, NULL, e);
+    if (!t) return NULL;
+    if (be->kind != H3_BACKEND_CPU && !(t->data = h3_alloc(be, h3_tensor_nbytes(t)))) {
+        h3_tensor_free(t);
+        h3_fail(e, "video VAE: out of backend memory for a %zu-byte weight", h3_tensor_nbytes(t));
+        return NULL;
+    }
+    return t;
+}
+
+/* bf16 mode: every block's to_q / to_k / to_v weights and biases copied into one [3D, D] matrix and one [3D] bias
+ * (one GEMM per block instead of three; the same products), the separate tensors freed and q/k/v re-pointed at
+ * row slices of the fused ones. */
+static int fuse_qkv(video_vae *v, h3_err *e) {
+    const int64_t D = v->cfg.dim;
+    for (int i = 0; i < v->cfg.dec_layers; i++) {
+        vv_block *b = &v->blocks[i];
+        const h3_tensor *parts[3] = {&b->q, &b->k, &b->v}, *biases[3] = {&b->qb, &b->kb, &b->vb};
+        b->qkv = backend_tensor(v->be, parts[0]->dtype, 2, (int64_t[]){3 * D, D}, e);
+        b->qkvb = backend_tensor(v->be, biases[0]->dtype, 1, (int64_t[]){3 * D}, e);
+        if (!b->qkv || !b->qkvb) return -1;
+        size_t wb = (size_t)(D * D) * h3_dtype_size(parts[0]->dtype), bb = (size_t)D * h3_dtype_size(biases[0]->dtype);
+        for (int j = 0; j < 3; j++) {
+            h3_copy(v->be, (uint8_t *)b->qkv->data + j * wb, parts[j]->data, wb);
+            h3_copy(v->be, (uint8_t *)b->qkvb->data + j * bb, biases[j]->data, bb);
+        }
+        static const char *const names[6] = {"attn.to_q.weight", "attn.to_k.weight", "attn.to_v.weight",
+                                              "attn.to_q.bias", "attn.to_k.bias", "attn.to_v.bias"};
+        for (int j = 0; j < 6; j++) {
+            char name[192];
+            snprintf(name, sizeof name, "decoder.transformer_blocks.%d.%s", i, names[j]);
+            for (int n = 0; n < v->names.n; n++)
+                if (v->w[n] && !strcmp(v->names.v[n].name, name)) {
+                    h3_weight_free(v->be, v->w[n]);
+                    v->w[n] = NULL;
+                }
+        }
+        b->q = view2d(b->qkv, 0, D, D), b->k = view2d(b->qkv, D, D, D), b->v = view2d(b->qkv, 2 * D, D, D);
+        b->qb = view2d(b->qkvb, 0, D, 0), b->kb = view2d(b->qkvb, D, D, 0), b->vb = view2d(b->qkvb, 2 * D, D, 0);
+    }
+    return 0;
+}
+
 /* After the weights: per-level and per-block structs, then the named views into the weights. */
 static int finish_model(video_vae *v, h3_err *e) {
     for (int L = 0; L < v->cfg.num_levels; L++) {
@@ -466,7 +526,7 @@ static int finish_model(video_vae *v, h3_err *e) {
     v->blocks = calloc((size_t)(v->cfg.dec_layers ? v->cfg.dec_layers : 1), sizeof(vv_block));
     if (!v->blocks) return h3_fail(e, "out of memory");
     wire(v);
-    return 0;
+    return v->bf16 ? fuse_qkv(v, e) : 0;
 }
 
 video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err *e) {
@@ -551,6 +611,12 @@ void video_vae_free(video_vae *v) {
             if (v->w[i]) h3_weight_free(v->be, v->w[i]);
     free(v->w);
     for (int L = 0; L < VVAE_MAX_LEVELS; L++) free(v->levels[L].res);
+    if (v->blocks)
+        for (int i = 0; i < v->cfg.dec_layers; i++) {
+            h3_weight_free(v->be, v->blocks[i].qkv);
+            h3_weight_free(v->be, v->blocks[i].qkvb);
+        }
+    for (int s = 0; s < 2; s++) h3_vae_host_free(v->be, v->pin[s]);
     free(v->blocks);
     h3_expect_list_free(&v->names);
     st_set_free(v->set);
@@ -1144,6 +1210,357 @@ int64_t video_vae_decoded_frames(const video_vae_config *c, int64_t L, h3_err *e
     return total;
 }
 
+/* ---- tile-batched bf16 decoder (spec 13: the tiles of a clip are independent; attention stays per tile) ---- */
+
+/* H3_VAE_PROFILE=1: decode_batch syncs after each kind of op and adds up the wall time per kind (printed to
+ * stderr after each decode); a diagnostic, it serializes host and device. */
+enum { VP_IN, VP_QKV, VP_QK, VP_ATTN, VP_OUT, VP_NORM, VP_FF1, VP_SWIGLU, VP_FF2, VP_PROJ, VP_N };
+static const char *const vp_names[VP_N] = {"in", "qkv", "qk_norm_rope", "attention", "to_out", "residual_norm",
+                                           "ff1", "swiglu", "ff2", "norm_out+proj_out"};
+static double vp_acc[VP_N], vp_t0;
+static int vp_on = -1;
+static double vp_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static void vp_mark(h3_backend *be, int kind) { /* kind < 0: start */
+    if (!vp_on) return;
+    h3_sync(be);
+    double t = vp_now();
+    if (kind >= 0) vp_acc[kind] += t - vp_t0;
+    vp_t0 = t;
+}
+
+#define VV_OUT_BUDGET ((int64_t)400 << 20) /* bytes of proj_out output per batch (one of two download slots) */
+#define VV_MAX_BATCH 32
+
+typedef struct vv_bat_ws { /* backend buffers for batches of up to B tiles of up to np patch tokens */
+    int64_t  B, np, N, fr;            /* capacity; fr: rows per FFN pass */
+    int64_t  rope_Tl, rope_h, rope_w; /* grid of the RoPE tables in cos/sin (0: none yet) */
+    float   *tok, *pq, *x, *out[2], *cos, *sin, *zero, *lnf;
+    h3_bf16 *a, *qkv, *o, *br, *g, *z;
+    float   *qkv32, *o32;             /* head dims other than 64 / 128 only: h3_attention's fp32 rows */
+    float   *h_cos, *h_sin; /* host */
+} vv_bat_ws;
+
+static void bat_ws_free(h3_backend *be, vv_bat_ws *w) {
+    void *dev[] = {w->tok, w->pq, w->x, w->out[0], w->out[1], w->cos, w->sin, w->zero,
+                   w->a, w->qkv, w->o, w->br, w->g, w->z, w->qkv32, w->o32};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) h3_free(be, dev[i]);
+    free(w->h_cos);
+    free(w->h_sin);
+    memset(w, 0, sizeof *w);
+}
+
+static int bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int64_t np, vv_bat_ws *w, h3_err *e) {
+    memset(w, 0, sizeof *w);
+    const int64_t N = dec_tokens(c, np), M = B * N, D = c->dim, F = c->ffn_inner;
+    w->B = B, w->np = np, w->N = N, w->fr = M;
+    const size_t f = sizeof(float), hb = sizeof(h3_bf16);
+    size_t zb = (size_t)(w->fr * 2 * F) * hb, lb = (size_t)(np * D) * f; /* the FFN's z doubles as lnf */
+    w->tok = h3_alloc(be, (size_t)(B * np * c->latent_channels) * f);
+    w->pq = h3_alloc(be, (size_t)(B * np * c->latent_channels) * f);
+    w->x = h3_alloc(be, (size_t)(M * D) * f);
+    for (int s = 0; s < 2; s++) w->out[s] = h3_alloc(be, (size_t)(B * np * c->patch_dim) * f);
+    w->cos = h3_alloc(be, (size_t)(N * c->rope_dim) * f);
+    w->sin = h3_alloc(be, (size_t)(N * c->rope_dim) * f);
+    w->zero = h3_alloc(be, (size_t)D * f);
+    w->a = h3_alloc(be, (size_t)(M * D) * hb);
+    w->qkv = h3_alloc(be, (size_t)(M * 3 * D) * hb);
+    w->o = h3_alloc(be, (size_t)(M * D) * hb);
+    w->br = h3_alloc(be, (size_t)(M * D) * hb);
+    w->g = h3_alloc(be, (size_t)(w->fr * F) * hb);
+    w->z = h3_alloc(be, zb > lb ? zb : lb);
+    w->lnf = (float *)w->z;
+    if (c->dec_head_dim != 64 && c->dec_head_dim != 128) { /* tiny configs: h3_bf16_attention takes 64 / 128 */
+        w->qkv32 = h3_alloc(be, (size_t)(N * 3 * D) * f);
+        w->o32 = h3_alloc(be, (size_t)(N * D) * f);
+        if (!w->qkv32 || !w->o32) w->z = NULL; /* reported below */
+    }
+    w->h_cos = malloc((size_t)(N * c->rope_dim) * f);
+    w->h_sin = malloc((size_t)(N * c->rope_dim) * f);
+    if (!w->tok || !w->pq || !w->x || !w->out[0] || !w->out[1] || !w->cos || !w->sin || !w->zero || !w->a ||
+        !w->qkv || !w->o || !w->br || !w->g || !w->z || !w->h_cos || !w->h_sin) {
+        bat_ws_free(be, w);
+        return h3_fail(e, "video VAE decoder: out of memory for a batch of %lld tiles of %lld tokens", (long long)B,
+                       (long long)N);
+    }
+    return 0;
+}
+
+/* B tiles of Tl x h x w latents (host tokens h_tok [B][np][C], a h3_vae_host_alloc buffer) through spec 7 steps 1-8 as one stack of
+ * B * N rows -> backend w->out[slot] [B][np][patch_dim]. The same roundings as decode_tile's bf16 mode; only
+ * queues the work on an asynchronous backend. */
+static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t B, int64_t Tl, int64_t h, int64_t wd,
+                         int slot) {
+    h3_backend *be = v->be;
+    const video_vae_config *c = &v->cfg;
+    const int64_t np = Tl * h * wd, N = dec_tokens(c, np), M = B * N, D = c->dim, F = c->ffn_inner, Cz = c->latent_channels;
+    const int H = c->dec_heads, hd = c->dec_head_dim;
+    const float eps = c->dec_norm_eps, scale = 1.0f / sqrtf((float)hd);
+    vp_mark(be, -1);
+    h3_upload(be, w->tok, h_tok, (size_t)(B * np * Cz) * sizeof(float));
+    for (int64_t t = 0; t < B; t++) {
+        float *xt = w->x + t * N * D;
+        h3_matmul(be, w->pq + t * np * Cz, w->tok + t * np * Cz, np, &v->pq, &v->pqb, 0); /* post_quant_conv */
+        h3_matmul(be, xt, w->pq + t * np * Cz, np, &v->proj_in, &v->proj_in_b, 0);
+        h3_copy(be, xt + np * D, v->registers, (size_t)(c->dec_registers * D) * sizeof(float));
+        h3_copy(be, xt + (N - 1) * D, w->zero, (size_t)D * sizeof(float)); /* the zero token (trap 3) */
+    }
+    if (w->rope_Tl != Tl || w->rope_h != h || w->rope_w != wd) { /* every tile of the batch: the same positions */
+        rope_tables(c, Tl, h, wd, w->h_cos, w->h_sin);
+        h3_upload(be, w->cos, w->h_cos, (size_t)(N * c->rope_dim) * sizeof(float));
+        h3_upload(be, w->sin, w->h_sin, (size_t)(N * c->rope_dim) * sizeof(float));
+        w->rope_Tl = Tl, w->rope_h = h, w->rope_w = wd;
+    }
+    if (c->dec_layers > 0) h3_vae_residual_rmsnorm(be, w->x, w->a, NULL, NULL, M, D, v->blocks[0].norm1, eps);
+    vp_mark(be, VP_IN);
+    for (int i = 0; i < c->dec_layers; i++) {
+        const vv_block *b = &v->blocks[i];
+        h3_bf16_matmul(be, w->qkv, 3 * D, w->a, D, M, b->qkv, b->qkvb); /* [q | k | v] rows */
+        vp_mark(be, VP_QKV);
+        h3_vae_qk_norm_rope(be, w->qkv, M, 3 * D, N, 2 * H, hd, eps, c->rope_dim, w->cos, w->sin);
+        vp_mark(be, VP_QK);
+        if (!w->qkv32) {
+            h3_vae_tile_attention(be, w->o, w->qkv, B, N, H, hd, scale); /* one batched call over the tiles */
+        } else {
+            for (int64_t t = 0; t < B; t++) { /* decode_tile's h3_attention on the same (bf16-exact) values */
+                h3_bf16_unpack(be, w->qkv32, w->qkv + t * N * 3 * D, N * 3 * D);
+                h3_attention(be, w->o32, D, w->qkv32, 3 * D, w->qkv32 + D, 3 * D, w->qkv32 + 2 * D, 3 * D, N, N, H, H,
+                             hd, scale, 0, H3_BF16_OUT);
+                h3_bf16_pack(be, w->o + t * N * D, w->o32, N * D);
+            }
+        }
+        vp_mark(be, VP_ATTN);
+        h3_bf16_matmul(be, w->br, D, w->o, D, M, &b->o, &b->ob);
+        vp_mark(be, VP_OUT);
+        h3_vae_residual_rmsnorm(be, w->x, w->a, w->br, b->scale1, M, D, b->norm2, eps); /* x += attn*scale1; norm2 */
+        vp_mark(be, VP_NORM);
+        for (int64_t r0 = 0; r0 < M; r0 += w->fr) {
+            const int64_t nr = M - r0 < w->fr ? M - r0 : w->fr;
+            h3_bf16_matmul(be, w->z, 2 * F, w->a + r0 * D, D, nr, &b->ff1, &b->ff1b); /* [value | gate] */
+            vp_mark(be, VP_FF1);
+            h3_bf16_swiglu(be, w->g, w->z, nr, F, 2 * F, 0, F);
+            vp_mark(be, VP_SWIGLU);
+            h3_bf16_matmul(be, w->br + r0 * D, D, w->g, F, nr, &b->ff2, &b->ff2b);
+            vp_mark(be, VP_FF2);
+        }
+        const float *next = i + 1 < c->dec_layers ? v->blocks[i + 1].norm1 : NULL; /* x += ffn*scale2; next norm1 */
+        h3_vae_residual_rmsnorm(be, w->x, next ? w->a : NULL, w->br, b->scale2, M, D, next, eps);
+        vp_mark(be, VP_NORM);
+    }
+    /* norm_out and proj_out per patch token (step 8 drops the registers and the zero token) */
+    for (int64_t t = 0; t < B; t++) { /* per tile: an fp32 GEMM's rows can depend on M (OpenBLAS), keep decode_tile's */
+        h3_layernorm(be, w->lnf, w->x + t * N * D, np, D, v->dnorm_w, v->dnorm_b, eps, 0);
+        h3_matmul(be, w->out[slot] + t * np * c->patch_dim, w->lnf, np, &v->proj_out, &v->proj_out_b, 0);
+    }
+    vp_mark(be, VP_PROJ);
+}
+
+void video_vae_set_decode_batch(video_vae *v, int max_tiles) { v->batch = max_tiles < 0 ? 0 : max_tiles; }
+
+/* ---- decode driver (spec 8.3) ---- */
+
+/* One decode's plan and clip buffers: jobs k = (chunk, tile row i, tile column j) in order. */
+typedef struct vv_dec {
+    video_vae           *v;
+    const float         *z;
+    int64_t              L, h, w;
+    video_vae_frame_sink sink;
+    void                *ctx;
+    vv_stitch            s;
+    int64_t              cl, main_n, tail_n, nsel, frame, total, chunks, per_chunk, njobs;
+    float               *tile, *chunk, *pend;
+    int64_t             *slot; /* decoded frame of a clip -> kept slot, or -1 */
+    int64_t              have_pend, emitted;
+} vv_dec;
+
+static void job_tile(const vv_dec *d, int64_t k, int *i, int *j) {
+    *i = (int)(k % d->per_chunk / d->s.nx);
+    *j = (int)(k % d->s.nx);
+}
+
+static int64_t job_tokens_count(const vv_dec *d, int64_t k) {
+    int i, j;
+    job_tile(d, k, &i, &j);
+    return d->cl * (d->s.th[i] / d->v->cfg.S) * (d->s.tw[j] / d->v->cfg.S);
+}
+
+/* Tokens (t, y, x) of job k's latent slab into dst [np][C]; frames past L repeat the last (spec 8.3 step 2). */
+static void job_tokens(const vv_dec *d, int64_t k, float *dst) {
+    const video_vae_config *c = &d->v->cfg;
+    const int64_t S = c->S, Cz = c->latent_channels, ch = k / d->per_chunk, L = d->L, h = d->h, w = d->w;
+    int i, j;
+    job_tile(d, k, &i, &j);
+    const int64_t th = d->s.th[i] / S, tw = d->s.tw[j] / S, ly = d->s.ys[i] / S, lx = d->s.xs[j] / S;
+    for (int64_t tt = 0; tt < d->cl; tt++) {
+        int64_t src_t = ch * c->K + tt < L ? ch * c->K + tt : L - 1;
+        for (int64_t y = 0; y < th; y++)
+            for (int64_t x = 0; x < tw; x++) {
+                float *o = dst + ((tt * th + y) * tw + x) * Cz;
+                for (int64_t cz = 0; cz < Cz; cz++) o[cz] = d->z[((cz * L + src_t) * h + ly + y) * w + lx + x];
+            }
+    }
+}
+
+/* The host part of job k from its decoder output out [np][patch_dim]: unpatchify the kept frames (spec 7 step 9),
+ * stitch; after a clip's last tile the temporal cross-fade (spec 8.3 step 3.3) and the frames to the sink. */
+static int job_finish(vv_dec *d, int64_t k, const float *out, h3_err *e) {
+    const video_vae_config *c = &d->v->cfg;
+    const int64_t S = c->S, R = c->R, frame = d->frame;
+    int i, j;
+    job_tile(d, k, &i, &j);
+    const int64_t th = d->s.th[i] / S, tw = d->s.tw[j] / S, np = d->cl * th * tw, TH = th * S, TW = tw * S;
+    float *tile = d->tile;
+    const int64_t *slot = d->slot;
+#pragma omp parallel for schedule(static) if (np * c->patch_dim >= (1 << 15))
+    for (int64_t n = 0; n < np; n++) {
+        const int64_t lt = n / (th * tw), y = n / tw % th, x = n % tw;
+        const float *src = out + n * c->patch_dim;
+        for (int64_t cc = 0; cc < c->out_channels; cc++)
+            for (int64_t a = 0; a < R; a++) {
+                int64_t sl = slot[R * lt + a];
+                if (sl < 0) continue;
+                for (int64_t u = 0; u < S; u++)
+                    memcpy(tile + ((sl * c->out_channels + cc) * TH + y * S + u) * TW + x * S,
+                           src + ((cc * R + a) * S + u) * S, (size_t)S * sizeof(float));
+            }
+    }
+    if (stitch_tile(&d->s, i, j, tile, d->chunk, e) != 0) return -1;
+    if (k % d->per_chunk != d->per_chunk - 1) return 0; /* the chunk is complete after its last tile */
+    if (d->have_pend) {
+        int64_t ext = min3(d->have_pend, d->main_n, c->FO);
+        for (int64_t m = 0; m < ext; m++) {
+            float wb = (float)m / (float)ext, wa = 1.0f - wb;
+            float *cur = d->chunk + m * frame;
+            const float *prev = d->pend + m * frame;
+#pragma omp parallel for schedule(static) if (frame >= (1 << 15))
+            for (int64_t p = 0; p < frame; p++) cur[p] = prev[p] * wa + cur[p] * wb;
+        }
+    }
+    for (int64_t m = 0; m < d->main_n && d->emitted < d->total; m++, d->emitted++)
+        if (d->sink(d->ctx, d->emitted, d->chunk + m * frame, e) != 0) return -1;
+    if (d->tail_n > 0) {
+        memcpy(d->pend, d->chunk + d->main_n * frame, (size_t)(d->tail_n * frame) * sizeof(float));
+        d->have_pend = d->tail_n;
+    }
+    return 0;
+}
+
+/* Per-tile path (fp32 mode, and the bf16 mode with batch 1): tile k+1 is queued on the backend before the host
+ * unpatchifies and stitches tile k (CUDA: the GPU works meanwhile; CPU: the same order of work). */
+static int decode_jobs_per_tile(vv_dec *d, h3_err *e) {
+    video_vae *v = d->v;
+    const video_vae_config *c = &v->cfg;
+    vv_dec_ws ws = {0};
+    int rc = -1;
+    if (dec_ws_new(v->be, c, job_tokens_count(d, 0), v->bf16 ? 0 : FFN_ROWS, &ws, e) != 0) return -1;
+    for (int64_t k = 0; k <= d->njobs; k++) {
+        if (k > 0) decode_tile_finish(v, &ws, job_tokens_count(d, k - 1)); /* ws.h_out and the buffers free again */
+        if (k < d->njobs) {
+            int i, j;
+            job_tile(d, k, &i, &j);
+            job_tokens(d, k, ws.h_tok);
+            decode_tile(v, &ws, d->cl, d->s.th[i] / c->S, d->s.tw[j] / c->S);
+        }
+        if (k > 0 && job_finish(d, k - 1, ws.h_out, e) != 0) goto done;
+    }
+    rc = 0;
+done:
+    dec_ws_free(v->be, &ws);
+    return rc;
+}
+
+/* Batched path (bf16 mode): consecutive jobs of one tile shape in batches; batch g is queued (compute, then an
+ * asynchronous download into host slot g % 2) before the host waits for batch g-1's download and finishes its
+ * tiles, so the GPU computes batch g while batch g-1 is copied and stitched. */
+static int decode_jobs_batched(vv_dec *d, h3_err *e) {
+    video_vae *v = d->v;
+    h3_backend *be = v->be;
+    const video_vae_config *c = &v->cfg;
+    const int64_t np0 = job_tokens_count(d, 0), tile_out = np0 * c->patch_dim * (int64_t)sizeof(float);
+    const int64_t tile_tok = np0 * c->latent_channels * (int64_t)sizeof(float);
+    int64_t cap = v->batch > 0 ? v->batch : VV_OUT_BUDGET / tile_out;
+    if (cap > VV_MAX_BATCH && v->batch <= 0) cap = VV_MAX_BATCH;
+    if (cap < 1) cap = 1;
+    /* per slot: the batch's output, then its tokens (uploaded from there: the host fills the other slot's tokens
+     * while this upload may still be queued). Kept by the model (pinned allocations are slow), sized for a full
+     * batch even when this decode has fewer jobs. */
+    size_t need = (size_t)(cap * (tile_out + tile_tok)) + 256; /* + the tokens' alignment */
+    /* equal batches, and at least two when there are 4+ jobs: the host stitches batch g-1 while the GPU computes
+     * batch g, so only the last batch's host part is not overlapped */
+    int64_t nbat = (d->njobs + cap - 1) / cap;
+    if (nbat < 2 && d->njobs >= 4 && v->batch <= 0) nbat = 2;
+    cap = (d->njobs + nbat - 1) / nbat;
+    if (v->pin_bytes < need) {
+        for (int s = 0; s < 2; s++) {
+            h3_vae_host_free(be, v->pin[s]);
+            v->pin[s] = h3_vae_host_alloc(be, need);
+        }
+        v->pin_bytes = v->pin[0] && v->pin[1] ? need : 0;
+        if (!v->pin_bytes) return h3_fail(e, "video VAE decoder: out of host memory for %zu-byte download buffers", need);
+    }
+    vv_bat_ws w;
+    if (bat_ws_new(be, c, cap, np0, &w, e) != 0) return -1;
+    if (vp_on < 0) vp_on = getenv("H3_VAE_PROFILE") && atoi(getenv("H3_VAE_PROFILE")) > 0;
+    memset(vp_acc, 0, sizeof vp_acc);
+    double vp_start = vp_now();
+    h3_vae_xfer *xf = h3_vae_xfer_new(be);
+    int rc = -1, slot = 0;
+    int64_t prev_k0 = -1, prev_n = 0;
+    if (!xf) {
+        h3_fail(e, "video VAE decoder: cannot create the download stream");
+        goto done;
+    }
+    for (int64_t k0 = 0; k0 < d->njobs || prev_n > 0;) {
+        int64_t n = 0;
+        if (k0 < d->njobs) {
+            int i0, j0;
+            job_tile(d, k0, &i0, &j0);
+            const int64_t th = d->s.th[i0], tw = d->s.tw[j0], np = job_tokens_count(d, k0);
+            const size_t tok_off = (v->pin_bytes - (size_t)(cap * tile_tok)) / 256 * 256; /* tokens at the end */
+            float *h_tok = (float *)((uint8_t *)v->pin[slot] + tok_off);
+            while (n < cap && k0 + n < d->njobs) { /* same tile shape */
+                int i, j;
+                job_tile(d, k0 + n, &i, &j);
+                if (d->s.th[i] != th || d->s.tw[j] != tw) break;
+                job_tokens(d, k0 + n, h_tok + n * np * c->latent_channels);
+                n++;
+            }
+            decode_batch(v, &w, h_tok, n, d->cl, th / c->S, tw / c->S, slot);
+            h3_vae_download_async(be, xf, slot, v->pin[slot], w.out[slot], (size_t)(n * np * c->patch_dim) * sizeof(float));
+        }
+        if (prev_n > 0) {
+            h3_vae_download_wait(be, xf, slot ^ 1);
+            const float *out = v->pin[slot ^ 1];
+            for (int64_t t = 0; t < prev_n; t++) {
+                if (job_finish(d, prev_k0 + t, out, e) != 0) goto done;
+                out += job_tokens_count(d, prev_k0 + t) * c->patch_dim;
+            }
+        }
+        prev_k0 = k0, prev_n = n;
+        k0 += n;
+        slot ^= 1;
+    }
+    rc = 0;
+    if (vp_on) {
+        h3_sync(be);
+        double all = vp_now() - vp_start, sum = 0;
+        fprintf(stderr, "vae profile: %lld jobs, batch %lld, %.3f s:", (long long)d->njobs, (long long)cap, all);
+        for (int k = 0; k < VP_N; k++) fprintf(stderr, " %s %.3f", vp_names[k], vp_acc[k]), sum += vp_acc[k];
+        fprintf(stderr, " host/other %.3f\n", all - sum);
+    }
+done:
+    if (xf) {
+        h3_vae_download_wait(be, xf, 0);
+        h3_vae_download_wait(be, xf, 1);
+        h3_vae_xfer_free(be, xf);
+    }
+    bat_ws_free(be, &w);
+    return rc;
+}
+
 int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w,
                             const video_vae_tiling *tiling, video_vae_frame_sink sink, void *ctx, h3_err *e) {
     const video_vae_config *c = &v->cfg;
@@ -1154,122 +1571,48 @@ int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, 
     video_vae_tiling t;
     if (resolve_tiling(tiling, c->S, &t, e) != 0) return -1;
 
-    const int64_t S = c->S, R = c->R, Cz = c->latent_channels, cl = c->K + c->O; /* latent frames per clip */
-    const int64_t H = h * S, W = w * S, frame = (int64_t)c->out_channels * H * W, td = c->token_drop;
-    const int64_t tc = cl * R;
-    int64_t main_n = (tc < c->CF ? tc : c->CF) - c->P, tail_n = td > 0 ? (tc < 2 * c->CF ? tc : 2 * c->CF) - c->CF - c->P : 0;
-    if (main_n < 0) main_n = 0;
-    if (tail_n < 0) tail_n = 0;
-    const int64_t nsel = main_n + tail_n; /* decoded frames kept from each clip: main part, then the tail */
-    const int64_t tokens = L + td, pad = ((-tokens) % c->K + c->K) % c->K, chunks = (tokens + pad) / c->K - (td > 0);
+    vv_dec d;
+    memset(&d, 0, sizeof d);
+    d.v = v, d.z = z, d.L = L, d.h = h, d.w = w, d.sink = sink, d.ctx = ctx, d.total = total;
+    const int64_t S = c->S, R = c->R, td = c->token_drop;
+    d.cl = c->K + c->O; /* latent frames per clip */
+    const int64_t H = h * S, W = w * S, tc = d.cl * R;
+    d.frame = (int64_t)c->out_channels * H * W;
+    d.main_n = (tc < c->CF ? tc : c->CF) - c->P;
+    d.tail_n = td > 0 ? (tc < 2 * c->CF ? tc : 2 * c->CF) - c->CF - c->P : 0;
+    if (d.main_n < 0) d.main_n = 0;
+    if (d.tail_n < 0) d.tail_n = 0;
+    d.nsel = d.main_n + d.tail_n; /* decoded frames kept from each clip: main part, then the tail */
+    const int64_t tokens = L + td, pad = ((-tokens) % c->K + c->K) % c->K;
+    d.chunks = (tokens + pad) / c->K - (td > 0);
 
-    vv_stitch s;
-    if (stitch_init(&s, H, W, &t, (int)S, 1, nsel * c->out_channels, e) != 0) return -1;
-    vv_dec_ws ws = {0};
-    float *tile = NULL, *chunk = NULL, *pend = NULL;
-    int64_t *sel = NULL, have_pend = 0, emitted = 0;
+    if (stitch_init(&d.s, H, W, &t, (int)S, 1, d.nsel * c->out_channels, e) != 0) return -1;
+    d.per_chunk = (int64_t)d.s.ny * d.s.nx;
+    d.njobs = d.chunks * d.per_chunk;
     int rc = -1;
-    const int64_t th0 = s.th[0] / S, tw0 = s.tw[0] / S; /* the first tile is the largest */
-    if (dec_ws_new(v->be, c, cl * th0 * tw0, v->bf16 ? 0 : FFN_ROWS, &ws, e) != 0) goto done;
-    tile = malloc((size_t)(nsel * c->out_channels * s.th[0] * s.tw[0]) * sizeof(float));
-    chunk = malloc((size_t)(nsel * frame) * sizeof(float));
-    pend = malloc((size_t)((tail_n ? tail_n : 1) * frame) * sizeof(float));
-    sel = malloc((size_t)(nsel ? nsel : 1) * sizeof(int64_t));
-    if (!tile || !chunk || !pend || !sel) {
+    d.tile = malloc((size_t)(d.nsel * c->out_channels * d.s.th[0] * d.s.tw[0]) * sizeof(float));
+    d.chunk = malloc((size_t)(d.nsel * d.frame) * sizeof(float));
+    d.pend = malloc((size_t)((d.tail_n ? d.tail_n : 1) * d.frame) * sizeof(float));
+    d.slot = malloc((size_t)tc * sizeof(int64_t));
+    if (!d.tile || !d.chunk || !d.pend || !d.slot) {
         h3_fail(e, "out of memory");
         goto done;
     }
-    for (int64_t m = 0; m < main_n; m++) sel[m] = c->P + m;
-    for (int64_t m = 0; m < tail_n; m++) sel[main_n + m] = c->CF + c->P + m;
-    /* decoded frame d -> slot (or -1): d = R*t + a comes from latent t, component a */
-    int64_t *slot = malloc((size_t)tc * sizeof(int64_t));
-    if (!slot) {
-        h3_fail(e, "out of memory");
-        goto done;
-    }
-    for (int64_t d = 0; d < tc; d++) slot[d] = -1;
-    for (int64_t m = 0; m < nsel; m++) slot[sel[m]] = m;
+    /* decoded frame f -> slot (or -1): f = R*t + a comes from latent t, component a */
+    for (int64_t f = 0; f < tc; f++) d.slot[f] = -1;
+    for (int64_t m = 0; m < d.main_n; m++) d.slot[c->P + m] = m;
+    for (int64_t m = 0; m < d.tail_n; m++) d.slot[c->CF + c->P + m] = d.main_n + m;
 
-    /* jobs k = (chunk, tile row i, tile column j) in order; tile k+1 is queued on the backend before the
-     * host unpatchifies and stitches tile k (CUDA: the GPU works meanwhile; CPU: the same order of work) */
-    const int64_t per_chunk = (int64_t)s.ny * s.nx, njobs = chunks * per_chunk;
-    for (int64_t k = 0; k <= njobs; k++) {
-        if (k < njobs) {
-            const int64_t ch = k / per_chunk;
-            const int i = (int)(k % per_chunk / s.nx), j = (int)(k % s.nx);
-            const int64_t th = s.th[i] / S, tw = s.tw[j] / S, ly = s.ys[i] / S, lx = s.xs[j] / S;
-            if (k > 0) { /* fetch tile k-1 first: ws->h_tok and the backend buffers are free again after */
-                const int64_t pk = k - 1, pi = pk % per_chunk / s.nx, pj = pk % s.nx;
-                decode_tile_finish(v, &ws, cl * (s.th[pi] / S) * (s.tw[pj] / S));
-            }
-            /* tokens (t, y, x) of the clip's latent slab; frames past L repeat the last (spec 8.3 step 2) */
-            for (int64_t tt = 0; tt < cl; tt++) {
-                int64_t src_t = ch * c->K + tt < L ? ch * c->K + tt : L - 1;
-                for (int64_t y = 0; y < th; y++)
-                    for (int64_t x = 0; x < tw; x++) {
-                        float *dst = ws.h_tok + ((tt * th + y) * tw + x) * Cz;
-                        for (int64_t cz = 0; cz < Cz; cz++)
-                            dst[cz] = z[((cz * L + src_t) * h + ly + y) * w + lx + x];
-                    }
-            }
-            decode_tile(v, &ws, cl, th, tw);
-        } else {
-            const int64_t pk = k - 1, pi = pk % per_chunk / s.nx, pj = pk % s.nx;
-            decode_tile_finish(v, &ws, cl * (s.th[pi] / S) * (s.tw[pj] / S));
-        }
-        if (k == 0) continue;
-        /* the host part of tile k-1 */
-        const int64_t pk = k - 1;
-        const int i = (int)(pk % per_chunk / s.nx), j = (int)(pk % s.nx);
-        const int64_t th = s.th[i] / S, tw = s.tw[j] / S;
-        const int64_t np = cl * th * tw;
-        /* unpatchify the kept frames (spec 7 step 9) into tile [slot][c][th*S][tw*S] */
-        const int64_t TH = th * S, TW = tw * S;
-#pragma omp parallel for schedule(static) if (np * c->patch_dim >= (1 << 15))
-        for (int64_t n = 0; n < np; n++) {
-            const int64_t lt = n / (th * tw), y = n / tw % th, x = n % tw;
-            const float *src = ws.h_out + n * c->patch_dim;
-            for (int64_t cc = 0; cc < c->out_channels; cc++)
-                for (int64_t a = 0; a < R; a++) {
-                    int64_t sl = slot[R * lt + a];
-                    if (sl < 0) continue;
-                    for (int64_t u = 0; u < S; u++)
-                        memcpy(tile + ((sl * c->out_channels + cc) * TH + y * S + u) * TW + x * S,
-                               src + ((cc * R + a) * S + u) * S, (size_t)S * sizeof(float));
-                }
-        }
-        if (stitch_tile(&s, i, j, tile, chunk, e) != 0) goto done_slot;
-        if (pk % per_chunk != per_chunk - 1) continue; /* the chunk is complete after its last tile */
-        /* temporal cross-fade of the main part with the previous clip's tail (spec 8.3 step 3.3) */
-        if (have_pend) {
-            int64_t ext = min3(have_pend, main_n, c->FO);
-            for (int64_t m = 0; m < ext; m++) {
-                float wb = (float)m / (float)ext, wa = 1.0f - wb;
-                float *cur = chunk + m * frame;
-                const float *prev = pend + m * frame;
-#pragma omp parallel for schedule(static) if (frame >= (1 << 15))
-                for (int64_t p = 0; p < frame; p++) cur[p] = prev[p] * wa + cur[p] * wb;
-            }
-        }
-        for (int64_t m = 0; m < main_n && emitted < total; m++, emitted++)
-            if (sink(ctx, emitted, chunk + m * frame, e) != 0) goto done_slot;
-        if (tail_n > 0) {
-            memcpy(pend, chunk + main_n * frame, (size_t)(tail_n * frame) * sizeof(float));
-            have_pend = tail_n;
-        }
-    }
-    for (int64_t m = 0; m < have_pend && emitted < total; m++, emitted++)
-        if (sink(ctx, emitted, pend + m * frame, e) != 0) goto done_slot;
+    if ((v->bf16 && v->batch != 1 ? decode_jobs_batched(&d, e) : decode_jobs_per_tile(&d, e)) != 0) goto done;
+    for (int64_t m = 0; m < d.have_pend && d.emitted < total; m++, d.emitted++)
+        if (sink(ctx, d.emitted, d.pend + m * d.frame, e) != 0) goto done;
     rc = 0;
-done_slot:
-    free(slot);
 done:
-    dec_ws_free(v->be, &ws);
-    stitch_free(&s);
-    free(tile);
-    free(chunk);
-    free(pend);
-    free(sel);
+    stitch_free(&d.s);
+    free(d.tile);
+    free(d.chunk);
+    free(d.pend);
+    free(d.slot);
     return rc;
 }
 

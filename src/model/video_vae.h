@@ -89,6 +89,13 @@ typedef int (*video_vae_frame_sink)(void *ctx, int64_t index, const float *frame
  * to sink. Peak memory: one decoder tile's activations plus 22 + 5 frames of H x W x 3 (spec 8.3). */
 int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w,
                             const video_vae_tiling *tiling, video_vae_frame_sink sink, void *ctx, h3_err *e);
+/* bf16 mode: the decoder runs up to max_tiles equally shaped tiles (of one or more clips) as one stack of rows
+ * through every linear (attention per tile; spec 13), the next batch computing while the previous one is
+ * downloaded and stitched. 0 (default): as many as fit ~400 MB of output per batch (18 tiles of 256 x 256 x 7
+ * latents), at most 32, in equal batches (two or more from 4 jobs on); 1: the per-tile path (one tile at a time).
+ * The environment variable H3_VAE_BATCH sets the initial value (e.g. H3_VAE_BATCH=1). No effect in fp32 mode
+ * (always per tile). */
+void video_vae_set_decode_batch(video_vae *v, int max_tiles);
 /* Same, into out [3, T, S h, S w] with T = video_vae_decoded_frames(L). */
 int video_vae_decode(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w, const video_vae_tiling *tiling,
                      float *out, h3_err *e);

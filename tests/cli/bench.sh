@@ -31,6 +31,12 @@ OMP_WAIT_POLICY=passive "$H3" bench --backend cpu --shapes 512x512x22 --text 8 -
 grep -Eq "^DIT shape=512x512x22 S=1874 .* baseline_s=0.170 ratio=$num$" "$tmp/out2" && ok || bad "baseline ratio: $(cat "$tmp/err")"
 grep -q '^VAE' "$tmp/out2" && bad "--what dit ran the VAE" || ok
 
+# --vae-batch: one VAE line per value (per-tile path first, then the batched one, with the speedup)
+OMP_WAIT_POLICY=passive "$H3" bench --backend cpu --shapes 64x64x22 --what vae --vae-batch 1,0 --vae-config $TINY/vae \
+    >"$tmp/out3" 2>"$tmp/err"
+grep -Eq "^VAE shape=64x64x22 latents=24x7x4x4 frames=22 seconds=$num peak_gib=$num vae_batch=1$" "$tmp/out3" && ok || bad "vae_batch=1 line: $(cat "$tmp/err")"
+grep -Eq "^VAE shape=64x64x22 latents=24x7x4x4 frames=22 seconds=$num peak_gib=$num vae_batch=0 speedup_vs_batch1=$num$" "$tmp/out3" && ok || bad "vae_batch=0 line"
+
 run_bad() { # name, expected stderr fragment, args...
     local name=$1 want=$2; shift 2
     "$H3" bench "$@" >/dev/null 2>"$tmp/err"; rc=$?
@@ -44,6 +50,7 @@ run_bad "bad backend" "--backend" --backend tpu
 run_bad "bad precision" "--precision" --backend cpu --precision fp8
 run_bad "bad what" "--what" --backend cpu --what dit,audio
 run_bad "bad repeats" "--repeats" --backend cpu --repeats 0
+run_bad "bad vae batch" "--vae-batch" --backend cpu --vae-batch 1,x
 run_bad "unknown flag" "--frobnicate" --backend cpu --frobnicate 1
 echo "RESULT $pass $fail"
 [ "$fail" -eq 0 ]

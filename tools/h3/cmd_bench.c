@@ -3,7 +3,10 @@
  *
  *   h3 bench [--backend cuda|cpu] [--shapes 512x512x22,544x960x124,1344x768x124] [--text 256]
  *            [--repeats N] [--vae-repeats N] [--precision bf16|fp32] [--what dit,vae]
- *            [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]
+ *            [--config TRANSFORMER_DIR] [--vae-config VAE_DIR] [--vae-batch N,...]
+ *
+ * --vae-batch times the bf16 video decoder once per value at every shape (video_vae_set_decode_batch: tiles per
+ * batched pass; 1 = the per-tile path, 0 = automatic), so old and new paths are compared in one run.
  *
  * A shape is WIDTHxHEIGHTxFRAMES (pixels, frames aligned to 17n + 5 as the pipeline does). The DiT
  * runs the t2va layout (spec dit.md 6.3) with T text rows; FLOPs per forward follow spec dit.md
@@ -218,8 +221,10 @@ static int count_frames(void *ctx, int64_t index, const float *frame, h3_err *e)
     return 0;
 }
 
+/* batches: the video_vae_set_decode_batch values to time at every shape (nb of them; nb = 0: the default only,
+ * and the VAE line carries no vae_batch field). */
 static int bench_vae(h3_backend *be, const char *config_dir, int bf16, const bench_shape *shapes, int n,
-                     int repeats, bench_result *res, h3_err *e) {
+                     int repeats, const int *batches, int nb, bench_result *res, h3_err *e) {
     video_vae_config cfg;
     if (video_vae_config_load(config_dir, &cfg, e) != 0) return -1;
     double t0 = now_s();
@@ -249,43 +254,54 @@ static int bench_vae(h3_backend *be, const char *config_dir, int bf16, const ben
             goto done;
         }
         h3_fill_random_host(z, H3_F32, cfg.latent_channels * L * h * w, 4, 1.0f, 0.0f);
-        h3_memory_reset_peak(be);
-        int64_t got = 0;
-        /* warm-up on the first shape only: every clip decodes the same 256 x 256 tile shapes */
-        if (i == 0 && video_vae_decode_stream(v, z, L, h, w, &tiling, count_frames, &got, e) != 0) {
-            free(z);
-            goto done;
-        }
-        double sum = 0;
-        for (int k = 0; k < repeats; k++) {
-            got = 0;
-            h3_sync(be);
-            double t1 = now_s();
-            if (video_vae_decode_stream(v, z, L, h, w, &tiling, count_frames, &got, e) != 0) {
+        double first_s = 0;
+        for (int b = 0; b < (nb ? nb : 1); b++) {
+            video_vae_set_decode_batch(v, nb ? batches[b] : 0);
+            h3_memory_reset_peak(be);
+            int64_t got = 0;
+            /* warm-up on the first shape only: every clip decodes the same 256 x 256 tile shapes */
+            if (i == 0 && video_vae_decode_stream(v, z, L, h, w, &tiling, count_frames, &got, e) != 0) {
                 free(z);
                 goto done;
             }
-            h3_sync(be);
-            sum += now_s() - t1;
+            double sum = 0;
+            for (int k = 0; k < repeats; k++) {
+                got = 0;
+                h3_sync(be);
+                double t1 = now_s();
+                if (video_vae_decode_stream(v, z, L, h, w, &tiling, count_frames, &got, e) != 0) {
+                    free(z);
+                    goto done;
+                }
+                h3_sync(be);
+                sum += now_s() - t1;
+            }
+            h3_memory_stats ms;
+            if (h3_memory_query(be, &ms, e) != 0) {
+                free(z);
+                goto done;
+            }
+            res[i].have_vae = 1;
+            res[i].vae_s = sum / repeats;
+            res[i].vae_peak = gib(ms.peak_bytes);
+            double base = baseline_of(s->name, 1);
+            printf("VAE shape=%s latents=%dx%lldx%lldx%lld frames=%lld seconds=%.4g peak_gib=%.3g", s->name,
+                   cfg.latent_channels, (long long)L, (long long)h, (long long)w, (long long)got, res[i].vae_s,
+                   res[i].vae_peak);
+            if (base > 0) printf(" baseline_s=%.3f ratio=%.2f", base, res[i].vae_s / base);
+            if (nb) printf(" vae_batch=%d", batches[b]);
+            if (nb && b > 0) printf(" speedup_vs_batch%d=%.2f", batches[0], first_s / res[i].vae_s);
+            if (b == 0) first_s = res[i].vae_s;
+            printf("\n");
+            fflush(stdout);
+            if (got != frames_out) {
+                h3_fail(e, "video VAE decode at %s gave %lld frames, expected %lld", s->name, (long long)got,
+                        (long long)frames_out);
+                free(z);
+                goto done;
+            }
         }
         free(z);
-        h3_memory_stats ms;
-        if (h3_memory_query(be, &ms, e) != 0) goto done;
-        res[i].have_vae = 1;
-        res[i].vae_s = sum / repeats;
-        res[i].vae_peak = gib(ms.peak_bytes);
-        double base = baseline_of(s->name, 1);
-        printf("VAE shape=%s latents=%dx%lldx%lldx%lld frames=%lld seconds=%.4g peak_gib=%.3g", s->name,
-               cfg.latent_channels, (long long)L, (long long)h, (long long)w, (long long)got, res[i].vae_s,
-               res[i].vae_peak);
-        if (base > 0) printf(" baseline_s=%.3f ratio=%.2f", base, res[i].vae_s / base);
-        printf("\n");
-        fflush(stdout);
-        if (got != frames_out) {
-            h3_fail(e, "video VAE decode at %s gave %lld frames, expected %lld", s->name, (long long)got,
-                    (long long)frames_out);
-            goto done;
-        }
     }
     rc = 0;
 done:
@@ -297,6 +313,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: h3 bench [--backend cuda|cpu] [--shapes WxHxF,...] [--text T] [--repeats N] [--vae-repeats N]\n"
             "                [--precision bf16|fp32] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
+            "                [--vae-batch N,...]\n"
             "defaults: --backend cuda --shapes 512x512x22,544x960x124,1344x768x124 --text 256 --repeats 2\n"
             "          --vae-repeats 1 --precision bf16 --what dit,vae\n"
             "          --config tests/fixtures/skeleton/transformer --vae-config tests/fixtures/skeleton/vae\n");
@@ -315,6 +332,7 @@ int cmd_bench(int argc, char **argv) {
     const char *backend = "cuda", *shapes_arg = "512x512x22,544x960x124,1344x768x124", *precision = "bf16";
     const char *what = "dit,vae", *config = "tests/fixtures/skeleton/transformer";
     const char *vae_config = "tests/fixtures/skeleton/vae", *text_arg = "256", *rep_arg = "2", *vrep_arg = "1";
+    const char *vbatch_arg = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -330,6 +348,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--what")) dst = &what;
         else if (!strcmp(a, "--config")) dst = &config;
         else if (!strcmp(a, "--vae-config")) dst = &vae_config;
+        else if (!strcmp(a, "--vae-batch")) dst = &vbatch_arg;
         else return cli_error("bench: unknown argument '%s' (see h3 bench --help)", a);
         if (i + 1 >= argc) return cli_error("bench: %s needs a value", a);
         *dst = argv[++i];
@@ -347,6 +366,19 @@ int cmd_bench(int argc, char **argv) {
         return cli_error("bench: --repeats must be an integer in 1..1000, got '%s'", rep_arg);
     if (parse_count("--vae-repeats", vrep_arg, 1, 1000, &vae_repeats) != 0)
         return cli_error("bench: --vae-repeats must be an integer in 1..1000, got '%s'", vrep_arg);
+    int vbatch[8], nvb = 0;
+    if (vbatch_arg) { /* bf16 decoder: tiles per batched pass, each timed (1: the per-tile path, 0: automatic) */
+        char buf[64];
+        if (strlen(vbatch_arg) >= sizeof buf) return cli_error("bench: --vae-batch must be a list of integers in 0..64");
+        strcpy(buf, vbatch_arg);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            if (nvb == 8 || parse_count("--vae-batch", tok, 0, 64, &vbatch[nvb]) != 0)
+                return cli_error("bench: --vae-batch must be a list of at most 8 integers in 0..64, got '%s'",
+                                 vbatch_arg);
+            nvb++;
+        }
+        if (!nvb) return cli_error("bench: --vae-batch must be a list of integers in 0..64");
+    }
     int do_dit = 0, do_vae = 0;
     {
         char buf[64];
@@ -386,7 +418,7 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "h3: bench: DiT: %s\n", e.msg);
         rc = 1;
     }
-    if (rc == 0 && do_vae && bench_vae(be, vae_config, bf16, shapes, n, vae_repeats, res, &e) != 0) {
+    if (rc == 0 && do_vae && bench_vae(be, vae_config, bf16, shapes, n, vae_repeats, vbatch, nvb, res, &e) != 0) {
         fprintf(stderr, "h3: bench: video VAE decode: %s\n", e.msg);
         printf("VAE not measured: %s\n", e.msg);
         rc = 1;

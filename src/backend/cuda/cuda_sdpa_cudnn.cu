@@ -13,6 +13,7 @@
  * it can change between calls. When no engine accepts the graph, the caller falls back to the own
  * flash kernel (cuda_attention.cu). */
 #include "cuda_internal.h"
+#include "cuda_vae.h"
 
 #include <cudnn.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6 
 typedef struct sdpa_plan {
     int64_t                  Sq, Skv;
     int64_t                  st[7]; /* element strides: q row, q head, k row, k head, v row, v head, o row */
+    int64_t                  B, bst[4]; /* batch (cuda_cudnn_attention_bf16_batched) and its q, k, v, o strides */
     int                      Hq, Hkv, D;
     cudnnBackendDescriptor_t plan;
     int64_t                  workspace;
@@ -132,13 +134,14 @@ static int build_plan(cudnnHandle_t handle, sdpa_plan *p) {
     const cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F = CUDNN_DATA_FLOAT;
     cudnnBackendDescriptor_t q, kt, v, o, scale, s, ss, mx, sub, ex, sum, prob;
     const int64_t *t = p->st; /* [1, H, S, D] views with the caller's row and head strides */
-    int64_t qd[4] = {1, Hq, Sq, D}, qs[4] = {Sq * t[0] + Hq * t[1], t[1], t[0], 1};
-    int64_t kd[4] = {1, Hkv, D, Skv}, ks[4] = {Skv * t[2] + Hkv * t[3], t[3], 1, t[2]};
-    int64_t vd[4] = {1, Hkv, Skv, D}, vs[4] = {Skv * t[4] + Hkv * t[5], t[5], t[4], 1};
-    int64_t od[4] = {1, Hq, Sq, D}, os[4] = {Sq * t[6] + Hq * D, D, t[6], 1};
+    const int64_t B = p->B > 1 ? p->B : 1, *b = p->bst; /* batch strides only matter for B > 1 */
+    int64_t qd[4] = {B, Hq, Sq, D}, qs[4] = {B > 1 ? b[0] : Sq * t[0] + Hq * t[1], t[1], t[0], 1};
+    int64_t kd[4] = {B, Hkv, D, Skv}, ks[4] = {B > 1 ? b[1] : Skv * t[2] + Hkv * t[3], t[3], 1, t[2]};
+    int64_t vd[4] = {B, Hkv, Skv, D}, vs[4] = {B > 1 ? b[2] : Skv * t[4] + Hkv * t[5], t[5], t[4], 1};
+    int64_t od[4] = {B, Hq, Sq, D}, os[4] = {B > 1 ? b[3] : Sq * t[6] + Hq * D, D, t[6], 1};
     int64_t one[4] = {1, 1, 1, 1};
-    int64_t sd[4] = {1, Hq, Sq, Skv}, sst[4] = {Hq * Sq * Skv, Sq * Skv, Skv, 1};
-    int64_t rd[4] = {1, Hq, Sq, 1}, rs[4] = {Hq * Sq, Sq, 1, 1};
+    int64_t sd[4] = {B, Hq, Sq, Skv}, sst[4] = {Hq * Sq * Skv, Sq * Skv, Skv, 1};
+    int64_t rd[4] = {B, Hq, Sq, 1}, rs[4] = {Hq * Sq, Sq, 1, 1};
     if (tensor(p, &q, UID_Q, BF, qd, qs, false, false) || tensor(p, &kt, UID_K, BF, kd, ks, false, false) ||
         tensor(p, &v, UID_V, BF, vd, vs, false, false) || tensor(p, &o, UID_O, BF, od, os, false, false) ||
         tensor(p, &scale, UID_SCALE, F, one, one, false, true) || tensor(p, &s, 100, F, sd, sst, true, false) ||
@@ -268,14 +271,27 @@ extern "C" int cuda_cudnn_attention_bf16_strided(h3_backend *be, uint16_t *o, in
                                                  int64_t q_rs, int64_t q_hs, const uint16_t *k, int64_t k_rs,
                                                  int64_t k_hs, const uint16_t *v, int64_t v_rs, int64_t v_hs,
                                                  int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale) {
+    const int64_t bst[4] = {0, 0, 0, 0};
+    return cuda_cudnn_attention_bf16_batched(be, 1, bst, o, o_rs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv,
+                                             Hq, Hkv, D, scale);
+}
+
+/* B independent attentions in one call (the video VAE decoder's tiles): batch b's q/k/v/o start bst[0..3] elements
+ * after batch b-1's; otherwise as the strided form. */
+extern "C" int cuda_cudnn_attention_bf16_batched(h3_backend *be, int64_t B, const int64_t bst[4], uint16_t *o,
+                                                 int64_t o_rs, const uint16_t *q, int64_t q_rs, int64_t q_hs,
+                                                 const uint16_t *k, int64_t k_rs, int64_t k_hs, const uint16_t *v,
+                                                 int64_t v_rs, int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv,
+                                                 int D, float scale) {
     const int64_t st[7] = {q_rs, q_hs, k_rs, k_hs, v_rs, v_hs, o_rs};
+    if (B < 1) B = 1;
     sdpa_state *s = state_of(be);
     if (!s || s->disabled) return -1;
     sdpa_plan *p = NULL;
     for (int i = 0; i < SDPA_CACHE; i++) {
         sdpa_plan *c = &s->plans[i];
         if ((c->plan || c->failed) && c->Sq == Sq && c->Skv == Skv && c->Hq == Hq && c->Hkv == Hkv && c->D == D &&
-            memcmp(c->st, st, sizeof st) == 0) {
+            memcmp(c->st, st, sizeof st) == 0 && c->B == B && (B == 1 || memcmp(c->bst, bst, sizeof c->bst) == 0)) {
             p = c;
             break;
         }
@@ -286,6 +302,8 @@ extern "C" int cuda_cudnn_attention_bf16_strided(h3_backend *be, uint16_t *o, in
         release_plan(p);
         p->Sq = Sq, p->Skv = Skv, p->Hq = Hq, p->Hkv = Hkv, p->D = D;
         memcpy(p->st, st, sizeof st);
+        p->B = B;
+        memcpy(p->bst, bst, sizeof p->bst);
         const char *var = getenv("H3_CUDNN_VARIANT");
         p->variant = var ? atoi(var) : SDPA_DEFAULT_VARIANT;
         if (build_plan(s->handle, p) != 0) {
@@ -298,7 +316,7 @@ extern "C" int cuda_cudnn_attention_bf16_strided(h3_backend *be, uint16_t *o, in
     void *ws = p->workspace > 0 ? cuda_scratch(be, (size_t)p->workspace) : NULL;
     if (p->workspace > 0 && !ws) return -1;
     int has_stats = (p->variant & 3) == 3;
-    void *stats = has_stats ? cuda_scratch(be, (size_t)(Hq * Sq) * sizeof(float)) : NULL;
+    void *stats = has_stats ? cuda_scratch(be, (size_t)(B * Hq * Sq) * sizeof(float)) : NULL;
     int64_t uids[6] = {UID_Q, UID_K, UID_V, UID_O, UID_SCALE, UID_STATS};
     void *ptrs[6] = {(void *)q, (void *)k, (void *)v, (void *)o, &scale, stats};
     int n_ptr = has_stats ? 6 : 5;

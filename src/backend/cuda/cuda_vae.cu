@@ -1,0 +1,326 @@
+/* CUDA twins of the VAE decoder ops (backend_vae.h): the CPU twins' arithmetic (cpu/cpu_vae.c) in the same
+ * order, compiled with --fmad=false; sums of squares in double like the twins (only the summation order
+ * differs). Plus pinned host buffers and a copy stream for the decoder's asynchronous tile downloads. */
+#include "cuda_bf16.h"
+#include "cuda_internal.h"
+#include "cuda_vae.h"
+
+static __device__ __forceinline__ float bf(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+enum { RN_THREADS = 256 };
+
+static __device__ double rn_block_sum(double v, double *red) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    double s = 0.0;
+    for (int i = 0; i < (int)(blockDim.x / 32); i++) s += red[i];
+    return s;
+}
+
+/* One block per row. VEC: dim % 4 == 0 and 16-byte aligned rows (x, scale, w) / 8-byte (branch, y). */
+template <int VEC>
+static __global__ void k_residual_rmsnorm(float *x, uint16_t *y, const uint16_t *branch, const float *scale,
+                                          int64_t rows, int64_t dim, const float *w, float eps) {
+    __shared__ double red[RN_THREADS / 32];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        float *xr = x + r * dim;
+        double ss = 0.0;
+        if (VEC) {
+            const int64_t d4 = dim / 4;
+            for (int64_t c = threadIdx.x; c < d4; c += blockDim.x) {
+                float4 v = ((float4 *)xr)[c];
+                if (branch) {
+                    uint2 b = ((const uint2 *)(branch + r * dim))[c];
+                    float4 s = ((const float4 *)scale)[c];
+                    v.x = v.x + s.x * __uint_as_float(b.x << 16);
+                    v.y = v.y + s.y * __uint_as_float(b.x & 0xffff0000u);
+                    v.z = v.z + s.z * __uint_as_float(b.y << 16);
+                    v.w = v.w + s.w * __uint_as_float(b.y & 0xffff0000u);
+                    ((float4 *)xr)[c] = v;
+                }
+                ss += (double)v.x * v.x;
+                ss += (double)v.y * v.y;
+                ss += (double)v.z * v.z;
+                ss += (double)v.w * v.w;
+            }
+        } else {
+            for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+                float v = xr[c];
+                if (branch) {
+                    v = v + scale[c] * bf(branch[r * dim + c]);
+                    xr[c] = v;
+                }
+                ss += (double)v * v;
+            }
+        }
+        if (y) {
+            ss = rn_block_sum(ss, red);
+            float inv = 1.0f / sqrtf((float)(ss / (double)dim) + eps);
+            uint16_t *yr = y + r * dim;
+            if (VEC) {
+                const int64_t d4 = dim / 4;
+                for (int64_t c = threadIdx.x; c < d4; c += blockDim.x) {
+                    float4 v = ((float4 *)xr)[c];
+                    float o0 = v.x * inv, o1 = v.y * inv, o2 = v.z * inv, o3 = v.w * inv;
+                    if (w) {
+                        float4 g = ((const float4 *)w)[c];
+                        o0 = o0 * g.x, o1 = o1 * g.y, o2 = o2 * g.z, o3 = o3 * g.w;
+                    }
+                    uint2 o;
+                    o.x = (uint32_t)f32_to_bf16_bits(o0) | ((uint32_t)f32_to_bf16_bits(o1) << 16);
+                    o.y = (uint32_t)f32_to_bf16_bits(o2) | ((uint32_t)f32_to_bf16_bits(o3) << 16);
+                    ((uint2 *)yr)[c] = o;
+                }
+            } else {
+                for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+                    float v = xr[c] * inv;
+                    if (w) v = v * w[c];
+                    yr[c] = f32_to_bf16_bits(v);
+                }
+            }
+            __syncthreads(); /* red is reused by the next row */
+        }
+    }
+}
+
+static int al(const void *p, uintptr_t a) { return p == NULL || ((uintptr_t)p % a) == 0; }
+
+extern "C" void cuda_vae_residual_rmsnorm(h3_backend *be, float *x, h3_bf16 *y, const h3_bf16 *branch,
+                                          const float *scale, int64_t rows, int64_t dim, const float *w, float eps) {
+    if (rows <= 0 || dim <= 0 || (!branch && !y)) return;
+    int vec = dim % 4 == 0 && al(x, 16) && al(scale, 16) && al(w, 16) && al(branch, 8) && al(y, 8);
+    unsigned grid = (unsigned)(rows < 65535 * 4 ? rows : 65535 * 4);
+    cudaStream_t st = cuda_of(be)->stream;
+    if (vec) k_residual_rmsnorm<1><<<grid, RN_THREADS, 0, st>>>(x, y, branch, scale, rows, dim, w, eps);
+    else k_residual_rmsnorm<0><<<grid, RN_THREADS, 0, st>>>(x, y, branch, scale, rows, dim, w, eps);
+    CUDA_LAUNCHED(be, "vae_residual_rmsnorm");
+}
+
+/* One warp per (row, head); head_dim <= 128. The normalized head goes through shared memory for the
+ * rotate-half pairing (d, d +- rot/2). PAIR: head_dim == 64 and 4-byte aligned heads, two channels per lane
+ * with 32-bit accesses. */
+enum { QK_WARPS = 8, QK_MAXD = 128 };
+
+template <int PAIR>
+static __global__ void k_qk_norm_rope(uint16_t *x, int64_t rows, int64_t row_stride, int64_t period, int heads,
+                                      int head_dim, float eps, int rot_dim, const float *cos, const float *sin) {
+    __shared__ float buf[QK_WARPS][QK_MAXD];
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, half = rot_dim / 2;
+    const int64_t items = rows * heads, nwarps = (int64_t)gridDim.x * QK_WARPS;
+    float *n = buf[wib];
+    for (int64_t it = blockIdx.x * (int64_t)QK_WARPS + wib; it < items; it += nwarps) {
+        const int64_t r = it / heads;
+        const int h = (int)(it - r * heads);
+        uint16_t *xh = x + r * row_stride + (int64_t)h * head_dim;
+        double ss = 0.0;
+        float f0 = 0.0f, f1 = 0.0f;
+        if (PAIR) {
+            uint32_t u = ((const uint32_t *)xh)[lane];
+            f0 = __uint_as_float(u << 16), f1 = __uint_as_float(u & 0xffff0000u);
+            ss = (double)f0 * f0;
+            ss += (double)f1 * f1;
+        } else {
+            for (int d = lane; d < head_dim; d += 32) {
+                float f = bf(xh[d]);
+                ss += (double)f * f;
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float inv = 1.0f / sqrtf((float)(ss / (double)head_dim) + eps);
+        if (PAIR) {
+            n[2 * lane] = f0 * inv, n[2 * lane + 1] = f1 * inv;
+        } else {
+            for (int d = lane; d < head_dim; d += 32) n[d] = bf(xh[d]) * inv;
+        }
+        __syncwarp();
+        const int64_t s = r % period;
+        const float *cr = cos + s * rot_dim, *sr = sin + s * rot_dim;
+        if (PAIR) {
+            uint32_t o = 0;
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int d = 2 * lane + j;
+                float val = n[d];
+                if (d < rot_dim) {
+                    float rot = d < half ? -n[d + half] : n[d - half];
+                    float a = n[d] * cr[d], bb = rot * sr[d];
+                    val = a + bb;
+                }
+                o |= (uint32_t)f32_to_bf16_bits(val) << (16 * j);
+            }
+            ((uint32_t *)xh)[lane] = o;
+        } else {
+            for (int d = lane; d < head_dim; d += 32) {
+                float val = n[d];
+                if (d < rot_dim) {
+                    float rot = d < half ? -n[d + half] : n[d - half];
+                    float a = n[d] * cr[d], bb = rot * sr[d];
+                    val = a + bb;
+                }
+                xh[d] = f32_to_bf16_bits(val);
+            }
+        }
+        __syncwarp(); /* n is rewritten by the next item */
+    }
+}
+
+/* head_dim 64, 16-byte rows: a warp takes 4 heads of a row, 8 lanes per head, 8 channels (one 16-byte access) per
+ * lane, so each warp keeps 512 bytes in flight (the one-head-per-warp kernel is latency-bound at ~0.8 TB/s). */
+static __global__ void k_qk_norm_rope64x4(uint16_t *x, int64_t rows, int64_t row_stride, int64_t period, int heads,
+                                          float eps, int rot_dim, const float *cos, const float *sin) {
+    __shared__ float buf[QK_WARPS][4][64];
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, hh = lane >> 3, c8 = (lane & 7) * 8, half = rot_dim / 2;
+    const int groups = heads / 4;
+    const int64_t items = rows * groups, nwarps = (int64_t)gridDim.x * QK_WARPS;
+    float *n = buf[wib][hh];
+    for (int64_t it = blockIdx.x * (int64_t)QK_WARPS + wib; it < items; it += nwarps) {
+        const int64_t r = it / groups;
+        const int g = (int)(it - r * groups);
+        uint16_t *xh = x + r * row_stride + (int64_t)(4 * g + hh) * 64 + c8;
+        uint4 u = *(const uint4 *)xh;
+        uint32_t w[4] = {u.x, u.y, u.z, u.w};
+        float f[8];
+#pragma unroll
+        for (int j = 0; j < 4; j++) f[2 * j] = __uint_as_float(w[j] << 16), f[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+        double ss = 0.0;
+#pragma unroll
+        for (int j = 0; j < 8; j++) ss += (double)f[j] * f[j];
+        for (int o = 1; o < 8; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float inv = 1.0f / sqrtf((float)(ss / 64.0) + eps);
+#pragma unroll
+        for (int j = 0; j < 8; j++) n[c8 + j] = f[j] * inv;
+        __syncwarp();
+        const int64_t s = r % period;
+        const float *cr = cos + s * rot_dim, *sr = sin + s * rot_dim;
+        uint32_t o[4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int d = c8 + j;
+            float val = n[d];
+            if (d < rot_dim) {
+                float rot = d < half ? -n[d + half] : n[d - half];
+                float a = n[d] * cr[d], bb = rot * sr[d];
+                val = a + bb;
+            }
+            uint32_t b = f32_to_bf16_bits(val);
+            if (j & 1) o[j / 2] |= b << 16;
+            else o[j / 2] = b;
+        }
+        *(uint4 *)xh = make_uint4(o[0], o[1], o[2], o[3]);
+        __syncwarp(); /* n is rewritten by the next item */
+    }
+}
+
+extern "C" void cuda_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t row_stride, int64_t period,
+                                      int heads, int head_dim, float eps, int rot_dim, const float *cos,
+                                      const float *sin) {
+    if (rows <= 0 || heads <= 0) return;
+    if (head_dim > QK_MAXD || rot_dim > head_dim || period <= 0) {
+        cuda_record_error(be, "vae_qk_norm_rope", "head_dim must be <= 128, rot_dim <= head_dim, period > 0");
+        return;
+    }
+    int64_t items = rows * heads, blocks = (items + QK_WARPS - 1) / QK_WARPS;
+    if (blocks > 16384) blocks = 16384;
+    int pair = head_dim == 64 && row_stride % 2 == 0 && al(x, 4);
+    cudaStream_t st = cuda_of(be)->stream;
+    if (head_dim == 64 && heads % 4 == 0 && row_stride % 8 == 0 && al(x, 16)) {
+        int64_t b4 = (rows * (heads / 4) + QK_WARPS - 1) / QK_WARPS;
+        if (b4 > 16384) b4 = 16384;
+        k_qk_norm_rope64x4<<<(unsigned)b4, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, eps, rot_dim,
+                                                                   cos, sin);
+    } else if (pair)
+        k_qk_norm_rope<1><<<(unsigned)blocks, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, head_dim, eps,
+                                                                      rot_dim, cos, sin);
+    else
+        k_qk_norm_rope<0><<<(unsigned)blocks, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, head_dim, eps,
+                                                                      rot_dim, cos, sin);
+    CUDA_LAUNCHED(be, "vae_qk_norm_rope");
+}
+
+/* ---- attention over the tiles of a batch ---- */
+
+extern "C" void cuda_vae_tile_attention(h3_backend *be, h3_bf16 *out, const h3_bf16 *qkv, int64_t tiles, int64_t N,
+                                        int heads, int head_dim, float scale) {
+    if (tiles <= 0 || N <= 0) return;
+    const int64_t D = (int64_t)heads * head_dim, ld = 3 * D;
+    const int64_t bst[4] = {N * ld, N * ld, N * ld, N * D};
+    static int per_tile = -1; /* H3_VAE_ATTN=tile: per-tile calls (comparison) */
+    if (per_tile < 0) per_tile = getenv("H3_VAE_ATTN") && !strcmp(getenv("H3_VAE_ATTN"), "tile");
+    if (!per_tile && cuda_cudnn_attention_bf16_batched(be, tiles, bst, out, D, qkv, ld, head_dim, qkv + D, ld, head_dim,
+                                                       qkv + 2 * D, ld, head_dim, N, N, heads, heads, head_dim,
+                                                       scale) == 0)
+        return;
+    for (int64_t t = 0; t < tiles; t++) {
+        const h3_bf16 *q = qkv + t * N * ld;
+        cuda_bf16_attention(be, out + t * N * D, D, q, ld, head_dim, q + D, ld, head_dim, q + 2 * D, ld, head_dim, N, N,
+                            heads, heads, head_dim, scale);
+    }
+}
+
+/* ---- pinned host buffers, asynchronous downloads ---- */
+
+extern "C" void *cuda_vae_host_alloc(h3_backend *be, size_t bytes) {
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+extern "C" void cuda_vae_host_free(h3_backend *be, void *p) {
+    if (p) CUDA_OK(be, cudaFreeHost(p));
+}
+
+typedef struct vae_xfer {
+    cudaStream_t copy;
+    cudaEvent_t  ready[2], done[2];
+    int          pending[2];
+} vae_xfer;
+
+extern "C" void *cuda_vae_xfer_new(h3_backend *be) {
+    vae_xfer *x = (vae_xfer *)calloc(1, sizeof *x);
+    if (!x) return NULL;
+    int ok = cudaStreamCreateWithFlags(&x->copy, cudaStreamNonBlocking) == cudaSuccess;
+    for (int i = 0; i < 2 && ok; i++)
+        ok = cudaEventCreateWithFlags(&x->ready[i], cudaEventDisableTiming) == cudaSuccess &&
+             cudaEventCreateWithFlags(&x->done[i], cudaEventDisableTiming) == cudaSuccess;
+    if (!ok) {
+        cuda_record_error(be, "vae_xfer_new", cudaGetErrorString(cudaGetLastError()));
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+extern "C" void cuda_vae_xfer_free(h3_backend *be, void *p) {
+    vae_xfer *x = (vae_xfer *)p;
+    if (!x) return;
+    CUDA_OK(be, cudaStreamSynchronize(x->copy));
+    for (int i = 0; i < 2; i++) {
+        cudaEventDestroy(x->ready[i]);
+        cudaEventDestroy(x->done[i]);
+    }
+    cudaStreamDestroy(x->copy);
+    free(x);
+}
+
+extern "C" void cuda_vae_download_async(h3_backend *be, void *p, int slot, void *dst, const void *src, size_t bytes) {
+    vae_xfer *x = (vae_xfer *)p;
+    slot &= 1;
+    CUDA_OK(be, cudaEventRecord(x->ready[slot], cuda_of(be)->stream));
+    CUDA_OK(be, cudaStreamWaitEvent(x->copy, x->ready[slot], 0));
+    CUDA_OK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, x->copy));
+    CUDA_OK(be, cudaEventRecord(x->done[slot], x->copy));
+    x->pending[slot] = 1;
+}
+
+extern "C" void cuda_vae_download_wait(h3_backend *be, void *p, int slot) {
+    vae_xfer *x = (vae_xfer *)p;
+    slot &= 1;
+    if (!x->pending[slot]) return;
+    CUDA_OK(be, cudaEventSynchronize(x->done[slot]));
+    x->pending[slot] = 0;
+}
