@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../backend/backend_audio.h"
+#include "../backend/backend_bench.h"
 #include "../io/safetensors.h"
 
 /* ------------------------------------------------------------------------------------------------
@@ -328,6 +329,8 @@ struct audio_vae {
 typedef struct loader {
     audio_vae  *m;
     st_set     *st;
+    const h3_expect_list *random; /* audio_vae_new_random: values made from the names, no file */
+    uint64_t    seed;
     h3_err     *e;
     float       filt[H3_AF_TAPS];
     int         have_filt;
@@ -360,7 +363,57 @@ static float *upload(loader *ld, const float *host, int64_t n) {
 }
 
 /* A host fp32 copy of a tensor (shapes were checked against the expected list already). */
+static int ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* audio_vae_new_random's values, by what the name says the tensor is (as make-tiny's): weight-norm
+ * gains and Snake parameters near 1 (log-scale ones near 0), one shared low-pass filter, small biases,
+ * matrices with the variance of N(0, 1/fan_in). */
+static float *random_host(loader *ld, const char *name, int64_t *n) {
+    const h3_expect *x = h3_expect_find(ld->random, name);
+    if (!x) {
+        h3_fail(ld->e, "audio VAE (random weights): tensor '%s' is not in the config's list", name);
+        return NULL;
+    }
+    int64_t cnt = 1;
+    for (int d = 0; d < x->ndim; d++) cnt *= x->shape[d];
+    *n = cnt;
+    float *h = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof(float));
+    if (!h) {
+        h3_fail(ld->e, "out of memory");
+        return NULL;
+    }
+    uint64_t key = ld->seed;
+    for (const char *c = name; *c; c++) key = (key ^ (uint8_t)*c) * 0x100000001b3ull; /* FNV-1a of the name */
+    int64_t fan_in = x->ndim >= 2 && x->shape[0] ? cnt / x->shape[0] : 1;
+    if (ends_with(name, ".filter")) { /* a Hann-windowed sinc low-pass at a quarter of the rate, unit gain */
+        double sum = 0.0;
+        for (int64_t i = 0; i < cnt; i++) {
+            double t = (double)i - (double)(cnt - 1) / 2.0, a = 0.5 * t;
+            double sinc = fabs(a) < 1e-9 ? 1.0 : sin(M_PI * a) / (M_PI * a);
+            h[i] = (float)(sinc * (0.5 - 0.5 * cos(2.0 * M_PI * (double)(i + 1) / (double)(cnt + 1))));
+            sum += h[i];
+        }
+        for (int64_t i = 0; i < cnt; i++) h[i] = (float)(h[i] / sum);
+    } else if (ends_with(name, "weight_g")) {
+        h3_fill_random_host(h, H3_F32, cnt, key, 0.1f, 1.0f);
+    } else if (ends_with(name, ".alpha") || ends_with(name, ".beta")) {
+        int logscale = strstr(name, "decoder") != NULL;
+        h3_fill_random_host(h, H3_F32, cnt, key, 0.1f, logscale ? 0.0f : 1.0f);
+    } else if (ends_with(name, "bias")) {
+        h3_fill_random_host(h, H3_F32, cnt, key, 0.05f, 0.0f);
+    } else if (x->ndim >= 2) {
+        h3_fill_random_host(h, H3_F32, cnt, key, sqrtf(3.0f / (float)fan_in), 0.0f);
+    } else {
+        h3_fill_random_host(h, H3_F32, cnt, key, 0.1f, 0.0f);
+    }
+    return h;
+}
+
 static float *read_host(loader *ld, const char *name, int64_t *n) {
+    if (ld->random) return random_host(ld, name, n);
     h3_tensor v;
     if (st_set_get(ld->st, name, &v, ld->e)) return NULL;
     *n = h3_tensor_numel(&v);
@@ -479,7 +532,7 @@ static int check_filter(loader *ld, const char *name) {
         ld->have_filt = 1;
     } else if (memcmp(ld->filt, f, sizeof ld->filt)) {
         rc = h3_fail(ld->e, "%s: tensor '%s' differs from the other resampling filters (all must be equal)",
-                     st_set_path(ld->st), name);
+                     ld->st ? st_set_path(ld->st) : "random weights", name);
     }
     free(f);
     return rc;
@@ -677,6 +730,36 @@ audio_vae *audio_vae_load(h3_backend *be, const char *dir, int parts, h3_err *e)
     return m;
 fail:
     st_set_free(ld.st);
+    audio_vae_free(m);
+    return NULL;
+}
+
+audio_vae *audio_vae_new_random(h3_backend *be, const audio_vae_config *cfg, int parts, uint64_t seed, h3_err *e) {
+    if (!(parts & AVAE_ALL)) {
+        h3_fail(e, "audio_vae_new_random: parts must include AVAE_DECODER and/or AVAE_ENCODER");
+        return NULL;
+    }
+    if (!h3_audio_supported(be)) {
+        h3_fail(e, "random audio VAE: the audio VAE ops have no %s twins (backend_audio.h)", h3_backend_name(be));
+        return NULL;
+    }
+    audio_vae *m = calloc(1, sizeof *m);
+    h3_expect_list l = {0};
+    if (!m) {
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    m->be = be;
+    m->parts = parts & AVAE_ALL;
+    m->cfg = *cfg;
+    loader ld = {.m = m, .random = &l, .seed = seed, .e = e};
+    if (audio_vae_expected_tensors(cfg, &l, e)) goto fail;
+    if ((m->parts & AVAE_DECODER) && load_decoder(&ld)) goto fail;
+    if ((m->parts & AVAE_ENCODER) && load_encoder(&ld)) goto fail;
+    h3_expect_list_free(&l);
+    return m;
+fail:
+    h3_expect_list_free(&l);
     audio_vae_free(m);
     return NULL;
 }

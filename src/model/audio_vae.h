@@ -59,6 +59,9 @@ typedef struct audio_vae audio_vae;
  * parameters turned into (frequency, 1/magnitude) pairs, everything fp32 in backend memory. The file
  * is closed before returning. */
 audio_vae *audio_vae_load(h3_backend *be, const char *dir, int parts, h3_err *e);
+/* The same model with random weights at cfg's shapes (no file; values by tensor role, as make-tiny's):
+ * for benchmarks of the whole pipeline without a checkpoint. */
+audio_vae *audio_vae_new_random(h3_backend *be, const audio_vae_config *cfg, int parts, uint64_t seed, h3_err *e);
 void       audio_vae_free(audio_vae *m);
 const audio_vae_config *audio_vae_get_config(const audio_vae *m);
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../backend/backend_bench.h"
+#include "../backend/backend_bf16.h"
 #include "../backend/backend_dit.h"
 #include "../io/safetensors.h"
 
@@ -224,8 +225,9 @@ int dit_expected_tensors(const dit_config *c, h3_expect_list *l, h3_err *e) {
 /* ---------------------------------------------------------------- model */
 
 typedef struct dit_attn_w {
-    h3_tensor *to_q, *to_k, *to_v; /* diffusers layout */
+    h3_tensor *to_q, *to_k, *to_v; /* diffusers layout (NULL when fused into qkv_planar) */
     h3_tensor *qkv;                /* original layout: per-head [q k v] rows (spec 2.4) */
+    h3_tensor *qkv_planar;         /* diffusers layout, CUDA bf16 mode: [to_q; to_k; to_v] in one matrix */
     h3_tensor *to_out;
     float     *norm_q, *norm_k;    /* [head_dim] fp32, backend memory */
 } dit_attn_w;
@@ -233,7 +235,8 @@ typedef struct dit_attn_w {
 typedef struct dit_block_w {
     float     *norm1, *norm2;      /* [hidden] fp32 */
     dit_attn_w attn;
-    h3_tensor *ff_value, *ff_gate; /* row views of the fused FFN input weight */
+    h3_tensor *ff_in;              /* the fused FFN input weight: diffusers [value; gate], original [gate; value] */
+    h3_tensor *ff_value, *ff_gate; /* row views of ff_in */
     h3_tensor *ff_down;
     h3_tensor *adaln_w, *adaln_b;  /* main blocks only; NULL after dit_release_adaln */
 } dit_block_w;
@@ -408,6 +411,59 @@ static h3_tensor *row_view(dit_model *m, const h3_tensor *w, int64_t r0, int64_t
 
 static size_t stored_bytes(const h3_tensor *t) { return h3_tensor_nbytes(t); }
 
+/* Rows of several tensors (same column count and dtype) stacked into one backend matrix, so one GEMM
+ * computes what their separate GEMMs would (the CUDA bf16 mode's fused q/k/v). */
+static h3_tensor *load_w_stacked(dit_model *m, const h3_expect_list *ex, const char *const *names, int n, h3_err *e) {
+    h3_tensor view[3];
+    int mi[3];
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        const h3_expect *x = h3_expect_find(ex, names[i]);
+        if (!x) {
+            h3_fail(e, "internal: tensor '%s' not in the expected list", names[i]);
+            return NULL;
+        }
+        if (get_view_at(m, names[i], &view[i], &mi[i], e) != 0) return NULL;
+        if (view[i].ndim != 2 || view[i].ndim != x->ndim || view[i].shape[0] != x->shape[0] ||
+            view[i].shape[1] != x->shape[1] || view[i].dtype != view[0].dtype || view[i].shape[1] != view[0].shape[1]) {
+            char a[96], b[96];
+            h3_fail(e, "%s: tensor '%s' has shape %s %s, expected %s like the others", source_name(m), names[i],
+                    h3_shape_str(view[i].shape, view[i].ndim, a, sizeof a), h3_dtype_name(view[i].dtype),
+                    h3_shape_str(x->shape, x->ndim, b, sizeof b));
+            return NULL;
+        }
+        rows += view[i].shape[0];
+    }
+    int64_t shape[2] = {rows, view[0].shape[1]};
+    h3_tensor *w = h3_tensor_view(view[0].dtype, 2, shape, NULL, e);
+    if (!w) return NULL;
+    if (!(w->data = h3_alloc(m->be, h3_tensor_nbytes(w)))) {
+        h3_tensor_free(w);
+        h3_fail(e, "out of backend memory for '%s' (stacked)", names[0]);
+        return NULL;
+    }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        size_t nb = h3_tensor_nbytes(&view[i]);
+        if (mi[i] >= 0 && m->mem_on_backend && m->mem_on_backend[mi[i]]) { /* random, already on the device */
+            h3_copy(m->be, (uint8_t *)w->data + off, view[i].data, nb);
+            h3_free(m->be, m->mem[mi[i]]->data);
+            m->mem[mi[i]]->data = NULL;
+            m->mem_on_backend[mi[i]] = 0;
+        } else {
+            h3_upload(m->be, (uint8_t *)w->data + off, view[i].data, nb);
+        }
+        off += nb;
+        m->total_bytes += nb;
+    }
+    if (keep_tensor(m, w, 0) != 0) {
+        h3_weight_free(m->be, w);
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    return w;
+}
+
 static int load_block(dit_model *m, const h3_expect_list *ex, dit_block_w *b, int refiner, int idx, h3_err *e) {
     const dit_config *c = &m->cfg;
     int orig = c->original_layout;
@@ -422,6 +478,13 @@ static int load_block(dit_model *m, const h3_expect_list *ex, dit_block_w *b, in
     if (!(b->attn.to_out = load_w(m, ex, NAME(orig ? "attn.out_proj.weight" : "attn.to_out.0.weight"), e))) return -1;
     if (orig) {
         if (!(b->attn.qkv = load_w(m, ex, NAME("attn.qkv_proj.weight"), e))) return -1;
+    } else if (m->bf16 && m->be->kind != H3_BACKEND_CPU) {
+        char q[192], k[192], v[192];
+        snprintf(q, sizeof q, "%s.attn.to_q.weight", p);
+        snprintf(k, sizeof k, "%s.attn.to_k.weight", p);
+        snprintf(v, sizeof v, "%s.attn.to_v.weight", p);
+        const char *names[3] = {q, k, v};
+        if (!(b->attn.qkv_planar = load_w_stacked(m, ex, names, 3, e))) return -1;
     } else {
         if (!(b->attn.to_q = load_w(m, ex, NAME("attn.to_q.weight"), e))) return -1;
         if (!(b->attn.to_k = load_w(m, ex, NAME("attn.to_k.weight"), e))) return -1;
@@ -431,6 +494,7 @@ static int load_block(dit_model *m, const h3_expect_list *ex, dit_block_w *b, in
     h3_tensor *fc1 = load_w(m, ex, NAME(orig ? "mlp.fc1.weight" : "ff.net.0.proj.weight"), e);
     if (!fc1) return -1;
     int64_t FF = c->ffn_dim;
+    b->ff_in = fc1;
     b->ff_value = row_view(m, fc1, orig ? FF : 0, FF, e);
     b->ff_gate = row_view(m, fc1, orig ? 0 : FF, FF, e);
     if (!b->ff_value || !b->ff_gate) return -1;
@@ -829,6 +893,107 @@ static int alloc_scratch(dit_model *m, int64_t rows, dit_scratch *s) {
     return 0;
 }
 
+/* ---- bf16 mode: bf16 activation buffers (backend_bf16.h). The reference's bf16 mode stores every
+ * activation in bf16, so these buffers hold exactly the values the fp32-buffer path rounds to; on the
+ * CPU both paths give the same bits, on CUDA the operands go to the tensor cores as they are. */
+
+typedef struct dit_scratch16 {
+    h3_bf16 *n, *o; /* [S, H] */
+    h3_bf16 *big;   /* [S, max(3I, 2FF)]: q|k|v (per the weight layout), or the FFN's value|gate */
+    h3_bf16 *mid;   /* [S, max(I, FF)]: attention output, or the SwiGLU product */
+} dit_scratch16;
+
+static void free_scratch16(h3_backend *be, dit_scratch16 *s) {
+    h3_free(be, s->n), h3_free(be, s->o), h3_free(be, s->big), h3_free(be, s->mid);
+    memset(s, 0, sizeof *s);
+}
+
+static int alloc_scratch16(dit_model *m, int64_t rows, dit_scratch16 *s) {
+    const dit_config *c = &m->cfg;
+    int64_t H = c->hidden_size, I = (int64_t)c->num_attention_heads * c->attention_head_dim, FF = c->ffn_dim;
+    int64_t big = 3 * I > 2 * FF ? 3 * I : 2 * FF, mid = I > FF ? I : FF;
+    memset(s, 0, sizeof *s);
+    s->n = h3_alloc(m->be, (size_t)(rows * H) * 2);
+    s->o = h3_alloc(m->be, (size_t)(rows * H) * 2);
+    s->big = h3_alloc(m->be, (size_t)(rows * big) * 2);
+    s->mid = h3_alloc(m->be, (size_t)(rows * mid) * 2);
+    if (!s->n || !s->o || !s->big || !s->mid) {
+        free_scratch16(m->be, s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Attention sub-layer (spec 4.7) in bf16: one [S, 3I] GEMM output (or three column slices of it),
+ * q/k normalized and rotated in place, attention straight on its strided heads. */
+static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int64_t rows, const float *cos,
+                        const float *sin, dit_scratch16 *s, h3_bf16 *out) {
+    const dit_config *c = &m->cfg;
+    h3_backend *be = m->be;
+    int NH = c->num_attention_heads, D = c->attention_head_dim;
+    int64_t H = c->hidden_size, I = (int64_t)NH * D, ld = 3 * I;
+    h3_bf16 *q = s->big, *k, *v;
+    int64_t hs;
+    if (w->qkv) { /* original layout: per-head [q k v] rows, so per-head [q k v] columns (spec 2.4) */
+        h3_bf16_matmul(be, s->big, ld, n, H, rows, w->qkv, NULL);
+        k = q + D, v = q + 2 * D, hs = 3 * D;
+    } else {
+        if (w->qkv_planar) {
+            h3_bf16_matmul(be, s->big, ld, n, H, rows, w->qkv_planar, NULL);
+        } else {
+            h3_bf16_matmul(be, s->big, ld, n, H, rows, w->to_q, NULL);
+            h3_bf16_matmul(be, s->big + I, ld, n, H, rows, w->to_k, NULL);
+            h3_bf16_matmul(be, s->big + 2 * I, ld, n, H, rows, w->to_v, NULL);
+        }
+        k = q + I, v = q + 2 * I, hs = D;
+    }
+    int rot = 6 * c->rope_freq_dim;
+    h3_bf16_head_norm_rope(be, q, rows, ld, NH, hs, D, w->norm_q, c->qk_norm_eps, rot, cos, sin);
+    h3_bf16_head_norm_rope(be, k, rows, ld, NH, hs, D, w->norm_k, c->qk_norm_eps, rot, cos, sin);
+    h3_bf16_attention(be, s->mid, I, q, ld, hs, k, ld, hs, v, ld, hs, rows, rows, NH, NH, D, 1.0f / sqrtf((float)D));
+    h3_bf16_matmul(be, out, H, s->mid, I, rows, w->to_out, NULL);
+}
+
+/* SwiGLU FFN (spec 4.8) in bf16: one GEMM for value and gate, then down. */
+static void feed_forward16(dit_model *m, const dit_block_w *b, const h3_bf16 *n, int64_t rows, dit_scratch16 *s,
+                           h3_bf16 *out) {
+    int64_t H = m->cfg.hidden_size, FF = m->cfg.ffn_dim;
+    int gate_first = m->cfg.original_layout; /* mlp.fc1 = [gate; value], ff.net.0.proj = [value; gate] */
+    h3_bf16_matmul(m->be, s->big, 2 * FF, n, H, rows, b->ff_in, NULL);
+    h3_bf16_swiglu(m->be, s->mid, s->big, rows, FF, 2 * FF, gate_first ? FF : 0, gate_first ? 0 : FF);
+    h3_bf16_matmul(m->be, out, H, s->mid, FF, rows, b->ff_down, NULL);
+}
+
+/* Context embedder + token refiner in bf16 -> xt [Nt, H] bf16. */
+static int text_stream16(dit_model *m, const float *text_host, int64_t Nt, h3_bf16 *xt, h3_err *e) {
+    const dit_config *c = &m->cfg;
+    h3_backend *be = m->be;
+    int64_t H = c->hidden_size;
+    float *tin = h3_alloc(be, (size_t)(Nt * c->text_dim) * sizeof(float));
+    h3_bf16 *tin16 = h3_alloc(be, (size_t)(Nt * c->text_dim) * 2);
+    dit_scratch16 s;
+    if (!tin || !tin16 || alloc_scratch16(m, Nt, &s) != 0) {
+        h3_free(be, tin), h3_free(be, tin16);
+        return h3_fail(e, "out of memory for the text stream (%lld rows)", (long long)Nt);
+    }
+    h3_upload(be, tin, text_host, (size_t)(Nt * c->text_dim) * sizeof(float));
+    h3_bf16_pack(be, tin16, tin, Nt * c->text_dim); /* the cast to the context embedder's dtype */
+    h3_bf16_matmul(be, xt, H, tin16, c->text_dim, Nt, m->ctx_w, m->ctx_b);
+    for (int r = 0; r < c->num_refiner_layers; r++) {
+        const dit_block_w *b = &m->refiner[r];
+        h3_bf16_rmsnorm_modulate(be, s.n, xt, Nt, H, b->norm1, c->norm_eps, NULL, 0, NULL, 0, 0);
+        attention16(m, &b->attn, s.n, Nt, NULL, NULL, &s, s.o);
+        h3_bf16_gated_residual(be, xt, s.o, Nt, H, NULL, 0, NULL, 0);
+        h3_bf16_rmsnorm_modulate(be, s.n, xt, Nt, H, b->norm2, c->norm_eps, NULL, 0, NULL, 0, 0);
+        feed_forward16(m, b, s.n, Nt, &s, s.o);
+        h3_bf16_gated_residual(be, xt, s.o, Nt, H, NULL, 0, NULL, 0);
+    }
+    h3_bf16_rmsnorm_modulate(be, xt, xt, Nt, H, m->refiner_final_norm, c->final_norm_eps, NULL, 0, NULL, 0, 0);
+    h3_free(be, tin), h3_free(be, tin16);
+    free_scratch16(be, &s);
+    return 0;
+}
+
 /* Context embedder + token refiner (spec 4.2 step 3-4, 4.3): text rows -> xt [Nt, H]. */
 static int text_stream(dit_model *m, const float *text_host, int64_t Nt, float *xt, h3_err *e) {
     const dit_config *c = &m->cfg;
@@ -964,14 +1129,16 @@ typedef struct fwd_ctx {
     int32_t         *ada_idx; /* [S] timestep_index * 3 + tag */
     int32_t         *t_idx;   /* [S] timestep_index */
     float           *cos, *sin;
-    dit_scratch      s;
+    dit_scratch      s;   /* fp32 mode */
+    dit_scratch16    s16; /* bf16 mode */
     int              have_scratch;
     dit_adaln_entry *tmp;
     int              n_tmp;
 } fwd_ctx;
 
 static void fwd_ctx_free(dit_model *m, fwd_ctx *x) {
-    if (x->have_scratch) free_scratch(m->be, &x->s);
+    if (x->have_scratch && m->bf16) free_scratch16(m->be, &x->s16);
+    else if (x->have_scratch) free_scratch(m->be, &x->s);
     for (int i = 0; i < x->n_tmp; i++) free_cache_entry(m, &x->tmp[i]);
     free(x->tmp);
     h3_free(m->be, x->tab), h3_free(m->be, x->tab_f), h3_free(m->be, x->ada_idx), h3_free(m->be, x->t_idx);
@@ -1025,7 +1192,7 @@ static int fwd_ctx_init(dit_model *m, const dit_inputs *in, fwd_ctx *x, h3_err *
     rope_tables(m, in->position_ids, S, cos_h, sin_h);
     h3_upload(be, x->cos, cos_h, (size_t)(S * R) * f);
     h3_upload(be, x->sin, sin_h, (size_t)(S * R) * f);
-    if (alloc_scratch(m, S, &x->s) != 0) goto oom;
+    if (m->bf16 ? alloc_scratch16(m, S, &x->s16) != 0 : alloc_scratch(m, S, &x->s) != 0) goto oom;
     x->have_scratch = 1;
     free(cos_h), free(sin_h), free(ent);
     return 0;
@@ -1056,6 +1223,22 @@ static void run_block(dit_model *m, fwd_ctx *x, int64_t b, float *X) {
     h3_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 5 * H, flags);
 }
 
+/* One main block (spec 4.6) in bf16, in place on X [S, H]. */
+static void run_block16(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X) {
+    const dit_config *c = &m->cfg;
+    h3_backend *be = m->be;
+    int64_t S = x->S, H = c->hidden_size, row6 = (int64_t)ADALN_SLOTS * H;
+    const dit_block_w *w = &m->blocks[b];
+    const float *tb = x->tab + b * x->K * MODALITIES * row6;
+    dit_scratch16 *s = &x->s16;
+    h3_bf16_rmsnorm_modulate(be, s->n, X, S, H, w->norm1, c->norm_eps, tb, row6, x->ada_idx, 0 * H, 1 * H);
+    attention16(m, &w->attn, s->n, S, x->cos, x->sin, s, s->o);
+    h3_bf16_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 2 * H);
+    h3_bf16_rmsnorm_modulate(be, s->n, X, S, H, w->norm2, c->norm_eps, tb, row6, x->ada_idx, 3 * H, 4 * H);
+    feed_forward16(m, w, s->n, S, s, s->o);
+    h3_bf16_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 5 * H);
+}
+
 int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *audio_out, h3_err *e) {
     if (validate_inputs(m, in, e, 0) != 0) return -1;
     const dit_config *c = &m->cfg;
@@ -1074,7 +1257,7 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
     ti_dev = upload_index(be, in->text_indices, in->Nt, 1, NULL);
     vi_dev = upload_index(be, in->video_indices, in->Nv, 1, NULL);
     ai_dev = upload_index(be, in->audio_indices, in->Na, 1, NULL);
-    X = h3_alloc(be, (size_t)(S * H) * f);
+    X = h3_alloc(be, (size_t)(S * H) * (m->bf16 ? 2 : f)); /* bf16 mode: h3_bf16 rows */
     rows_in = h3_alloc(be, (size_t)((nmax ? nmax : 1) * cmax) * f);
     rows_h = h3_alloc(be, (size_t)((nmax ? nmax : 1) * H) * f);
     rows_out = h3_alloc(be, (size_t)((nmax ? nmax : 1) * cmax) * f);
@@ -1082,37 +1265,52 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
 
     /* packed sequence (spec 4.2): text stream, then video and audio embeddings (fp32, cast on scatter) */
     if (in->Nt) {
-        xt = h3_alloc(be, (size_t)(in->Nt * H) * f);
+        xt = h3_alloc(be, (size_t)(in->Nt * H) * (m->bf16 ? 2 : f));
         if (!xt) goto oom;
-        if (text_stream(m, in->text, in->Nt, xt, e) != 0) goto done;
-        h3_rows_scatter(be, X, xt, ti_dev, in->Nt, H, 0);
+        if (m->bf16) {
+            if (text_stream16(m, in->text, in->Nt, (h3_bf16 *)xt, e) != 0) goto done;
+            h3_bf16_rows_scatter(be, (h3_bf16 *)X, (h3_bf16 *)xt, ti_dev, in->Nt, H);
+        } else {
+            if (text_stream(m, in->text, in->Nt, xt, e) != 0) goto done;
+            h3_rows_scatter(be, X, xt, ti_dev, in->Nt, H, 0);
+        }
     }
-    if (in->Nv) {
-        h3_upload(be, rows_in, in->video, (size_t)(in->Nv * VP) * f);
-        h3_matmul(be, rows_h, rows_in, in->Nv, m->proj_in_w, m->proj_in_b, 0);
-        h3_rows_scatter(be, X, rows_h, vi_dev, in->Nv, H, flags);
-    }
-    if (in->Na) {
-        h3_upload(be, rows_in, in->audio, (size_t)(in->Na * CA) * f);
-        h3_matmul(be, rows_h, rows_in, in->Na, m->audio_in_w, m->audio_in_b, 0);
-        h3_rows_scatter(be, X, rows_h, ai_dev, in->Na, H, flags);
+    const struct { int64_t n, ch; const float *host; const int32_t *idx; h3_tensor *w, *b; } emb[2] = {
+        {in->Nv, VP, in->video, vi_dev, m->proj_in_w, m->proj_in_b},
+        {in->Na, CA, in->audio, ai_dev, m->audio_in_w, m->audio_in_b},
+    };
+    for (int i = 0; i < 2; i++) {
+        if (!emb[i].n) continue;
+        h3_upload(be, rows_in, emb[i].host, (size_t)(emb[i].n * emb[i].ch) * f);
+        h3_matmul(be, rows_h, rows_in, emb[i].n, emb[i].w, emb[i].b, 0);
+        if (m->bf16) h3_bf16_rows_scatter_f32(be, (h3_bf16 *)X, rows_h, emb[i].idx, emb[i].n, H);
+        else h3_rows_scatter(be, X, rows_h, emb[i].idx, emb[i].n, H, flags);
     }
 
-    for (int64_t b = 0; b < L; b++) run_block(m, &x, b, X);
+    for (int64_t b = 0; b < L; b++) {
+        if (m->bf16) run_block16(m, &x, b, (h3_bf16 *)X);
+        else run_block(m, &x, b, X);
+    }
 
     /* output norm, shift then scale per timestep (spec 4.9), and the fp32 heads on the needed rows */
     float *n = x.s.n;
-    h3_rmsnorm(be, n, X, S, H, m->out_norm, c->final_norm_eps, flags);
-    h3_adaln_modulate(be, n, n, S, H, x.tab_f, 2 * H, x.t_idx, 0, H, flags);
-    if (in->Nv) {
-        h3_rows_gather(be, rows_h, n, vi_dev, in->Nv, H);
-        h3_matmul(be, rows_out, rows_h, in->Nv, m->proj_out_w, m->proj_out_b, 0);
-        h3_download(be, video_out, rows_out, (size_t)(in->Nv * VP) * f);
+    if (m->bf16) {
+        h3_bf16_rmsnorm_modulate(be, x.s16.n, (h3_bf16 *)X, S, H, m->out_norm, c->final_norm_eps, x.tab_f, 2 * H,
+                                 x.t_idx, 0, H);
+    } else {
+        h3_rmsnorm(be, n, X, S, H, m->out_norm, c->final_norm_eps, flags);
+        h3_adaln_modulate(be, n, n, S, H, x.tab_f, 2 * H, x.t_idx, 0, H, flags);
     }
-    if (in->Na) {
-        h3_rows_gather(be, rows_h, n, ai_dev, in->Na, H);
-        h3_matmul(be, rows_out, rows_h, in->Na, m->audio_out_w, m->audio_out_b, 0);
-        h3_download(be, audio_out, rows_out, (size_t)(in->Na * CA) * f);
+    const struct { int64_t n, ch; float *host; const int32_t *idx; h3_tensor *w, *b; } head[2] = {
+        {in->Nv, VP, video_out, vi_dev, m->proj_out_w, m->proj_out_b},
+        {in->Na, CA, audio_out, ai_dev, m->audio_out_w, m->audio_out_b},
+    };
+    for (int i = 0; i < 2; i++) {
+        if (!head[i].n) continue;
+        if (m->bf16) h3_bf16_rows_gather_f32(be, rows_h, x.s16.n, head[i].idx, head[i].n, H);
+        else h3_rows_gather(be, rows_h, n, head[i].idx, head[i].n, H);
+        h3_matmul(be, rows_out, rows_h, head[i].n, head[i].w, head[i].b, 0);
+        h3_download(be, head[i].host, rows_out, (size_t)(head[i].n * head[i].ch) * f);
     }
     h3_sync(be);
     rc = 0;
@@ -1132,8 +1330,21 @@ int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h
     if (validate_inputs(m, in, e, 1) != 0) return -1;
     fwd_ctx x;
     if (fwd_ctx_init(m, in, &x, e) != 0) return -1;
-    run_block(m, &x, block, X);
-    h3_sync(m->be);
+    if (m->bf16) { /* X holds bf16 values: the bf16 copy is exact */
+        h3_bf16 *X16 = h3_alloc(m->be, (size_t)(in->S * m->cfg.hidden_size) * 2);
+        if (!X16) {
+            fwd_ctx_free(m, &x);
+            return h3_fail(e, "dit: out of memory (S = %lld)", (long long)in->S);
+        }
+        h3_bf16_pack(m->be, X16, X, in->S * m->cfg.hidden_size);
+        run_block16(m, &x, block, X16);
+        h3_bf16_unpack(m->be, X, X16, in->S * m->cfg.hidden_size);
+        h3_sync(m->be);
+        h3_free(m->be, X16);
+    } else {
+        run_block(m, &x, block, X);
+        h3_sync(m->be);
+    }
     fwd_ctx_free(m, &x);
     return 0;
 }

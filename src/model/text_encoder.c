@@ -9,8 +9,17 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../backend/backend_bench.h"
 #include "../backend/backend_text.h"
 #include "../io/snapshot.h"
+
+/* A layer's weights, resident on the backend for the duration of one layer. */
+typedef struct te_layer {
+    h3_tensor *q, *k, *v, *o, *gate, *up, *down;
+    float     *ln1, *ln2, *qn, *kn; /* host fp32 (small) */
+    const st_entry *entries[11];
+    const st_file  *files[11];
+} te_layer;
 
 struct text_encoder {
     h3_backend *be;
@@ -20,6 +29,10 @@ struct text_encoder {
     char        dir[1024];
     text_encoder_progress_fn progress; /* optional: called after each streamed layer */
     void       *progress_user;
+    /* text_encoder_new_random: every run layer resident (no streaming), embeddings made per row */
+    te_layer   *resident; /* [TE_OUTPUT_LAYER] or NULL */
+    int         random;
+    uint64_t    seed;
 };
 
 void text_encoder_set_progress(text_encoder *te, text_encoder_progress_fn fn, void *user) {
@@ -267,8 +280,19 @@ fail:
     return NULL;
 }
 
+static void layer_release(text_encoder *te, te_layer *L);
+
 void text_encoder_free(text_encoder *te) {
     if (!te) return;
+    for (int i = 0; te->resident && i < TE_OUTPUT_LAYER; i++) {
+        te_layer *L = &te->resident[i];
+        h3_tensor *m[] = {L->q, L->k, L->v, L->o, L->gate, L->up, L->down};
+        /* h3_weight_free leaves CPU data to its owner (a file mapping); random matrices are ours */
+        for (int j = 0; j < 7 && te->be->kind == H3_BACKEND_CPU; j++)
+            if (m[j]) h3_free(te->be, m[j]->data), m[j]->data = NULL;
+        layer_release(te, L);
+    }
+    free(te->resident);
     st_set_free(te->weights);
     free(te);
 }
@@ -276,13 +300,6 @@ void text_encoder_free(text_encoder *te) {
 const te_config *text_encoder_get_config(const text_encoder *te) { return &te->cfg; }
 const st_set *text_encoder_weights(const text_encoder *te) { return te->weights; }
 
-/* A layer's weights, resident on the backend for the duration of one layer. */
-typedef struct te_layer {
-    h3_tensor *q, *k, *v, *o, *gate, *up, *down;
-    float     *ln1, *ln2, *qn, *kn; /* host fp32 (small) */
-    const st_entry *entries[11];
-    const st_file  *files[11];
-} te_layer;
 
 static float *tensor_f32(const h3_tensor *t) {
     int64_t n = h3_tensor_numel(t);
@@ -348,6 +365,66 @@ static int layer_load(text_encoder *te, int i, te_layer *L, h3_err *e) {
         return -1;
     }
     return 0;
+}
+
+/* A random matrix [rows, cols] in backend memory with the variance of N(0, 1/cols) (the fills of
+ * backend_bench.h: the same bits on the CPU and on CUDA). */
+static h3_tensor *random_matrix(h3_backend *be, int64_t rows, int64_t cols, uint64_t seed, h3_err *e) {
+    int64_t shape[2] = {rows, cols};
+    h3_tensor *t = h3_tensor_view(H3_BF16, 2, shape, NULL, e);
+    if (!t) return NULL;
+    if (!(t->data = h3_alloc(be, h3_tensor_nbytes(t)))) {
+        h3_tensor_free(t);
+        h3_fail(e, "text encoder (random weights): out of backend memory for a [%lld, %lld] matrix", (long long)rows,
+                (long long)cols);
+        return NULL;
+    }
+    h3_fill_random(be, t->data, H3_BF16, rows * cols, seed, sqrtf(3.0f / (float)cols), 0.0f);
+    return t;
+}
+
+static float *random_gain(int64_t n, uint64_t seed) {
+    float *g = malloc((size_t)n * sizeof(float));
+    if (g) h3_fill_random_host(g, H3_F32, n, seed, 0.2f, 1.0f);
+    return g;
+}
+
+text_encoder *text_encoder_new_random(h3_backend *be, const te_config *cfg, int bf16, uint64_t seed, h3_err *e) {
+    text_encoder *te = calloc(1, sizeof *te);
+    if (!te || !(te->resident = calloc(TE_OUTPUT_LAYER, sizeof *te->resident))) {
+        free(te);
+        h3_fail(e, "text encoder: out of memory");
+        return NULL;
+    }
+    te->be = be, te->cfg = *cfg, te->bf16 = bf16, te->random = 1, te->seed = seed;
+    snprintf(te->dir, sizeof te->dir, "random weights");
+    const te_text_config *t = &cfg->text;
+    int64_t H = t->hidden_size, F = t->intermediate_size, D = t->head_dim;
+    int64_t qw = (int64_t)t->num_heads * D, kw = (int64_t)t->num_kv_heads * D;
+    if (t->num_layers < TE_OUTPUT_LAYER + 1) {
+        h3_fail(e, "text encoder (random weights): the config has %d layers, hidden_states[%d] needs %d",
+                t->num_layers, TE_OUTPUT_LAYER, TE_OUTPUT_LAYER + 1);
+        goto fail;
+    }
+    for (int i = 0; i < TE_OUTPUT_LAYER; i++) {
+        te_layer *L = &te->resident[i];
+        uint64_t b = seed ^ ((uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull);
+        if (!(L->q = random_matrix(be, qw, H, b + 1, e)) || !(L->k = random_matrix(be, kw, H, b + 2, e)) ||
+            !(L->v = random_matrix(be, kw, H, b + 3, e)) || !(L->o = random_matrix(be, H, qw, b + 4, e)) ||
+            !(L->gate = random_matrix(be, F, H, b + 5, e)) || !(L->up = random_matrix(be, F, H, b + 6, e)) ||
+            !(L->down = random_matrix(be, H, F, b + 7, e)))
+            goto fail;
+        L->ln1 = random_gain(H, b + 8), L->ln2 = random_gain(H, b + 9);
+        L->qn = random_gain(D, b + 10), L->kn = random_gain(D, b + 11);
+        if (!L->ln1 || !L->ln2 || !L->qn || !L->kn) {
+            h3_fail(e, "text encoder: out of memory");
+            goto fail;
+        }
+    }
+    return te;
+fail:
+    text_encoder_free(te);
+    return NULL;
 }
 
 /* Interleaved mRoPE tables (spec 2.7): cos/sin [L][head_dim], fp32 (the backend rounds them to
@@ -456,9 +533,9 @@ int text_encoder_forward(text_encoder *te, const int64_t *ids, int64_t L, const 
 
     /* 1. embeddings (only the rows used are read), vision rows scattered in */
     {
-        h3_tensor emb;
-        if (st_set_get(te->weights, LM "embed_tokens.weight", &emb, e)) goto done;
-        size_t esz = h3_dtype_size(emb.dtype);
+        h3_tensor emb = {0};
+        if (!te->random && st_set_get(te->weights, LM "embed_tokens.weight", &emb, e)) goto done;
+        size_t esz = te->random ? 2 : h3_dtype_size(emb.dtype);
         int64_t ii = 0, iv = 0;
         for (int64_t r = 0; r < L; r++) {
             float *dst = hosth + r * H;
@@ -466,6 +543,12 @@ int text_encoder_forward(text_encoder *te, const int64_t *ids, int64_t L, const 
                 memcpy(dst, vis->image_embeds + (ii++) * H, (size_t)H * sizeof(float));
             } else if (ids[r] == cfg->video_token_id) {
                 memcpy(dst, vis->video_embeds + (iv++) * H, (size_t)H * sizeof(float));
+            } else if (te->random) { /* the row of a random bf16 table, made from the token id */
+                uint16_t row[8192];
+                int64_t n = H < 8192 ? H : 8192;
+                h3_fill_random_host(row, H3_BF16, n, te->seed ^ ((uint64_t)ids[r] * 0xD1B54A32D192ED03ull), 1.0f, 0.0f);
+                h3_convert_to_f32(dst, row, H3_BF16, (size_t)n);
+                for (int64_t c = n; c < H; c++) dst[c] = 0.0f;
             } else {
                 h3_convert_to_f32(dst, (const uint8_t *)emb.data + (size_t)ids[r] * (size_t)H * esz, emb.dtype, (size_t)H);
             }
@@ -484,18 +567,23 @@ int text_encoder_forward(text_encoder *te, const int64_t *ids, int64_t L, const 
     /* 3. layers 0 .. out_layer-1, streamed */
     const float scale = 1.0f / sqrtf((float)D);
     for (int layer = 0; layer < out_layer; layer++) {
-        if (layer_load(te, layer, &lay, e)) goto done;
+        const te_layer *Lr = &lay;
+        if (te->resident && layer < TE_OUTPUT_LAYER) Lr = &te->resident[layer];
+        else if (te->random) {
+            h3_fail(e, "text encoder (random weights): only layers below %d exist", TE_OUTPUT_LAYER);
+            goto done;
+        } else if (layer_load(te, layer, &lay, e)) goto done;
         /* a. input norm */
-        h3_upload(be, gain, lay.ln1, (size_t)H * sizeof(float));
+        h3_upload(be, gain, Lr->ln1, (size_t)H * sizeof(float));
         h3_rmsnorm_qwen(be, x, h, L, H, gain, t->rms_norm_eps, flags);
         /* b. projections */
-        h3_matmul(be, q, x, L, lay.q, NULL, flags);
-        h3_matmul(be, k, x, L, lay.k, NULL, flags);
-        h3_matmul(be, v, x, L, lay.v, NULL, flags);
+        h3_matmul(be, q, x, L, Lr->q, NULL, flags);
+        h3_matmul(be, k, x, L, Lr->k, NULL, flags);
+        h3_matmul(be, v, x, L, Lr->v, NULL, flags);
         /* c. per-head q/k RMSNorm (one 128-wide gain shared by the heads) */
-        h3_upload(be, gain, lay.qn, (size_t)D * sizeof(float));
+        h3_upload(be, gain, Lr->qn, (size_t)D * sizeof(float));
         h3_rmsnorm_qwen(be, q, q, L * t->num_heads, D, gain, t->rms_norm_eps, flags);
-        h3_upload(be, gain, lay.kn, (size_t)D * sizeof(float));
+        h3_upload(be, gain, Lr->kn, (size_t)D * sizeof(float));
         h3_rmsnorm_qwen(be, k, k, L * t->num_kv_heads, D, gain, t->rms_norm_eps, flags);
         /* d. rotate half with the interleaved mRoPE tables */
         h3_rope_half(be, q, L, qw, t->num_heads, (int)D, (int)D, cosd, sind, flags);
@@ -503,16 +591,16 @@ int text_encoder_forward(text_encoder *te, const int64_t *ids, int64_t L, const 
         /* e. causal GQA (query head a reads kv head a / group) */
         h3_attention_eager(be, o, qw, q, qw, k, kw, v, kw, L, L, t->num_heads, t->num_kv_heads, (int)D, scale, 1, flags);
         /* f. output projection + residual */
-        h3_matmul(be, x, o, L, lay.o, NULL, flags);
+        h3_matmul(be, x, o, L, Lr->o, NULL, flags);
         h3_add(be, h, h, x, L * H, flags);
         /* g, h. SwiGLU MLP + residual */
-        h3_upload(be, gain, lay.ln2, (size_t)H * sizeof(float));
+        h3_upload(be, gain, Lr->ln2, (size_t)H * sizeof(float));
         h3_rmsnorm_qwen(be, x, h, L, H, gain, t->rms_norm_eps, flags);
-        h3_matmul(be, g, x, L, lay.gate, NULL, flags);
-        h3_matmul(be, u, x, L, lay.up, NULL, flags);
+        h3_matmul(be, g, x, L, Lr->gate, NULL, flags);
+        h3_matmul(be, u, x, L, Lr->up, NULL, flags);
         h3_silu(be, g, g, L * F, flags);
         h3_mul(be, g, g, u, L * F, flags);
-        h3_matmul(be, x, g, L, lay.down, NULL, flags);
+        h3_matmul(be, x, g, L, Lr->down, NULL, flags);
         h3_add(be, h, h, x, L * H, flags);
         layer_release(te, &lay);
         /* i. deepstack after layers 0..n_deep-1 on the pad rows (spec 2.9). transformers records

@@ -49,6 +49,10 @@ typedef struct text_encoder text_encoder;
 /* Opens config and shards (mmap, nothing read yet). bf16: compute as the release runs
  * (spec 2.3 roundings); 0: fp32 from the stored weights. */
 text_encoder *text_encoder_load(h3_backend *be, const char *dir, int bf16, h3_err *e);
+/* Random weights at cfg's shapes, made in backend memory (backend_bench.h fills), all TE_OUTPUT_LAYER
+ * layers resident: for benchmarks of the whole pipeline without a checkpoint (text prompts only; the
+ * vision tower needs real weights). */
+text_encoder *text_encoder_new_random(h3_backend *be, const te_config *cfg, int bf16, uint64_t seed, h3_err *e);
 void          text_encoder_free(text_encoder *te);
 const te_config *text_encoder_get_config(const text_encoder *te);
 const st_set    *text_encoder_weights(const text_encoder *te);

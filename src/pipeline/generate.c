@@ -30,6 +30,9 @@
 #include "progress.h"
 #include "sched.h"
 
+/* --random-weights: one seed per model, from the request's seed */
+enum { RANDOM_TEXT = 0x7e47, RANDOM_DIT = 0xd17, RANDOM_AUDIO = 0xa0d10, RANDOM_VIDEO = 0x71de0 };
+
 #define VIDEO_CHANNELS 24
 #define AUDIO_CHANNELS 32
 
@@ -241,17 +244,34 @@ static int phase_text(gen *s, h3_err *e) {
     char dir[4096];
     path_in(s, "tokenizer", dir, sizeof dir);
     h3_backend *be = phase_backend(s, s->task == H3_T2VA ? "text encoder" : "text encoder + vision tower", 1, "");
-    begin_on(s, "text encoder", be, 0);
-    h3_tokenizer *tok = tokenizer_load(dir, e);
-    if (!tok) return -1;
-    int rc = -1;
     text_encoder *te = NULL;
+    if (s->r->random_weights) {
+        char tdir[4096];
+        te_config tcfg;
+        path_in(s, "text_encoder", tdir, sizeof tdir);
+        begin_on(s, "make random text encoder", be, 0);
+        if (text_encoder_config_load(tdir, &tcfg, e) ||
+            !(te = text_encoder_new_random(be, &tcfg, s->r->bf16, s->r->seed ^ RANDOM_TEXT, e)) || phase_check(be, e)) {
+            text_encoder_free(te);
+            return -1;
+        }
+        progress_end(&s->pg);
+    }
+    begin_on(s, "load tokenizer", be, 0);
+    h3_tokenizer *tok = tokenizer_load(dir, e);
+    if (!tok) {
+        text_encoder_free(te);
+        return -1;
+    }
+    progress_end(&s->pg);
+    begin_on(s, "text encoder", be, 0);
+    int rc = -1;
     int64_t *pos = NULL;
     vision_inputs vis;
     memset(&vis, 0, sizeof vis);
     if (presentation_check_prompt(s->r->prompt, e)) goto done;
     path_in(s, "text_encoder", dir, sizeof dir);
-    te = text_encoder_load(be, dir, s->r->bf16, e);
+    if (!te) te = text_encoder_load(be, dir, s->r->bf16, e);
     if (!te) goto done;
     const te_config *tc = text_encoder_get_config(te);
     if (s->task == H3_T2VA) {
@@ -297,8 +317,14 @@ static int phase_dit(gen *s, h3_err *e) {
     char dir[4096];
     if (snapshot_dit_dir(s->r->model_dir, s->task == H3_REF2VA, dir, sizeof dir, e)) return -1;
     h3_backend *be = phase_backend(s, "DiT", 1, "");
-    begin_on(s, "load transformer", be, 0);
-    dit_model *m = dit_load(be, dir, s->r->bf16, e);
+    begin_on(s, s->r->random_weights ? "make random transformer" : "load transformer", be, 0);
+    dit_model *m = NULL;
+    if (s->r->random_weights) {
+        dit_config dc;
+        if (dit_config_load(dir, &dc, e) == 0) m = dit_new_random(be, &dc, s->r->bf16, s->r->seed ^ RANDOM_DIT, e);
+    } else {
+        m = dit_load(be, dir, s->r->bf16, e);
+    }
     if (!m) return -1;
     if (phase_check(be, e)) {
         dit_free(m);
@@ -402,8 +428,16 @@ static int phase_audio(gen *s, h3_err *e) {
     char dir[4096];
     path_in(s, "audio_vae", dir, sizeof dir);
     h3_backend *be = phase_backend(s, "audio VAE decoder", 1, "");
+    audio_vae *m = NULL;
+    if (s->r->random_weights) {
+        audio_vae_config ac;
+        begin_on(s, "make random audio VAE", be, 0);
+        if (audio_vae_config_load(dir, &ac, e) == 0) m = audio_vae_new_random(be, &ac, AVAE_DECODER, s->r->seed ^ RANDOM_AUDIO, e);
+        if (m) progress_end(&s->pg);
+    } else {
+        m = audio_vae_load(be, dir, AVAE_DECODER, e);
+    }
     begin_on(s, "audio VAE decode", be, 0);
-    audio_vae *m = audio_vae_load(be, dir, AVAE_DECODER, e);
     if (!m) return -1;
     const audio_vae_config *c = audio_vae_get_config(m);
     int rc = -1;
@@ -460,7 +494,15 @@ static int phase_video(gen *s, h3_err *e) {
     /* On the GPU, --precision bf16 decodes with the bf16 decoder (the reference decodes under
      * autocast); the CPU keeps the fp32 decoder, the numerical reference. */
     int parts = VIDEO_VAE_DECODER | (s->r->bf16 && be->kind == H3_BACKEND_CUDA ? VIDEO_VAE_BF16 : 0);
-    video_vae *v = video_vae_new(be, dir, parts, e);
+    video_vae *v = NULL;
+    if (s->r->random_weights) {
+        video_vae_config vc;
+        begin_on(s, "make random video VAE", be, 0);
+        if (video_vae_config_load(dir, &vc, e) == 0) v = video_vae_new_random(be, &vc, parts, s->r->seed ^ RANDOM_VIDEO, e);
+        if (v) progress_end(&s->pg);
+    } else {
+        v = video_vae_new(be, dir, parts, e);
+    }
     if (!v) return -1;
     const video_vae_config *c = video_vae_get_config(v);
     const layout_geometry *g = &s->g;
@@ -607,6 +649,7 @@ int h3_generate(const h3_request *r, h3_err *e) {
     }
     s.be = h3_backend_new(r->cuda ? H3_BACKEND_CUDA : H3_BACKEND_CPU, r->threads, e);
     if (s.be) s.cpu = r->cuda ? h3_backend_new(H3_BACKEND_CPU, r->threads, e) : s.be;
+    if (r->cuda) s.pg.device = s.be; /* --profile's peak GPU memory per phase */
     if (!s.cpu) {
         h3_backend_free(s.be);
         cond_set_free(&s.cond);

@@ -1,5 +1,7 @@
 #include "progress.h"
 
+#include "../backend/backend_bench.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -78,6 +80,10 @@ void progress_begin(progress *p, const char *name, int64_t total) {
     p->start = p->last_print = progress_now();
     p->last_decile = 0;
     progress_reset_peak_rss();
+    if (p->device) {
+        h3_sync(p->device); /* the pool's mark counts work queued before the phase otherwise */
+        h3_memory_reset_peak(p->device);
+    }
     if (!p->quiet && p->tty) draw(p, 0);
 }
 
@@ -101,20 +107,43 @@ void progress_end(progress *p) {
     if (p->nphases < PROGRESS_MAX_PHASES) {
         progress_phase *ph = &p->phases[p->nphases++];
         snprintf(ph->name, sizeof ph->name, "%s", p->name);
+        ph->peak_dev = -1;
+        h3_memory_stats ms;
+        h3_err e;
+        if (p->device) {
+            h3_sync(p->device); /* the phase's queued GPU work belongs to its time */
+            if (h3_memory_query(p->device, &ms, &e) == 0) ph->peak_dev = (int64_t)ms.peak_bytes;
+        }
         ph->seconds = progress_now() - p->start;
         ph->peak_rss = progress_peak_rss();
     }
 }
 
+/* Phases that only bring weights in (loads, random models): the rest is the work with the weights
+ * resident. */
+static int is_load_phase(const char *name) {
+    return !strncmp(name, "load ", 5) || !strncmp(name, "make random ", 12);
+}
+
 void progress_report(const progress *p, FILE *out) {
-    double total = 0;
-    int64_t peak = 0;
-    fprintf(out, "\nprofile:\n  %-24s %10s %14s\n", "phase", "seconds", "peak RSS MiB");
+    double total = 0, loads = 0;
+    int64_t peak = 0, peak_dev = -1;
+    int dev = p->device != NULL;
+    fprintf(out, "\nprofile:\n  %-34s %10s %14s%s\n", "phase", "seconds", "peak RSS MiB", dev ? "  peak GPU GiB" : "");
     for (int i = 0; i < p->nphases; i++) {
         const progress_phase *ph = &p->phases[i];
-        fprintf(out, "  %-24s %10.3f %14.1f\n", ph->name, ph->seconds, ph->peak_rss / 1048576.0);
+        fprintf(out, "  %-34s %10.3f %14.1f", ph->name, ph->seconds, ph->peak_rss / 1048576.0);
+        if (dev && ph->peak_dev >= 0) fprintf(out, " %14.2f", ph->peak_dev / 1073741824.0);
+        fputc('\n', out);
         total += ph->seconds;
+        if (is_load_phase(ph->name)) loads += ph->seconds;
         if (ph->peak_rss > peak) peak = ph->peak_rss;
+        if (ph->peak_dev > peak_dev) peak_dev = ph->peak_dev;
     }
-    fprintf(out, "  %-24s %10.3f %14.1f  (peak = the largest phase)\n", "total", total, peak / 1048576.0);
+    fprintf(out, "  %-34s %10.3f %14.1f", "total", total, peak / 1048576.0);
+    if (dev && peak_dev >= 0) fprintf(out, " %14.2f", peak_dev / 1073741824.0);
+    fprintf(out, "  (peak = the largest phase)\n");
+    if (loads > 0)
+        fprintf(out, "  %-34s %10.3f  (weights resident: total less the load phases, %.3f s)\n", "compute", total - loads,
+                loads);
 }

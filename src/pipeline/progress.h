@@ -13,6 +13,7 @@ typedef struct progress_phase {
     char    name[48];
     double  seconds;
     int64_t peak_rss;   /* bytes, high-water mark while the phase ran */
+    int64_t peak_dev;   /* bytes of device memory (the GPU pool's high-water mark), -1 without a device */
 } progress_phase;
 
 typedef struct progress {
@@ -24,6 +25,7 @@ typedef struct progress {
     int    last_decile;
     progress_phase phases[PROGRESS_MAX_PHASES];
     int    nphases;
+    struct h3_backend *device; /* optional: a CUDA backend whose memory peak each phase records */
 } progress;
 
 void progress_init(progress *p, FILE *out, int quiet);

@@ -103,7 +103,9 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
     if (r->wav && !parent_dir_exists(r->wav)) return h3_fail(e, "--wav %s: the folder does not exist", r->wav);
     if (r->dump_latents && !parent_dir_exists(r->dump_latents))
         return h3_fail(e, "--dump-latents %s: the folder does not exist", r->dump_latents);
-    if ((!r->output || !r->output[0]) && !r->frames_dir && !r->wav && !r->dump_latents)
+    if (r->random_weights && h3_request_task(r) != H3_T2VA)
+        return h3_fail(e, "--random-weights: only t2va (text prompts) runs on random weights; drop the keyframes/references");
+    if ((!r->output || !r->output[0]) && !r->frames_dir && !r->wav && !r->dump_latents && !r->random_weights)
         return h3_fail(e, "-o '': with no MP4, give --frames-dir, --wav or --dump-latents, or nothing would be written");
     return 0;
 }

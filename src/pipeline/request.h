@@ -44,6 +44,7 @@ typedef struct h3_request {
     int         bf16;          /* --precision bf16 (default) vs fp32 */
     int         cuda;          /* --backend cuda */
     int         threads;
+    int         random_weights; /* --random-weights: weights made from the configs (benchmarks), t2va only */
 } h3_request;
 
 /* Defaults: seed 42, 20 steps, bf16, output "h3.mp4". */

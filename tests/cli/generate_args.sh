@@ -54,6 +54,13 @@ check "thirteen refs" "at most 12 references in total" -- -d "$TINY" -p hi -o "$
 check "four videos" "at most 3 video references" -- -d "$TINY" -p hi -o "$O" --frames 124 --ref-silent-video "$IMG" --ref-silent-video "$IMG" --ref-silent-video "$IMG" --ref-silent-video "$IMG"
 check "output folder" "-o $tmp/nodir/x.mp4: the folder does not exist" -- -d "$TINY" -p hi -o "$tmp/nodir/x.mp4"
 check "nothing to write" "nothing would be written" -- -d "$TINY" -p hi -o ""
+check "random weights t2va only" "--random-weights: only t2va" -- -d "$TINY" -p hi -o "" --random-weights --first-frame "$IMG"
+
+# --random-weights: the whole pipeline on models made from the configs, nothing written with -o '';
+# the profile lists the load phases apart from the compute
+out=$("$H3" generate -d "$TINY" -p "A fox." -o "" --random-weights --steps 2 --width 64 --height 32 --profile 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -q "make random transformer" <<<"$out" && grep -q "^  compute " <<<"$out" && [ -z "$(ls -A "$tmp/out")" ]; then
+    pass=$((pass + 1)); else echo "FAIL --random-weights run: rc $rc: $(tail -3 <<<"$out")"; fail=$((fail + 1)); fi
 
 # make-tiny: a valid snapshot, atomic, never overwriting.
 if "$H3" make-tiny "$tmp/snap" >/dev/null 2>&1 && "$H3" info -d "$tmp/snap" >/dev/null 2>&1; then pass=$((pass + 1)); else echo "FAIL make-tiny + info"; fail=$((fail + 1)); fi

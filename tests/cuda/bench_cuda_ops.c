@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "backend/backend.h"
+#include "backend/backend_bf16.h"
 #include "backend/backend_dit.h"
 #include "backend/cuda/cuda_ops.h"
 
@@ -68,6 +69,15 @@ static void run_attn(void *p) {
     int64_t w = (int64_t)a->H * a->D;
     h3_attention(be, a->out, w, a->qkv, 3 * w, a->qkv + w, 3 * w, a->qkv + 2 * w, 3 * w, a->S, a->S, a->H, a->H, a->D,
                  1.0f / sqrtf((float)a->D), 0, a->flags);
+}
+
+/* h3_bf16_attention on the heads of a fused [S][3 * H * D] qkv buffer (the DiT's call) */
+typedef struct { uint16_t *out, *qkv; int64_t S; int H, D; } attn16_arg;
+static void run_attn16(void *p) {
+    attn16_arg *a = p;
+    int64_t w = (int64_t)a->H * a->D;
+    h3_bf16_attention(be, a->out, w, a->qkv, 3 * w, a->D, a->qkv + w, 3 * w, a->D, a->qkv + 2 * w, 3 * w, a->D, a->S,
+                      a->S, a->H, a->H, a->D, 1.0f / sqrtf((float)a->D));
 }
 
 /* ---- memory-bound ops at S x 5376 ---- */
@@ -182,6 +192,18 @@ attention:
         } else {
             printf("%-34s %7lld   (no cuDNN engine)\n", "cuDNN SDPA bf16", (long long)S);
         }
+    }
+    for (int i = 0; i < 4; i++) { /* the DiT's call: strided heads of the fused qkv (vs packed copies) */
+        if (quick && i > 1) continue;
+        int64_t S = Ss[i];
+        attn16_arg a = {(uint16_t *)out, qkv, S, H, D};
+        for (int pack = 0; pack < 2; pack++) {
+            setenv("H3_ATTN_STRIDED", pack ? "0" : "1", 1);
+            float ms = median_ms(run_attn16, &a, S > 10000 ? 3 : 11);
+            printf("%-34s %7lld %10.3f %9.1f\n", pack ? "h3_bf16_attention, packed copies" : "h3_bf16_attention, strided qkv",
+                   (long long)S, ms, 4.0 * S * S * H * D / (ms * 1e-3) / 1e12);
+        }
+        unsetenv("H3_ATTN_STRIDED");
     }
     h3_free(be, qkv), h3_free(be, out);
     if (attn_only) goto done;

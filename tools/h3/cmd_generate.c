@@ -27,7 +27,10 @@ static void usage(FILE *f) {
             "  --dump-latents PATH      write final latents, frames and audio (safetensors, docs/probe.md)\n"
             "  --precision bf16|fp32    bf16 as the release runs (default) or the fp32 reference\n"
             "  --backend cpu|cuda       [cpu]    --threads N   CPU threads [all cores]\n"
-            "  --profile                per-phase time and peak memory report\n");
+            "  --profile                per-phase time and peak memory report\n"
+            "  --random-weights         no checkpoint: every model made with random weights at the shapes of -d's\n"
+            "                           configs (a release skeleton works), in backend memory; t2va only. A benchmark\n"
+            "                           of the whole pipeline: the output is noise. -o '' then writes nothing\n");
 }
 
 static int parse_int(const char *flag, const char *s, long lo, long hi, int *out) {
@@ -51,6 +54,10 @@ int cmd_generate(int argc, char **argv) {
         }
         if (!strcmp(a, "--profile")) {
             r.profile = 1;
+            continue;
+        }
+        if (!strcmp(a, "--random-weights")) {
+            r.random_weights = 1;
             continue;
         }
         if (i + 1 >= argc) return cli_error("generate: %s needs a value (see h3 generate --help)", a);

@@ -34,6 +34,8 @@ int cuda_backend_init(h3_backend *be, h3_err *e) {
     c->widen_tile = 64LL << 20; /* 256 MB of fp32: big enough to keep the SGEMM efficient */
     const char *prec = getenv("H3_CUDA_PRECISION");
     c->force_fp32 = prec && strcmp(prec, "fp32") == 0;
+    const char *tune = getenv("H3_GEMM_TUNE");
+    c->gemm_tune = tune ? atoi(tune) : 1;
     const char *bn = getenv("H3_FLASH_BN");
     c->flash_bn = bn ? atoi(bn) : 64;
     if ((err = cudaSetDevice(c->device)) != cudaSuccess ||
@@ -65,6 +67,7 @@ void cuda_backend_shutdown(h3_backend *be) {
     cuda_impl *c = cuda_of(be);
     if (!c) return;
     cudaStreamSynchronize(c->stream);
+    cuda_optime_release(be);
     cuda_sdpa_release(be);
     cudaEventDestroy(c->marks[0]);
     cudaEventDestroy(c->marks[1]);
@@ -231,9 +234,12 @@ static int ptr_align(const void *p) {
 }
 
 /* Row-major y[M,N] = x[M,K] . w[N,K]^T, written column-major as D[N,M] = W^T(NxK) . X(KxM): A = w with
- * op T (ld K), B = x with op N (ld K), D ld = ldd (>= N; a column slice of a wider y). */
-static void lt_gemm(h3_backend *be, int kind, const void *w, const void *x, void *y, int64_t M, int64_t N,
-                    int64_t K, int64_t ldd) {
+ * op T (ld K), B = x with op N (ld ldx >= K), D ld = ldd (>= N; a column slice of a wider y). A bias
+ * (N values) is added by the epilogue in fp32 before the output conversion. */
+enum { TUNE_CANDIDATES = 8 };
+
+static void lt_gemm_ex(h3_backend *be, int kind, const void *w, const void *x, int64_t ldx, void *y, int64_t M,
+                       int64_t N, int64_t K, int64_t ldd, const void *bias, cudaDataType_t bias_type) {
     cuda_impl *c = cuda_of(be);
     cudaDataType_t ab = kind == CUDA_GEMM_F32 ? CUDA_R_32F : CUDA_R_16BF;
     cudaDataType_t cd = kind == CUDA_GEMM_BF16_BF16OUT ? CUDA_R_16BF : CUDA_R_32F;
@@ -245,15 +251,22 @@ static void lt_gemm(h3_backend *be, int kind, const void *w, const void *x, void
     int align = ptr_align(w);
     if (ptr_align(x) < align) align = ptr_align(x);
     if (ptr_align(y) < align) align = ptr_align(y);
-    char what[128];
-    snprintf(what, sizeof what, "cublasLt matmul (kind %d, M %lld N %lld K %lld)", kind, (long long)M, (long long)N,
-             (long long)K);
+    int bias_key = bias ? (int)bias_type + 1 : 0;
+    char what[160];
+    snprintf(what, sizeof what, "cublasLt matmul (kind %d, M %lld N %lld K %lld, ldx %lld ldy %lld)", kind,
+             (long long)M, (long long)N, (long long)K, (long long)ldx, (long long)ldd);
 
     if ((st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS) goto fail;
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA);
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB);
+    if (bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+    }
     if ((st = cublasLtMatrixLayoutCreate(&la, ab, (uint64_t)K, (uint64_t)N, K)) != CUBLAS_STATUS_SUCCESS) goto fail;
-    if ((st = cublasLtMatrixLayoutCreate(&lb, ab, (uint64_t)K, (uint64_t)M, K)) != CUBLAS_STATUS_SUCCESS) goto fail;
+    if ((st = cublasLtMatrixLayoutCreate(&lb, ab, (uint64_t)K, (uint64_t)M, ldx)) != CUBLAS_STATUS_SUCCESS) goto fail;
     if ((st = cublasLtMatrixLayoutCreate(&ld, cd, (uint64_t)N, (uint64_t)M, ldd)) != CUBLAS_STATUS_SUCCESS) goto fail;
 
     {
@@ -261,7 +274,8 @@ static void lt_gemm(h3_backend *be, int kind, const void *w, const void *x, void
         int key_kind = kind * 1000 + align; /* the heuristic's choice depends on alignment too */
         for (int i = 0; i < CUDA_PLAN_CACHE; i++) {
             cuda_gemm_plan *p = &c->plans[i];
-            if (p->used && p->kind == key_kind && p->M == M && p->N == N && p->K == K && ldd == N) {
+            if (p->used && p->kind == key_kind && p->M == M && p->N == N && p->K == K && p->ldx == ldx &&
+                p->ldd == ldd && p->bias == bias_key) {
                 plan = p;
                 break;
             }
@@ -277,17 +291,50 @@ static void lt_gemm(h3_backend *be, int kind, const void *w, const void *x, void
             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-            st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, 1, &res, &nres);
+            /* big GEMMs (>= 0.2 TFLOP, the DiT's and the batched decoder's): time the heuristic's first
+             * candidates once and keep the fastest (H3_GEMM_TUNE=0: its first choice, as before) */
+            int want = c->gemm_tune && 2.0 * (double)M * (double)N * (double)K >= 2e11 ? TUNE_CANDIDATES : 1;
+            cublasLtMatmulHeuristicResult_t cand[TUNE_CANDIDATES];
+            st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, want, cand, &nres);
             if (st != CUBLAS_STATUS_SUCCESS) goto fail;
             if (nres < 1) {
                 st = CUBLAS_STATUS_NOT_SUPPORTED;
                 goto fail;
             }
+            res = cand[0];
+            if (nres > 1) {
+                float best = 1e30f, alpha = 1.0f, beta = 0.0f;
+                cudaEvent_t ev[2];
+                cudaEventCreate(&ev[0]);
+                cudaEventCreate(&ev[1]);
+                for (int i = 0; i < nres; i++) {
+                    if (cand[i].state != CUBLAS_STATUS_SUCCESS || cand[i].workspaceSize > c->workspace_bytes) continue;
+                    float ms = 0.0f;
+                    int ok = 1;
+                    for (int rep = 0; rep < 3 && ok; rep++) { /* first run warms up, then two timed */
+                        if (rep == 1) cudaEventRecord(ev[0], c->stream);
+                        ok = cublasLtMatmul(c->lt, op, &alpha, w, la, x, lb, &beta, y, ld, y, ld, &cand[i].algo,
+                                            c->workspace, c->workspace_bytes, c->stream) == CUBLAS_STATUS_SUCCESS;
+                    }
+                    if (!ok) continue;
+                    cudaEventRecord(ev[1], c->stream);
+                    cudaEventSynchronize(ev[1]);
+                    cudaEventElapsedTime(&ms, ev[0], ev[1]);
+                    if (ms < best) best = ms, res = cand[i];
+                }
+                cudaEventDestroy(ev[0]);
+                cudaEventDestroy(ev[1]);
+                cudaGetLastError(); /* a candidate that failed to launch is not the op's error */
+                if (getenv("H3_GEMM_VERBOSE"))
+                    fprintf(stderr, "h3: gemm M %lld N %lld K %lld: %d candidates, best %.3f ms (%.0f TFLOP/s)\n",
+                            (long long)M, (long long)N, (long long)K, nres, best / 2,
+                            2.0 * (double)M * N * K / (best / 2 * 1e-3) / 1e12);
+            }
             plan = &c->plans[c->plan_next];
             c->plan_next = (c->plan_next + 1) % CUDA_PLAN_CACHE;
-            plan->used = ldd == N; /* only cache the common contiguous case */
+            plan->used = 1;
             plan->kind = key_kind;
-            plan->M = M, plan->N = N, plan->K = K;
+            plan->M = M, plan->N = N, plan->K = K, plan->ldx = ldx, plan->ldd = ldd, plan->bias = bias_key;
             plan->algo = res.algo;
         }
         float alpha = 1.0f, beta = 0.0f;
@@ -304,6 +351,17 @@ done:
     if (lb) cublasLtMatrixLayoutDestroy(lb);
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (op) cublasLtMatmulDescDestroy(op);
+}
+
+static void lt_gemm(h3_backend *be, int kind, const void *w, const void *x, void *y, int64_t M, int64_t N,
+                    int64_t K, int64_t ldd) {
+    lt_gemm_ex(be, kind, w, x, K, y, M, N, K, ldd, NULL, CUDA_R_32F);
+}
+
+extern "C" void cuda_lt_gemm(h3_backend *be, int kind, const void *w, const void *x, int64_t ldx, void *y,
+                             int64_t ldy, int64_t M, int64_t N, int64_t K, const void *bias, cudaDataType_t bias_type) {
+    if (M <= 0 || N <= 0) return;
+    lt_gemm_ex(be, kind, w, x, ldx, y, M, N, K, ldy, bias, bias_type);
 }
 
 extern "C" void cuda_gemm_bf16(h3_backend *be, uint16_t *y, const uint16_t *x, const uint16_t *w, int64_t M,

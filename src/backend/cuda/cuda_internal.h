@@ -15,11 +15,13 @@ typedef struct cuda_gemm_plan {
     int                    used;
     int                    kind; /* CUDA_GEMM_* below */
     int64_t                M, N, K;
+    int64_t                ldx, ldd; /* row strides of x and of the output */
+    int                    bias;     /* 0 none, else the epilogue bias's cudaDataType_t + 1 */
     cublasLtMatmulAlgo_t   algo;
 } cuda_gemm_plan;
 
 enum { CUDA_GEMM_F32 = 0, CUDA_GEMM_BF16_F32OUT = 1, CUDA_GEMM_BF16_BF16OUT = 2 };
-enum { CUDA_PLAN_CACHE = 64 };
+enum { CUDA_PLAN_CACHE = 128 };
 
 typedef struct cuda_impl {
     int              device;
@@ -34,6 +36,8 @@ typedef struct cuda_impl {
     char             errmsg[512];
     cudaEvent_t      marks[2];
     void            *sdpa;        /* cuDNN SDPA state (cuda_sdpa_cudnn.cu), created on first use */
+    void            *optime;      /* per-op timing (H3_CUDA_OPTIME=1, cuda_optime.cu) */
+    int              gemm_tune;   /* H3_GEMM_TUNE (default 1): time the heuristic's candidates on big GEMMs */
     cuda_gemm_plan   plans[CUDA_PLAN_CACHE];
     int              plan_next;
 } cuda_impl;
@@ -58,6 +62,12 @@ extern "C" void cuda_record_error(h3_backend *be, const char *what, const char *
 
 /* Scratch memory from the stream-ordered pool (freed with cuda_free, also stream-ordered). */
 extern "C" void *cuda_scratch(h3_backend *be, size_t bytes);
+/* Row-major y[M,N] (row stride ldy) = x[M,K] (row stride ldx) . w[N,K]^T (+ bias[N] in the fp32
+ * epilogue, bias_type CUDA_R_32F or CUDA_R_16BF; bias NULL: none); kind CUDA_GEMM_*. */
+extern "C" void cuda_lt_gemm(h3_backend *be, int kind, const void *w, const void *x, int64_t ldx, void *y, int64_t ldy,
+                             int64_t M, int64_t N, int64_t K, const void *bias, cudaDataType_t bias_type);
+/* Reports and frees the per-op timing state (cuda_optime.cu). */
+void cuda_optime_release(h3_backend *be);
 /* Frees the cuDNN handle and cached SDPA plans (cuda_sdpa_cudnn.cu). */
 extern "C" void cuda_sdpa_release(h3_backend *be);
 

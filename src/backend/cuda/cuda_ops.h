@@ -64,6 +64,12 @@ void cuda_scale(h3_backend *be, float *y, const float *x, float s, int64_t n, in
 void cuda_round_bf16_buf(h3_backend *be, float *x, int64_t n);
 void cuda_add_bias(h3_backend *be, float *y, const float *bias, int64_t rows, int64_t dim, int flags);
 
+/* Per-op device time (H3_CUDA_OPTIME=1): events around each timed op; the report (one line per op
+ * name: calls, total ms, share) goes to stderr at shutdown or on cuda_optime_report. */
+int  cuda_optime_begin(h3_backend *be, const char *name);
+void cuda_optime_end(h3_backend *be, int mark);
+void cuda_optime_report(h3_backend *be);
+
 /* ---- for tests and benchmarks (bf16 data as uint16_t bit patterns, device memory) ---- */
 /* Widened-weight tile size of the fp32 matmul path in elements (tests force several tiles). */
 void cuda_set_widen_tile(h3_backend *be, int64_t elems);
@@ -79,6 +85,12 @@ void cuda_flash_attention_bf16(h3_backend *be, float *out, int64_t o_stride, con
  * Returns -1 when cuDNN has no engine for the shape (the caller then uses the own kernel). */
 int  cuda_cudnn_attention_bf16(h3_backend *be, uint16_t *o, const uint16_t *q, const uint16_t *k, const uint16_t *v,
                                int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale);
+/* The same on strided bf16 heads: element (s, h, d) of q at q[s*q_rs + h*q_hs + d] (k, v likewise);
+ * o rows [Sq][o_rs] with head h at column h*D. -1 when no engine accepts the strides. */
+int  cuda_cudnn_attention_bf16_strided(h3_backend *be, uint16_t *o, int64_t o_rs, const uint16_t *q, int64_t q_rs,
+                                       int64_t q_hs, const uint16_t *k, int64_t k_rs, int64_t k_hs, const uint16_t *v,
+                                       int64_t v_rs, int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv, int D,
+                                       float scale);
 /* 0: h3_attention's bf16 path uses the own flash kernel only; 1 (default unless H3_ATTN=own): cuDNN
  * SDPA first for non-causal attention. */
 void cuda_set_attention_cudnn(h3_backend *be, int enable);

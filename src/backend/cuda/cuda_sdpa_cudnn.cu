@@ -18,11 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SDPA_MAX_DESC = 64, SDPA_CACHE = 8, SDPA_DEFAULT_VARIANT = 1 };
+enum { SDPA_MAX_DESC = 64, SDPA_CACHE = 16, SDPA_DEFAULT_VARIANT = 1 };
 enum { UID_Q = 1, UID_K = 2, UID_V = 3, UID_O = 4, UID_SCALE = 5, UID_STATS = 6 };
 
 typedef struct sdpa_plan {
     int64_t                  Sq, Skv;
+    int64_t                  st[7]; /* element strides: q row, q head, k row, k head, v row, v head, o row */
     int                      Hq, Hkv, D;
     cudnnBackendDescriptor_t plan;
     int64_t                  workspace;
@@ -130,10 +131,11 @@ static int build_plan(cudnnHandle_t handle, sdpa_plan *p) {
     int64_t Sq = p->Sq, Skv = p->Skv, Hq = p->Hq, Hkv = p->Hkv, D = p->D;
     const cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F = CUDNN_DATA_FLOAT;
     cudnnBackendDescriptor_t q, kt, v, o, scale, s, ss, mx, sub, ex, sum, prob;
-    int64_t qd[4] = {1, Hq, Sq, D}, qs[4] = {Hq * Sq * D, Sq * D, D, 1};
-    int64_t kd[4] = {1, Hkv, D, Skv}, ks[4] = {Hkv * Skv * D, Skv * D, 1, D};
-    int64_t vd[4] = {1, Hkv, Skv, D}, vs[4] = {Hkv * Skv * D, Skv * D, D, 1};
-    int64_t od[4] = {1, Hq, Sq, D}, os[4] = {Sq * Hq * D, D, Hq * D, 1};
+    const int64_t *t = p->st; /* [1, H, S, D] views with the caller's row and head strides */
+    int64_t qd[4] = {1, Hq, Sq, D}, qs[4] = {Sq * t[0] + Hq * t[1], t[1], t[0], 1};
+    int64_t kd[4] = {1, Hkv, D, Skv}, ks[4] = {Skv * t[2] + Hkv * t[3], t[3], 1, t[2]};
+    int64_t vd[4] = {1, Hkv, Skv, D}, vs[4] = {Skv * t[4] + Hkv * t[5], t[5], t[4], 1};
+    int64_t od[4] = {1, Hq, Sq, D}, os[4] = {Sq * t[6] + Hq * D, D, t[6], 1};
     int64_t one[4] = {1, 1, 1, 1};
     int64_t sd[4] = {1, Hq, Sq, Skv}, sst[4] = {Hq * Sq * Skv, Sq * Skv, Skv, 1};
     int64_t rd[4] = {1, Hq, Sq, 1}, rs[4] = {Hq * Sq, Sq, 1, 1};
@@ -258,12 +260,22 @@ extern "C" void cuda_set_attention_cudnn(h3_backend *be, int enable) {
 extern "C" int cuda_cudnn_attention_bf16(h3_backend *be, uint16_t *o, const uint16_t *q, const uint16_t *k,
                                          const uint16_t *v, int64_t Sq, int64_t Skv, int Hq, int Hkv, int D,
                                          float scale) {
+    return cuda_cudnn_attention_bf16_strided(be, o, (int64_t)Hq * D, q, D, Sq * D, k, D, Skv * D, v, D, Skv * D, Sq,
+                                             Skv, Hq, Hkv, D, scale);
+}
+
+extern "C" int cuda_cudnn_attention_bf16_strided(h3_backend *be, uint16_t *o, int64_t o_rs, const uint16_t *q,
+                                                 int64_t q_rs, int64_t q_hs, const uint16_t *k, int64_t k_rs,
+                                                 int64_t k_hs, const uint16_t *v, int64_t v_rs, int64_t v_hs,
+                                                 int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale) {
+    const int64_t st[7] = {q_rs, q_hs, k_rs, k_hs, v_rs, v_hs, o_rs};
     sdpa_state *s = state_of(be);
     if (!s || s->disabled) return -1;
     sdpa_plan *p = NULL;
     for (int i = 0; i < SDPA_CACHE; i++) {
         sdpa_plan *c = &s->plans[i];
-        if ((c->plan || c->failed) && c->Sq == Sq && c->Skv == Skv && c->Hq == Hq && c->Hkv == Hkv && c->D == D) {
+        if ((c->plan || c->failed) && c->Sq == Sq && c->Skv == Skv && c->Hq == Hq && c->Hkv == Hkv && c->D == D &&
+            memcmp(c->st, st, sizeof st) == 0) {
             p = c;
             break;
         }
@@ -273,6 +285,7 @@ extern "C" int cuda_cudnn_attention_bf16(h3_backend *be, uint16_t *o, const uint
         s->next = (s->next + 1) % SDPA_CACHE;
         release_plan(p);
         p->Sq = Sq, p->Skv = Skv, p->Hq = Hq, p->Hkv = Hkv, p->D = D;
+        memcpy(p->st, st, sizeof st);
         const char *var = getenv("H3_CUDNN_VARIANT");
         p->variant = var ? atoi(var) : SDPA_DEFAULT_VARIANT;
         if (build_plan(s->handle, p) != 0) {

@@ -1,0 +1,615 @@
+/* CUDA twins of the bf16 activation ops (backend_bf16.h).
+ *
+ * GEMMs are cuBLASLt BF16 x BF16 with fp32 accumulation and the bias in the fp32 epilogue, written as
+ * bf16 straight into (a column slice of) the output rows. Attention reads the strided heads of a fused
+ * qkv buffer as they are (cuDNN's fused SDPA with the caller's strides; packed head-major copies and
+ * the own flash kernel only when cuDNN refuses). The element-wise kernels fuse what the reference does
+ * in several bf16 ops (RMSNorm + AdaLN modulation; q/k norm + RoPE) while rounding every intermediate
+ * the reference rounds, in its order (--fmad=false: one fp32 rounding per product and sum, as the CPU
+ * twin). 16-byte accesses where rows allow. */
+#include "cuda_bf16.h"
+#include "cuda_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define GRID_STRIDE(i, n) \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+static __device__ __forceinline__ float bf(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+static __device__ __forceinline__ uint16_t pk(float f) { return f32_to_bf16_bits(f); }
+
+static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* ---- conversions ---- */
+
+static __global__ void k_pack(uint16_t *y, const float *x, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = pk(x[i]);
+}
+
+static __global__ void k_unpack(float *y, const uint16_t *x, int64_t n) {
+    GRID_STRIDE(i, n) y[i] = bf(x[i]);
+}
+
+extern "C" void cuda_bf16_pack(h3_backend *be, h3_bf16 *y, const float *x, int64_t n) {
+    if (n <= 0) return;
+    k_pack<<<cuda_blocks(n, 256), 256, 0, cuda_of(be)->stream>>>(y, x, n);
+    CUDA_LAUNCHED(be, "bf16_pack");
+}
+
+extern "C" void cuda_bf16_unpack(h3_backend *be, float *y, const h3_bf16 *x, int64_t n) {
+    if (n <= 0) return;
+    k_unpack<<<cuda_blocks(n, 256), 256, 0, cuda_of(be)->stream>>>(y, x, n);
+    CUDA_LAUNCHED(be, "bf16_unpack");
+}
+
+/* ---- GEMM ---- */
+
+static __global__ void k_rows_f32_to_bf16(uint16_t *out, int64_t o_rs, const float *src, int64_t S, int64_t w) {
+    FOR_ROWS_COLS(s, c, S, w) out[s * o_rs + c] = pk(src[s * w + c]);
+}
+
+
+extern "C" void cuda_bf16_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const h3_bf16 *x, int64_t ldx, int64_t M,
+                                 const h3_tensor *w, const h3_tensor *bias) {
+    int64_t N = w->shape[0], K = w->shape[1];
+    if (M <= 0 || N <= 0) return;
+    if (w->dtype != H3_BF16) {
+        cuda_record_error(be, "bf16_matmul", "weight must be BF16");
+        return;
+    }
+    if (bias && bias->dtype != H3_F32 && bias->dtype != H3_BF16) {
+        cuda_record_error(be, "bf16_matmul", "bias must be F32 or BF16");
+        return;
+    }
+    if (bias && bias->dtype == H3_F32) {
+        /* cuBLASLt takes no fp32 bias with a bf16 output: fp32 output with the bias in the epilogue, then
+         * one rounding pass (the same single rounding of acc + bias) */
+        float *yf = (float *)cuda_scratch(be, (size_t)(M * N) * sizeof(float));
+        if (!yf) return;
+        cuda_lt_gemm(be, CUDA_GEMM_BF16_F32OUT, w->data, x, ldx, yf, N, M, N, K, bias->data, CUDA_R_32F);
+        k_rows_f32_to_bf16<<<grid_rows_cols(M, N, 256), 256, 0, cuda_of(be)->stream>>>(y, ldy, yf, M, N);
+        CUDA_LAUNCHED(be, "bf16_matmul (round fp32 output)");
+        cuda_free(be, yf);
+        return;
+    }
+    cuda_lt_gemm(be, CUDA_GEMM_BF16_BF16OUT, w->data, x, ldx, y, ldy, M, N, K, bias ? bias->data : NULL, CUDA_R_16BF);
+}
+
+/* ---- RMSNorm (+ AdaLN modulation): one block per row ---- */
+
+enum { RM_THREADS = 256 };
+
+static __device__ double block_sum_d(double v, double *red) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    double s = 0.0;
+    for (int i = 0; i < (int)(blockDim.x / 32); i++) s += red[i];
+    return s;
+}
+
+static __device__ __forceinline__ float norm_mod(float x, float inv, const float *w, const float *shift,
+                                                 const float *scale, int64_t c) {
+    float v = x * inv;
+    if (w) v = v * w[c];
+    v = round_bf16(v);
+    if (scale) {
+        float one_plus = round_bf16(1.0f + scale[c]);
+        float prod = round_bf16(v * one_plus);
+        v = prod + shift[c];
+    }
+    return v;
+}
+
+/* VEC: dim % 8 == 0 and rows 16-byte aligned: uint4 = 8 bf16 per access. */
+template <int VEC>
+static __global__ void __launch_bounds__(RM_THREADS) k_rmsnorm_mod(uint16_t *y, const uint16_t *x, int64_t dim,
+                                                                   const float *w, float eps, const float *table,
+                                                                   int64_t tstride, const int32_t *ridx,
+                                                                   int64_t shift_off, int64_t scale_off) {
+    __shared__ double red[RM_THREADS / 32];
+    int64_t r = blockIdx.x;
+    const uint16_t *xr = x + r * dim;
+    uint16_t *yr = y + r * dim;
+    double ss = 0.0;
+    if (VEC) {
+        for (int64_t c8 = threadIdx.x; c8 < dim / 8; c8 += blockDim.x) {
+            uint4 u = ((const uint4 *)xr)[c8];
+            uint32_t wv[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float a = __uint_as_float(wv[j] << 16), b = __uint_as_float(wv[j] & 0xffff0000u);
+                ss += (double)a * a;
+                ss += (double)b * b;
+            }
+        }
+    } else {
+        for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+            float v = bf(xr[c]);
+            ss += (double)v * v;
+        }
+    }
+    ss = block_sum_d(ss, red);
+    float inv = 1.0f / sqrtf((float)(ss / (double)dim) + eps);
+    const float *shift = NULL, *scale = NULL;
+    if (table) {
+        const float *t = table + (int64_t)ridx[r] * tstride;
+        shift = t + shift_off, scale = t + scale_off;
+    }
+    if (VEC) {
+        for (int64_t c8 = threadIdx.x; c8 < dim / 8; c8 += blockDim.x) {
+            uint4 u = ((const uint4 *)xr)[c8];
+            uint32_t wv[4] = {u.x, u.y, u.z, u.w}, o[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int64_t c = c8 * 8 + 2 * j;
+                float a = norm_mod(__uint_as_float(wv[j] << 16), inv, w, shift, scale, c);
+                float b = norm_mod(__uint_as_float(wv[j] & 0xffff0000u), inv, w, shift, scale, c + 1);
+                o[j] = (uint32_t)pk(a) | ((uint32_t)pk(b) << 16);
+            }
+            ((uint4 *)yr)[c8] = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+    } else {
+        for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) yr[c] = pk(norm_mod(bf(xr[c]), inv, w, shift, scale, c));
+    }
+}
+
+/* Rows of up to 32 * 8 * MAXV channels (5376: 21 uint4 per lane): one warp per row, the row held in
+ * registers between the sum of squares and the output, no shared memory or block barriers. */
+enum { RMW_MAXV = 24 };
+static __global__ void __launch_bounds__(256) k_rmsnorm_mod_warp(uint16_t *y, const uint16_t *x, int64_t rows,
+                                                                 int64_t dim, const float *w, float eps,
+                                                                 const float *table, int64_t tstride,
+                                                                 const int32_t *ridx, int64_t shift_off,
+                                                                 int64_t scale_off) {
+    int lane = threadIdx.x & 31;
+    int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (r >= rows) return;
+    int nv = (int)(dim / 8);
+    const uint4 *xr = (const uint4 *)(x + r * dim);
+    uint4 v[RMW_MAXV];
+    double ss = 0.0;
+#pragma unroll
+    for (int i = 0; i < RMW_MAXV; i++) {
+        int c8 = lane + 32 * i;
+        if (c8 < nv) {
+            v[i] = xr[c8];
+            uint32_t wv[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float a = __uint_as_float(wv[j] << 16), b = __uint_as_float(wv[j] & 0xffff0000u);
+                ss += (double)a * a;
+                ss += (double)b * b;
+            }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    float inv = 1.0f / sqrtf((float)(ss / (double)dim) + eps);
+    const float *shift = NULL, *scale = NULL;
+    if (table) {
+        const float *t = table + (int64_t)ridx[r] * tstride;
+        shift = t + shift_off, scale = t + scale_off;
+    }
+    uint4 *yr = (uint4 *)(y + r * dim);
+#pragma unroll
+    for (int i = 0; i < RMW_MAXV; i++) {
+        int c8 = lane + 32 * i;
+        if (c8 < nv) {
+            uint32_t wv[4] = {v[i].x, v[i].y, v[i].z, v[i].w}, o[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int64_t c = (int64_t)c8 * 8 + 2 * j;
+                float a = norm_mod(__uint_as_float(wv[j] << 16), inv, w, shift, scale, c);
+                float b = norm_mod(__uint_as_float(wv[j] & 0xffff0000u), inv, w, shift, scale, c + 1);
+                o[j] = (uint32_t)pk(a) | ((uint32_t)pk(b) << 16);
+            }
+            yr[c8] = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+    }
+}
+
+extern "C" void cuda_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, int64_t rows, int64_t dim,
+                                           const float *w, float eps, const float *table, int64_t table_stride,
+                                           const int32_t *row_index, int64_t shift_off, int64_t scale_off) {
+    if (rows <= 0) return;
+    cudaStream_t st = cuda_of(be)->stream;
+    if (rows > 2147483647) {
+        cuda_record_error(be, "bf16_rmsnorm_modulate", "too many rows");
+        return;
+    }
+    if (dim % 8 == 0 && dim <= 256 * RMW_MAXV && aligned16(x) && aligned16(y))
+        k_rmsnorm_mod_warp<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(y, x, rows, dim, w, eps, table, table_stride,
+                                                                       row_index, shift_off, scale_off);
+    else if (dim % 8 == 0 && aligned16(x) && aligned16(y))
+        k_rmsnorm_mod<1><<<(unsigned)rows, RM_THREADS, 0, st>>>(y, x, dim, w, eps, table, table_stride, row_index,
+                                                               shift_off, scale_off);
+    else
+        k_rmsnorm_mod<0><<<(unsigned)rows, RM_THREADS, 0, st>>>(y, x, dim, w, eps, table, table_stride, row_index,
+                                                               shift_off, scale_off);
+    CUDA_LAUNCHED(be, "bf16_rmsnorm_modulate");
+}
+
+/* ---- per-head RMSNorm + rotate-half RoPE: one warp per (row, head), E channels per lane ---- */
+
+template <int E, int VEC>
+static __global__ void k_head_norm_rope(uint16_t *x, int64_t rows, int64_t rs, int heads, int64_t hs, const float *w,
+                                        float eps, int rot, const float *cos, const float *sin) {
+    const int D = 32 * E, half = rot / 2, shift = half / E;
+    int lane = threadIdx.x & 31;
+    int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t task = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; task < rows * heads; task += nwarps) {
+        int64_t r = task / heads;
+        int h = (int)(task - r * heads);
+        uint16_t *xh = x + r * rs + h * hs + lane * E;
+        float v[E], n[E];
+        if (E == 4 && VEC) {
+            uint2 u = *(const uint2 *)xh;
+            v[0] = __uint_as_float(u.x << 16), v[1] = __uint_as_float(u.x & 0xffff0000u);
+            v[2] = __uint_as_float(u.y << 16), v[3] = __uint_as_float(u.y & 0xffff0000u);
+        } else {
+#pragma unroll
+            for (int j = 0; j < E; j++) v[j] = bf(xh[j]);
+        }
+        double ss = 0.0;
+#pragma unroll
+        for (int j = 0; j < E; j++) ss += (double)v[j] * v[j];
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float inv = 1.0f / sqrtf((float)(ss / (double)D) + eps);
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            float t = v[j] * inv;
+            if (w) t = t * w[lane * E + j];
+            n[j] = round_bf16(t);
+        }
+        if (cos) {
+            /* partner channel d +- half lives `shift` lanes away at the same slot */
+            int src = lane < shift ? lane + shift : lane - shift;
+            float p[E];
+#pragma unroll
+            for (int j = 0; j < E; j++) p[j] = __shfl_sync(0xffffffffu, n[j], src);
+            int d0 = lane * E;
+            if (d0 < rot) {
+                const float *cr = cos + r * rot, *sr = sin + r * rot;
+#pragma unroll
+                for (int j = 0; j < E; j++) {
+                    int d = d0 + j;
+                    float c = round_bf16(cr[d]), s = round_bf16(sr[d]);
+                    float rv = d < half ? -p[j] : p[j];
+                    float a = round_bf16(n[j] * c), b = round_bf16(rv * s);
+                    n[j] = a + b; /* rounded by pk below */
+                }
+            }
+        }
+        if (E == 4 && VEC) {
+            *(uint2 *)xh = make_uint2((uint32_t)pk(n[0]) | ((uint32_t)pk(n[1]) << 16),
+                                      (uint32_t)pk(n[2]) | ((uint32_t)pk(n[3]) << 16));
+        } else {
+#pragma unroll
+            for (int j = 0; j < E; j++) xh[j] = pk(n[j]);
+        }
+    }
+}
+
+/* head_dim 128, 8-byte aligned heads: one warp per row looping over its heads, the row's cos/sin in
+ * registers (read once per row instead of once per head). Same arithmetic as k_head_norm_rope<4, 1>. */
+static __global__ void __launch_bounds__(256) k_head_norm_rope_row(uint16_t *x, int64_t rows, int64_t rs, int heads,
+                                                                   int64_t hs, const float *w, float eps, int rot,
+                                                                   const float *cos, const float *sin) {
+    const int E = 4, D = 128, half = rot / 2, shift = half / E;
+    int lane = threadIdx.x & 31;
+    int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (r >= rows) return;
+    int d0 = lane * E, rotl = cos && d0 < rot;
+    float c[E], sn[E], wg[E];
+#pragma unroll
+    for (int j = 0; j < E; j++) {
+        wg[j] = w ? w[d0 + j] : 1.0f;
+        c[j] = rotl ? round_bf16(cos[r * rot + d0 + j]) : 0.0f;
+        sn[j] = rotl ? round_bf16(sin[r * rot + d0 + j]) : 0.0f;
+    }
+    int src = lane < shift ? lane + shift : lane - shift;
+    for (int h = 0; h < heads; h++) {
+        uint16_t *xh = x + r * rs + h * hs + d0;
+        uint2 u = *(const uint2 *)xh;
+        float v[E] = {__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                      __uint_as_float(u.y & 0xffff0000u)};
+        double ss = 0.0;
+#pragma unroll
+        for (int j = 0; j < E; j++) ss += (double)v[j] * v[j];
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float inv = 1.0f / sqrtf((float)(ss / (double)D) + eps);
+        float n[E];
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            float t = v[j] * inv;
+            if (w) t = t * wg[j];
+            n[j] = round_bf16(t);
+        }
+        if (cos) {
+            float p[E];
+#pragma unroll
+            for (int j = 0; j < E; j++) p[j] = __shfl_sync(0xffffffffu, n[j], src);
+            if (rotl) {
+#pragma unroll
+                for (int j = 0; j < E; j++) {
+                    float rv = d0 + j < half ? -p[j] : p[j];
+                    n[j] = round_bf16(n[j] * c[j]) + round_bf16(rv * sn[j]);
+                }
+            }
+        }
+        *(uint2 *)xh = make_uint2((uint32_t)pk(n[0]) | ((uint32_t)pk(n[1]) << 16),
+                                  (uint32_t)pk(n[2]) | ((uint32_t)pk(n[3]) << 16));
+    }
+}
+
+/* Any head_dim <= 512 (tiny test models): one warp per (row, head) through shared memory. */
+enum { HN_WARPS = 8, HN_MAXD = 512 };
+static __global__ void k_head_norm_rope_any(uint16_t *x, int64_t rows, int64_t rs, int heads, int64_t hs, int D,
+                                            const float *w, float eps, int rot, const float *cos, const float *sin) {
+    __shared__ float buf[HN_WARPS][HN_MAXD];
+    int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, half = rot / 2;
+    float *n = buf[wi];
+    int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t task = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; task < rows * heads; task += nwarps) {
+        int64_t r = task / heads;
+        int h = (int)(task - r * heads);
+        uint16_t *xh = x + r * rs + h * hs;
+        double ss = 0.0;
+        for (int d = lane; d < D; d += 32) {
+            float v = bf(xh[d]);
+            ss += (double)v * v;
+        }
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float inv = 1.0f / sqrtf((float)(ss / (double)D) + eps);
+        for (int d = lane; d < D; d += 32) {
+            float t = bf(xh[d]) * inv;
+            if (w) t = t * w[d];
+            n[d] = round_bf16(t);
+        }
+        __syncwarp();
+        for (int d = lane; d < D; d += 32) {
+            float o = n[d];
+            if (cos && d < rot) {
+                float c = round_bf16(cos[r * rot + d]), s = round_bf16(sin[r * rot + d]);
+                float rv = d < half ? -n[d + half] : n[d - half];
+                o = round_bf16(n[d] * c) + round_bf16(rv * s);
+            }
+            xh[d] = pk(o);
+        }
+        __syncwarp();
+    }
+}
+
+extern "C" void cuda_bf16_head_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t row_stride, int heads,
+                                         int64_t head_stride, int head_dim, const float *w, float eps, int rot_dim,
+                                         const float *cos, const float *sin) {
+    if (rows <= 0 || heads <= 0) return;
+    int E = head_dim / 32;
+    int ok = (head_dim == 128 || head_dim == 64) && (!cos || (rot_dim % 2 == 0 && rot_dim <= head_dim &&
+                                                                (rot_dim / 2) % E == 0 && rot_dim % E == 0));
+    if (!ok) {
+        if (head_dim > HN_MAXD || (cos && (rot_dim > head_dim || rot_dim % 2))) {
+            cuda_record_error(be, "bf16_head_norm_rope", "head_dim must be <= 512 and rot_dim even and <= head_dim");
+            return;
+        }
+        k_head_norm_rope_any<<<cuda_blocks(rows * heads * 32, 32 * HN_WARPS), 32 * HN_WARPS, 0, cuda_of(be)->stream>>>(
+            x, rows, row_stride, heads, head_stride, head_dim, w, eps, rot_dim, cos, sin);
+        CUDA_LAUNCHED(be, "bf16_head_norm_rope (any head_dim)");
+        return;
+    }
+    int vec = E == 4 && ((uintptr_t)x & 7u) == 0 && row_stride % 4 == 0 && head_stride % 4 == 0;
+    unsigned blocks = cuda_blocks(rows * heads * 32, 256);
+    cudaStream_t st = cuda_of(be)->stream;
+    if (E == 4 && vec && getenv("H3_HEADNORM_ROW") == NULL) /* one warp per row */
+        k_head_norm_rope_row<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps,
+                                                                         rot_dim, cos, sin);
+    else if (E == 4 && vec)
+        k_head_norm_rope<4, 1><<<blocks, 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps, rot_dim, cos, sin);
+    else if (E == 4) /* unaligned: element loads */
+        k_head_norm_rope<4, 0><<<blocks, 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps, rot_dim, cos, sin);
+    else
+        k_head_norm_rope<2, 0><<<blocks, 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps, rot_dim, cos, sin);
+    CUDA_LAUNCHED(be, "bf16_head_norm_rope");
+}
+
+/* ---- attention ---- */
+
+/* strided bf16 heads -> head-major [H][S][D] */
+static __global__ void k_pack_heads(uint16_t *dst, const uint16_t *src, int64_t S, int64_t rs, int64_t hs, int H,
+                                    int D) {
+    FOR_ROWS_COLS(s, c, S, (int64_t)H * D) {
+        int h = (int)c / D, d = (int)c - h * D;
+        dst[((int64_t)h * S + s) * D + d] = src[s * rs + (int64_t)h * hs + d];
+    }
+}
+
+/* strided bf16 heads -> fp32 rows [S][H*D] */
+static __global__ void k_heads_to_f32(float *dst, const uint16_t *src, int64_t S, int64_t rs, int64_t hs, int H, int D) {
+    FOR_ROWS_COLS(s, c, S, (int64_t)H * D) {
+        int h = (int)c / D, d = (int)c - h * D;
+        dst[s * H * D + c] = bf(src[s * rs + (int64_t)h * hs + d]);
+    }
+}
+
+extern "C" void cuda_bf16_attention(h3_backend *be, h3_bf16 *out, int64_t o_rs, const h3_bf16 *q, int64_t q_rs,
+                                    int64_t q_hs, const h3_bf16 *k, int64_t k_rs, int64_t k_hs, const h3_bf16 *v,
+                                    int64_t v_rs, int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv, int D,
+                                    float scale) {
+    cuda_impl *c = cuda_of(be);
+    if (Sq <= 0 || Hq <= 0) return;
+    if (Skv <= 0 || Hkv <= 0 || Hq % Hkv) {
+        cuda_record_error(be, "bf16_attention", "Skv must be > 0 and Hq a multiple of Hkv");
+        return;
+    }
+    if (D != 64 && D != 128) { /* small test models: fp32 copies through h3_attention's exact kernel */
+        int64_t wq = (int64_t)Hq * D, wkv = (int64_t)Hkv * D;
+        float *qf = (float *)cuda_scratch(be, (size_t)(Sq * wq + 2 * Skv * wkv + Sq * wq) * sizeof(float));
+        if (!qf) return;
+        float *kf = qf + Sq * wq, *vf = kf + Skv * wkv, *of = vf + Skv * wkv;
+        k_heads_to_f32<<<grid_rows_cols(Sq, wq, 256), 256, 0, c->stream>>>(qf, q, Sq, q_rs, q_hs, Hq, D);
+        k_heads_to_f32<<<grid_rows_cols(Skv, wkv, 256), 256, 0, c->stream>>>(kf, k, Skv, k_rs, k_hs, Hkv, D);
+        k_heads_to_f32<<<grid_rows_cols(Skv, wkv, 256), 256, 0, c->stream>>>(vf, v, Skv, v_rs, v_hs, Hkv, D);
+        CUDA_LAUNCHED(be, "bf16_attention (fp32 copies)");
+        cuda_attention(be, of, wq, qf, wq, kf, wkv, vf, wkv, Sq, Skv, Hq, Hkv, D, scale, 0, H3_BF16_OUT);
+        k_rows_f32_to_bf16<<<grid_rows_cols(Sq, wq, 256), 256, 0, c->stream>>>(out, o_rs, of, Sq, wq);
+        CUDA_LAUNCHED(be, "bf16_attention (rows to bf16)");
+        cuda_free(be, qf);
+        return;
+    }
+    /* 1. cuDNN on the strides as they are (H3_ATTN_STRIDED=0: always the head-major copies) */
+    const char *strided = getenv("H3_ATTN_STRIDED");
+    if ((!strided || strcmp(strided, "0")) && cuda_cudnn_attention_bf16_strided(be, out, o_rs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq,
+                                          Hkv, D, scale) == 0)
+        return;
+    /* 2. head-major copies, then cuDNN or the own flash kernel */
+    size_t nq = (size_t)Hq * Sq * D, nkv = (size_t)Hkv * Skv * D;
+    uint16_t *qb = (uint16_t *)cuda_scratch(be, (nq + 2 * nkv) * 2);
+    if (!qb) return;
+    uint16_t *kb = qb + nq, *vb = kb + nkv;
+    k_pack_heads<<<grid_rows_cols(Sq, (int64_t)Hq * D, 256), 256, 0, c->stream>>>(qb, q, Sq, q_rs, q_hs, Hq, D);
+    k_pack_heads<<<grid_rows_cols(Skv, (int64_t)Hkv * D, 256), 256, 0, c->stream>>>(kb, k, Skv, k_rs, k_hs, Hkv, D);
+    k_pack_heads<<<grid_rows_cols(Skv, (int64_t)Hkv * D, 256), 256, 0, c->stream>>>(vb, v, Skv, v_rs, v_hs, Hkv, D);
+    CUDA_LAUNCHED(be, "bf16_attention (pack heads)");
+    int64_t wq = (int64_t)Hq * D;
+    if (o_rs == wq && cuda_cudnn_attention_bf16(be, out, qb, kb, vb, Sq, Skv, Hq, Hkv, D, scale) == 0) {
+        cuda_free(be, qb);
+        return;
+    }
+    float *of = (float *)cuda_scratch(be, (size_t)(Sq * wq) * sizeof(float));
+    if (of) {
+        cuda_flash_attention_bf16(be, of, wq, qb, kb, vb, Sq, Skv, Hq, Hkv, D, scale, 0, 1);
+        k_rows_f32_to_bf16<<<grid_rows_cols(Sq, wq, 256), 256, 0, c->stream>>>(out, o_rs, of, Sq, wq);
+        CUDA_LAUNCHED(be, "bf16_attention (rows to bf16)");
+        cuda_free(be, of);
+    }
+    cuda_free(be, qb);
+}
+
+/* ---- gated residual, SwiGLU ---- */
+
+/* x = bf16(x + bf16(gate * branch)); rows x dim, blockIdx.y strides rows, 8 channels per thread. */
+template <int VEC>
+static __global__ void k_gated_residual(uint16_t *x, const uint16_t *br, int64_t rows, int64_t dim, const float *table,
+                                        int64_t tstride, const int32_t *ridx, int64_t gate_off) {
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float *gate = table ? table + (int64_t)ridx[r] * tstride + gate_off : NULL;
+        uint16_t *xr = x + r * dim;
+        const uint16_t *brr = br + r * dim;
+        if (VEC) {
+            for (int64_t c8 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c8 < dim / 8;
+                 c8 += (int64_t)gridDim.x * blockDim.x) {
+                uint4 ux = ((const uint4 *)xr)[c8], ub = ((const uint4 *)brr)[c8];
+                uint32_t a[4] = {ux.x, ux.y, ux.z, ux.w}, b[4] = {ub.x, ub.y, ub.z, ub.w}, o[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int64_t c = c8 * 8 + 2 * j;
+                    float x0 = __uint_as_float(a[j] << 16), x1 = __uint_as_float(a[j] & 0xffff0000u);
+                    float b0 = __uint_as_float(b[j] << 16), b1 = __uint_as_float(b[j] & 0xffff0000u);
+                    if (gate) b0 = round_bf16(gate[c] * b0), b1 = round_bf16(gate[c + 1] * b1);
+                    o[j] = (uint32_t)pk(x0 + b0) | ((uint32_t)pk(x1 + b1) << 16);
+                }
+                ((uint4 *)xr)[c8] = make_uint4(o[0], o[1], o[2], o[3]);
+            }
+        } else {
+            for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < dim; c += (int64_t)gridDim.x * blockDim.x) {
+                float b = bf(brr[c]);
+                if (gate) b = round_bf16(gate[c] * b);
+                xr[c] = pk(bf(xr[c]) + b);
+            }
+        }
+    }
+}
+
+extern "C" void cuda_bf16_gated_residual(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch, int64_t rows, int64_t dim,
+                                         const float *table, int64_t table_stride, const int32_t *row_index,
+                                         int64_t gate_off) {
+    if (rows <= 0 || dim <= 0) return;
+    cudaStream_t st = cuda_of(be)->stream;
+    if (dim % 8 == 0 && aligned16(x) && aligned16(branch))
+        k_gated_residual<1><<<grid_rows_cols(rows, dim / 8, 256), 256, 0, st>>>(x, branch, rows, dim, table,
+                                                                              table_stride, row_index, gate_off);
+    else
+        k_gated_residual<0><<<grid_rows_cols(rows, dim, 256), 256, 0, st>>>(x, branch, rows, dim, table, table_stride,
+                                                                          row_index, gate_off);
+    CUDA_LAUNCHED(be, "bf16_gated_residual");
+}
+
+static __device__ __forceinline__ float swiglu1(float val, float g) {
+    float s = round_bf16(g / (1.0f + expf(-g)));
+    return val * s;
+}
+
+template <int VEC>
+static __global__ void k_swiglu(uint16_t *y, const uint16_t *z, int64_t rows, int64_t ff, int64_t ldz, int64_t voff,
+                                int64_t goff) {
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const uint16_t *val = z + r * ldz + voff, *gate = z + r * ldz + goff;
+        uint16_t *yr = y + r * ff;
+        if (VEC) {
+            for (int64_t c8 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c8 < ff / 8;
+                 c8 += (int64_t)gridDim.x * blockDim.x) {
+                uint4 uv = ((const uint4 *)val)[c8], ug = ((const uint4 *)gate)[c8];
+                uint32_t a[4] = {uv.x, uv.y, uv.z, uv.w}, g[4] = {ug.x, ug.y, ug.z, ug.w}, o[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    float v0 = swiglu1(__uint_as_float(a[j] << 16), __uint_as_float(g[j] << 16));
+                    float v1 = swiglu1(__uint_as_float(a[j] & 0xffff0000u), __uint_as_float(g[j] & 0xffff0000u));
+                    o[j] = (uint32_t)pk(v0) | ((uint32_t)pk(v1) << 16);
+                }
+                ((uint4 *)yr)[c8] = make_uint4(o[0], o[1], o[2], o[3]);
+            }
+        } else {
+            for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < ff; c += (int64_t)gridDim.x * blockDim.x)
+                yr[c] = pk(swiglu1(bf(val[c]), bf(gate[c])));
+        }
+    }
+}
+
+extern "C" void cuda_bf16_swiglu(h3_backend *be, h3_bf16 *y, const h3_bf16 *z, int64_t rows, int64_t ff, int64_t ldz,
+                                 int64_t val_off, int64_t gate_off) {
+    if (rows <= 0 || ff <= 0) return;
+    cudaStream_t st = cuda_of(be)->stream;
+    int vec = ff % 8 == 0 && ldz % 8 == 0 && val_off % 8 == 0 && gate_off % 8 == 0 && aligned16(z) && aligned16(y);
+    if (vec)
+        k_swiglu<1><<<grid_rows_cols(rows, ff / 8, 256), 256, 0, st>>>(y, z, rows, ff, ldz, val_off, gate_off);
+    else
+        k_swiglu<0><<<grid_rows_cols(rows, ff, 256), 256, 0, st>>>(y, z, rows, ff, ldz, val_off, gate_off);
+    CUDA_LAUNCHED(be, "bf16_swiglu");
+}
+
+/* ---- row moves ---- */
+
+static __global__ void k_scatter(uint16_t *dst, const uint16_t *src, const int32_t *idx, int64_t n, int64_t dim) {
+    FOR_ROWS_COLS(i, c, n, dim) dst[(int64_t)idx[i] * dim + c] = src[i * dim + c];
+}
+
+static __global__ void k_scatter_f32(uint16_t *dst, const float *src, const int32_t *idx, int64_t n, int64_t dim) {
+    FOR_ROWS_COLS(i, c, n, dim) dst[(int64_t)idx[i] * dim + c] = pk(src[i * dim + c]);
+}
+
+static __global__ void k_gather_f32(float *dst, const uint16_t *src, const int32_t *idx, int64_t n, int64_t dim) {
+    FOR_ROWS_COLS(i, c, n, dim) dst[i * dim + c] = bf(src[(int64_t)idx[i] * dim + c]);
+}
+
+extern "C" void cuda_bf16_rows_scatter(h3_backend *be, h3_bf16 *dst, const h3_bf16 *src, const int32_t *index,
+                                       int64_t n, int64_t dim) {
+    if (n <= 0) return;
+    k_scatter<<<grid_rows_cols(n, dim, 256), 256, 0, cuda_of(be)->stream>>>(dst, src, index, n, dim);
+    CUDA_LAUNCHED(be, "bf16_rows_scatter");
+}
+
+extern "C" void cuda_bf16_rows_scatter_f32(h3_backend *be, h3_bf16 *dst, const float *src, const int32_t *index,
+                                           int64_t n, int64_t dim) {
+    if (n <= 0) return;
+    k_scatter_f32<<<grid_rows_cols(n, dim, 256), 256, 0, cuda_of(be)->stream>>>(dst, src, index, n, dim);
+    CUDA_LAUNCHED(be, "bf16_rows_scatter_f32");
+}
+
+extern "C" void cuda_bf16_rows_gather_f32(h3_backend *be, float *dst, const h3_bf16 *src, const int32_t *index,
+                                          int64_t n, int64_t dim) {
+    if (n <= 0) return;
+    k_gather_f32<<<grid_rows_cols(n, dim, 256), 256, 0, cuda_of(be)->stream>>>(dst, src, index, n, dim);
+    CUDA_LAUNCHED(be, "bf16_rows_gather_f32");
+}
