@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One device call with everything issue 7 reports: the CUDA parity suites (bf16 activation ops, core
+# and DiT ops, text/audio/conv twins, the wgmma attention kernel, the batched video decoder, one
+# full-width DiT block, the random tiny forward), h3 bench (DiT and video decode at the three shapes),
+# the 4-evaluation t2va pipeline at 544x960x124 on random release-shaped weights (generate
+# --random-weights --profile), the tiny end to end (run_e2e_device.sh), and the same-run diffusers
+# baseline (tools/reference/cuda_baseline_pipeline.py, diffusers source carried in $REF).
+# Usage (device): bash tests/cuda/run_final_device.sh [build dir, default .dev-main] [diffusers src dir]
+set -u
+B=${1:-.dev-main}
+REF=${2:-.dev-ref/src}
+O=${OUT:-/tmp/h3_final}
+mkdir -p "$O"
+export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$O/gpu.txt"
+T="$O/tests.log"
+: >"$T"
+for t in test_cuda_bf16 test_cuda_ops test_cuda_ops2 vae_decode_cuda test_cuda_bench; do
+    s=$(date +%s)
+    "$B/tests/cuda/$t" >>"$T" 2>&1
+    echo "== $t: rc $? ($(( $(date +%s) - s )) s) $(grep '^RESULT' "$T" | tail -1)"
+done
+s=$(date +%s); "$B/tests/cuda/test_flash_sm90" quick >>"$T" 2>&1; echo "== test_flash_sm90 quick: rc $? ($(( $(date +%s) - s )) s) $(grep '^RESULT' "$T" | tail -1)"
+s=$(date +%s); "$B/tests/cuda/dit_block_cuda" parity 300 >>"$T" 2>&1; echo "== dit_block parity: rc $? ($(( $(date +%s) - s )) s) $(grep '^RESULT' "$T" | tail -1)"
+grep -E '^FAIL|cuda backend' "$T" | head -20
+
+"$B/h3" bench --backend cuda --what dit --repeats 2 >"$O/bench.log" 2>&1
+"$B/h3" bench --backend cuda --what vae --precision bf16 --vae-repeats 2 >>"$O/bench.log" 2>&1
+grep -E '^(DIT|VAE) ' "$O/bench.log"
+
+P="A red fox runs through fresh snow at dawn, its breath steaming in the cold air, while birds call from the pines."
+"$B/h3" generate -d tests/fixtures/skeleton --random-weights --backend cuda -p "$P" -o '' --width 960 --height 544 \
+    --frames 124 --steps 4 --profile >"$O/pipeline.log" 2>&1
+echo "== generate --random-weights 960x544x124, 4 evaluations: rc $?"
+sed -n '/^profile:/,$p' "$O/pipeline.log"
+grep -E '^h3:' "$O/pipeline.log" | head -12
+
+OUT="$O/e2e" bash tests/cuda/run_e2e_device.sh "$B" >"$O/e2e_run.log" 2>&1
+echo "== tiny end to end: $(grep RESULT "$O/e2e_run.log" | tail -1)"; grep FAIL "$O/e2e_run.log" | head
+
+if [ -d "$REF/diffusers" ]; then
+    PYTHONUNBUFFERED=1 timeout 240 python3 tools/reference/cuda_baseline_pipeline.py "$REF" tests/fixtures/skeleton \
+        544x960x124 >"$O/baseline.log" 2>&1
+    echo "== diffusers baseline: rc $?"; grep -E 'BASELINE|^#|Error' "$O/baseline.log" | tail -8
+fi
