@@ -37,7 +37,7 @@ typedef struct cuda_impl {
     cudaEvent_t      marks[2];
     void            *sdpa;        /* cuDNN SDPA state (cuda_sdpa_cudnn.cu), created on first use */
     void            *optime;      /* per-op timing (H3_CUDA_OPTIME=1, cuda_optime.cu) */
-    int              gemm_tune;   /* H3_GEMM_TUNE (default 1): time the heuristic's candidates on big GEMMs */
+    int              gemm_tune;   /* H3_GEMM_TUNE (default 0): time the heuristic's candidates on big GEMMs */
     cuda_gemm_plan   plans[CUDA_PLAN_CACHE];
     int              plan_next;
 } cuda_impl;
