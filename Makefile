@@ -1,5 +1,5 @@
 # h3 build. `make` builds build/h3 (CPU backend, FFmpeg media); `make test` runs the test suite.
-#   make CUDA=1   adds the CUDA backend (nvcc, sm_90; cuBLASLt/cuDNN)
+#   make CUDA=1   adds the CUDA backend (nvcc, sm_90a; cuBLASLt/cuDNN)
 #   make MEDIA=0  builds without FFmpeg (media commands then fail with a clear error)
 #   make SAN=1    builds with ASan/UBSan into build-san/
 CC      ?= cc
@@ -78,10 +78,12 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-# --fmad=false: like the CPU build's -ffp-contract=off (kernels write fmaf where they mean it)
+# --fmad=false: like the CPU build's -ffp-contract=off (kernels write fmaf where they mean it).
+# sm_90a (H100/H200 only): wgmma and setmaxnreg need the arch-specific target (cuda_flash_sm90.cu).
+NVCC_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
 $(BUILD)/%.o: %.cu $(wildcard src/backend/cuda/*.h)
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -arch=sm_90 -std=c++17 --fmad=false -Isrc -DH3_CUDA -Xcompiler -fPIC -c -o $@ $<
+	$(NVCC) -O3 $(NVCC_ARCH) -std=c++17 --fmad=false -Isrc -DH3_CUDA -Xcompiler -fPIC -c -o $@ $<
 
 test: all
 	H3_BUILD=$(BUILD) bash tests/run_tests.sh
@@ -93,7 +95,8 @@ ifneq ($(CUDA),1)
 $(error cuda-tests needs CUDA=1, e.g. make CUDA=1 MEDIA=0 BUILD=build-cuda cuda-tests)
 endif
 endif
-cuda-tests: $(BUILD)/tests/cuda/test_cuda_ops $(BUILD)/tests/cuda/test_cuda_bf16 $(BUILD)/tests/cuda/bench_cuda_ops $(BUILD)/tests/cuda/dit_block_cuda $(BUILD)/tests/cuda/test_cuda_bench $(BUILD)/tests/cuda/cmp_dumps $(BUILD)/tests/cuda/vae_decode_cuda
+cuda-tests: $(BUILD)/tests/cuda/test_cuda_ops $(BUILD)/tests/cuda/test_cuda_ops2 $(BUILD)/tests/cuda/test_cuda_bf16 $(BUILD)/tests/cuda/bench_cuda_ops $(BUILD)/tests/cuda/dit_block_cuda $(BUILD)/tests/cuda/test_cuda_bench $(BUILD)/tests/cuda/cmp_dumps \
+            $(BUILD)/tests/cuda/test_flash_sm90 $(BUILD)/tests/cuda/vae_decode_cuda
 
 # libFuzzer targets (clang, ASan + UBSan): `make fuzz`, then e.g.
 #   build-fuzz/fuzz_safetensors -max_total_time=600 fuzz/corpus/safetensors

@@ -2,7 +2,7 @@
 #include "backend_audio.h"
 
 #include "cpu/cpu_audio.h"
-#ifdef H3_CUDA_AUDIO /* defined once src/backend/cuda/cuda_audio.cu exists */
+#ifdef H3_CUDA /* twins in src/backend/cuda/cuda_audio.cu */
 #include "cuda/cuda_audio.h"
 #define AUDIO_DISPATCH(be, op, ...)                                    \
     do {                                                               \
@@ -11,17 +11,17 @@
     } while (0)
 #define AUDIO_HAS_CUDA 1
 #else
-/* No CUDA twins: on a CUDA backend the op records a clean failure instead of handing device
- * pointers to the CPU twin (h3_backend_check reports it; audio_vae_load refuses such a backend). */
+/* A build without CUDA has no CUDA backend; any other backend kind records a clean failure
+ * instead of handing its pointers to the CPU twin (h3_backend_check reports it). */
 #define AUDIO_DISPATCH(be, op, ...)                                                                   \
     do {                                                                                              \
-        if ((be)->kind != H3_BACKEND_CPU) h3_backend_unsupported(be, "h3_" #op, "no CUDA twin: the audio VAE runs on the CPU backend"); \
+        if ((be)->kind != H3_BACKEND_CPU) h3_backend_unsupported(be, "h3_" #op, "no twin on this backend"); \
         else cpu_##op(__VA_ARGS__);                                                                   \
     } while (0)
 #define AUDIO_HAS_CUDA 0
 #endif
 
-int h3_audio_supported(const h3_backend *be) { return be->kind == H3_BACKEND_CPU || AUDIO_HAS_CUDA; }
+int h3_audio_supported(const h3_backend *be) { return be->kind == H3_BACKEND_CPU || (AUDIO_HAS_CUDA && be->kind == H3_BACKEND_CUDA); }
 
 int64_t h3_conv1d_out_len(int64_t L, int K, int stride, int pad, int dilation) {
     int64_t span = (int64_t)dilation * (K - 1) + 1;

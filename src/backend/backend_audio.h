@@ -4,7 +4,7 @@
  * Layout: channel-major [B][C][L] (PyTorch's), fp32, contiguous, in backend memory. Weights are fp32
  * buffers in backend memory in PyTorch's layout (already weight-norm folded by the model). Every op
  * treats the B items independently (stereo = 2 items): padding and clamping are per item.
- * h3_<op> dispatches to cpu_<op> (src/backend/cpu/cpu_audio.c) or, later, cuda_<op>. */
+ * h3_<op> dispatches to cpu_<op> (src/backend/cpu/cpu_audio.c) or cuda_<op> (src/backend/cuda/cuda_audio.cu). */
 #ifndef H3_BACKEND_AUDIO_H
 #define H3_BACKEND_AUDIO_H
 
@@ -52,7 +52,7 @@ void h3_transpose_last2(h3_backend *be, float *y, const float *x, int B, int64_t
  * [floor(o*hd/O), ceil((o+1)*hd/O)). x [rows, H*hd], y [rows, O]. */
 void h3_head_mean_pool(h3_backend *be, float *y, const float *x, int64_t rows, int H, int hd, int O);
 
-/* 1 when this backend implements the ops above (the CPU always does; CUDA once cuda_audio.cu exists). */
+/* 1 when this backend implements the ops above (the CPU always does; CUDA in a CUDA=1 build). */
 int h3_audio_supported(const h3_backend *be);
 
 #endif

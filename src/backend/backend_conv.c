@@ -3,7 +3,7 @@
 #include "backend_conv.h"
 
 #include "cpu/cpu_conv.h"
-#if defined(H3_CUDA) && defined(H3_CUDA_CONV)
+#ifdef H3_CUDA /* twins in src/backend/cuda/cuda_conv.cu */
 #include "cuda/cuda_conv.h"
 #define CONV_DISPATCH(be, op, ...)                                  \
     do {                                                            \
@@ -12,17 +12,17 @@
     } while (0)
 #define CONV_HAS_CUDA 1
 #else
-/* No CUDA twins: on a CUDA backend the op records a clean failure instead of handing device
- * pointers to the CPU twin (h3_backend_check reports it; video_vae_new refuses the encoder there). */
+/* A build without CUDA has no CUDA backend; any other backend kind records a clean failure
+ * instead of handing its pointers to the CPU twin (h3_backend_check reports it). */
 #define CONV_DISPATCH(be, op, ...)                                                                    \
     do {                                                                                              \
-        if ((be)->kind != H3_BACKEND_CPU) h3_backend_unsupported(be, "h3_" #op, "no CUDA twin: the video VAE encoder runs on the CPU backend"); \
+        if ((be)->kind != H3_BACKEND_CPU) h3_backend_unsupported(be, "h3_" #op, "no twin on this backend"); \
         else cpu_##op(__VA_ARGS__);                                                                   \
     } while (0)
 #define CONV_HAS_CUDA 0
 #endif
 
-int h3_conv_supported(const h3_backend *be) { return be->kind == H3_BACKEND_CPU || CONV_HAS_CUDA; }
+int h3_conv_supported(const h3_backend *be) { return be->kind == H3_BACKEND_CPU || (CONV_HAS_CUDA && be->kind == H3_BACKEND_CUDA); }
 
 /* One axis: padded length, kernel, stride -> output length (0 when the kernel does not fit). */
 static int64_t axis_out(int64_t n_padded, int k, int s) { return n_padded < k ? 0 : (n_padded - k) / s + 1; }

@@ -4,8 +4,8 @@
  *
  * All tensors are fp32 buffers in backend memory, one batch item, channel-major [C, T, H, W].
  * Weights use the PyTorch layout (Conv3d [Cout, Cin, kt, kh, kw]) as fp32 buffers; bias may be NULL.
- * Outputs never alias inputs. Dispatch: backend_conv.c -> cpu/cpu_conv.c (CUDA twins: cuda/cuda_conv.cu,
- * enabled with H3_CUDA_CONV once written; h3_conv_supported says whether a backend has them). */
+ * Outputs never alias inputs. Dispatch: backend_conv.c -> cpu/cpu_conv.c or cuda/cuda_conv.cu
+ * (h3_conv_supported says whether a backend has them). */
 #ifndef H3_BACKEND_CONV_H
 #define H3_BACKEND_CONV_H
 
@@ -46,7 +46,7 @@ void h3_conv3d(h3_backend *be, float *y, const float *x, const h3_conv3d_geom *g
 void h3_groupnorm_frames(h3_backend *be, float *y, const float *x, int64_t C, int64_t T, int64_t HW, int groups,
                          const float *w, const float *b, float eps, int silu);
 
-/* 1 when this backend implements the ops above (the CPU always does). */
+/* 1 when this backend implements the ops above (the CPU always does; CUDA in a CUDA=1 build). */
 int h3_conv_supported(const h3_backend *be);
 
 #endif

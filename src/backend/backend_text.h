@@ -1,9 +1,7 @@
 /* Ops of the Qwen3-VL conditioner (../shared/spec/text_encoder.md sections 2-3) that the core set
- * lacks. CUDA has no twin yet: on a CUDA backend the fp32 forms run as core ops (h3_rmsnorm_qwen =
- * h3_rmsnorm with gain, h3_rows_add = per-row h3_add, h3_attention_eager = h3_attention: the same
- * formulas up to the rmsnorm statistics' accumulation), and the bf16 forms of h3_rmsnorm_qwen and
- * h3_attention_eager record a clean failure (h3_backend_unsupported, reported by h3_backend_check).
- * `h3 generate` runs the text encoder on the CPU backend. */
+ * lacks. CPU twins in cpu/cpu_text.c, CUDA twins (CUDA=1 builds) in cuda/cuda_text.cu with the same
+ * numerics (sequential fp32 statistics, the eager attention's bf16 roundings; its products are fp32
+ * GEMMs on both). The fp32 form of h3_attention_eager is h3_attention on every backend. */
 #ifndef H3_BACKEND_TEXT_H
 #define H3_BACKEND_TEXT_H
 

@@ -137,14 +137,14 @@ done:
     return rc;
 }
 
-static int vision_features(gen *s, text_encoder *te, h3_tokenizer *tok, vision_inputs *v, h3_err *e) {
+static int vision_features(gen *s, h3_backend *be, text_encoder *te, h3_tokenizer *tok, vision_inputs *v, h3_err *e) {
     const te_config *tc = text_encoder_get_config(te);
     char dir[4096];
     path_in(s, "processor", dir, sizeof dir);
     vision_proc_config ipc, vpc;
     if (vision_proc_config_load(dir, 0, &ipc, e) || vision_proc_config_load(dir, 1, &vpc, e)) return -1;
-    begin_on(s, "vision tower", s->cpu, 0);
-    vision_model *vm = vision_new(s->cpu, &tc->vision, text_encoder_weights(te), s->r->bf16, e);
+    begin_on(s, "vision tower", be, 0);
+    vision_model *vm = vision_new(be, &tc->vision, text_encoder_weights(te), s->r->bf16, e);
     if (!vm) return -1;
     const cond_set *cs = &s->cond;
     const uint8_t *img_px[COND_MAX_ITEMS], *vid_px[COND_MAX_ITEMS];
@@ -225,7 +225,7 @@ static int vision_features(gen *s, text_encoder *te, h3_tokenizer *tok, vision_i
         if (presentation_ref2va(presentation_tokenizer_encode, tok, s->r->prompt, refs, cs->n, &s->pres, e)) goto done;
     }
     progress_end(&s->pg);
-    begin_on(s, "text encoder", s->cpu, 0);
+    begin_on(s, "text encoder", be, 0);
     rc = 0;
 done:
     for (int k = 0; k < nv; k++) free(sampled[k]);
@@ -243,8 +243,7 @@ static void text_progress(void *user, int done, int total) {
 static int phase_text(gen *s, h3_err *e) {
     char dir[4096];
     path_in(s, "tokenizer", dir, sizeof dir);
-    h3_backend *be = phase_backend(s, s->task == H3_T2VA ? "text encoder" : "text encoder + vision tower", 0,
-                                   "backend_text.h ops have no CUDA twins");
+    h3_backend *be = phase_backend(s, s->task == H3_T2VA ? "text encoder" : "text encoder + vision tower", 1, "");
     text_encoder *te = NULL;
     if (s->r->random_weights) {
         char tdir[4096];
@@ -277,7 +276,7 @@ static int phase_text(gen *s, h3_err *e) {
     const te_config *tc = text_encoder_get_config(te);
     if (s->task == H3_T2VA) {
         if (presentation_t2va(presentation_tokenizer_encode, tok, s->r->prompt, &s->pres, e)) goto done;
-    } else if (vision_features(s, te, tok, &vis, e)) {
+    } else if (vision_features(s, be, te, tok, &vis, e) || phase_check(be, e)) {
         goto done;
     }
     s->T = s->pres.L;
@@ -293,7 +292,8 @@ static int phase_text(gen *s, h3_err *e) {
         goto done;
     s->pg.total = TE_OUTPUT_LAYER; /* the bar now counts streamed layers */
     text_encoder_set_progress(te, text_progress, s);
-    if (text_encoder_forward(te, s->pres.ids, s->T, pos, s->task == H3_T2VA ? NULL : &vis.rows, TE_OUTPUT_LAYER, s->text, e))
+    if (text_encoder_forward(te, s->pres.ids, s->T, pos, s->task == H3_T2VA ? NULL : &vis.rows, TE_OUTPUT_LAYER, s->text, e) ||
+        phase_check(be, e))
         goto done;
     rc = 0;
 done:
@@ -427,7 +427,7 @@ done:
 static int phase_audio(gen *s, h3_err *e) {
     char dir[4096];
     path_in(s, "audio_vae", dir, sizeof dir);
-    h3_backend *be = phase_backend(s, "audio VAE decoder", 0, "backend_audio.h ops have no CUDA twins");
+    h3_backend *be = phase_backend(s, "audio VAE decoder", 1, "");
     audio_vae *m = NULL;
     if (s->r->random_weights) {
         audio_vae_config ac;
@@ -454,7 +454,8 @@ static int phase_audio(gen *s, h3_err *e) {
         goto done;
     }
     memcpy(z, s->audio_latents, sizeof(float) * 2 * AUDIO_CHANNELS * (size_t)A);
-    if (audio_vae_denormalize(c, z, 2, A, e) || audio_vae_decode(m, z, 2, A, 0, s->audio, NULL, e)) goto done;
+    if (audio_vae_denormalize(c, z, 2, A, e) || audio_vae_decode(m, z, 2, A, 0, s->audio, NULL, e) || phase_check(be, e))
+        goto done;
     rc = 0;
     progress_end(&s->pg);
 done:
@@ -623,9 +624,9 @@ static int phase_encode(gen *s, h3_err *e) {
     char vdir[4096], adir[4096];
     path_in(s, "vae", vdir, sizeof vdir);
     path_in(s, "audio_vae", adir, sizeof adir);
-    h3_backend *be = phase_backend(s, "VAE encoders (conditions)", 0, "backend_conv.h / backend_audio.h ops have no CUDA twins");
+    h3_backend *be = phase_backend(s, "VAE encoders (conditions)", 1, "");
     begin_on(s, "encode conditions", be, 0);
-    if (cond_set_encode(&s->cond, be, vdir, adir, e)) return -1;
+    if (cond_set_encode(&s->cond, be, vdir, adir, e) || phase_check(be, e)) return -1;
     progress_end(&s->pg);
     return 0;
 }

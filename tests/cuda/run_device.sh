@@ -18,6 +18,14 @@ if [ $rc -ne 0 ] && command -v compute-sanitizer >/dev/null; then
     timeout 180 compute-sanitizer --tool memcheck "$build/tests/cuda/test_cuda_ops" >"$out/sanitizer.log" 2>&1
     grep -E 'ERROR SUMMARY|Invalid|at 0x|by thread' "$out/sanitizer.log" | head -30
 fi
+echo "== test_flash_sm90 (wgmma flash attention vs CPU twin and own kernel)"
+"$build/tests/cuda/test_flash_sm90" >"$out/test_flash_sm90.log" 2>&1 || rc=1
+grep -E 'FAIL|RESULT' "$out/test_flash_sm90.log"
+"$build/tests/cuda/test_flash_sm90" bench >"$out/bench_flash_sm90.log" 2>&1 || rc=1
+cat "$out/bench_flash_sm90.log"
+echo "== test_cuda_ops2 (backend_text.h / backend_audio.h / backend_conv.h twins, timings at release shapes)"
+"$build/tests/cuda/test_cuda_ops2" >"$out/test_cuda_ops2.log" 2>&1 || rc=1
+grep -E 'FAIL|RESULT|h3:|bench' "$out/test_cuda_ops2.log"
 echo "== bench_cuda_ops"
 "$build/tests/cuda/bench_cuda_ops" ${2:-} >"$out/bench_cuda_ops.log" 2>&1 || rc=1
 cat "$out/bench_cuda_ops.log"
@@ -37,6 +45,6 @@ if [ -n "${TORCH_BASELINE:-}" ] && python3 -c 'import torch; assert torch.cuda.i
     echo "== same-machine PyTorch baseline"
     python3 tools/reference/cuda_baseline.py 2>&1 | tee "$out/torch_baseline.log"
 fi
-echo "== test log"
-cat "$out/test_cuda_ops.log"
+echo "== test logs"
+cat "$out/test_cuda_ops.log" "$out/test_cuda_ops2.log"
 exit $rc

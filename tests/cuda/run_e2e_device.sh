@@ -5,8 +5,10 @@
 #   fp32: CUDA vs CPU <= 1e-4, and CUDA vs the diffusers golden <= 1e-3 (tests/test_e2e.c's bar);
 #   bf16: CUDA vs CPU <= 3e-2 (tensor-core GEMMs and cuDNN attention round differently from the CPU
 #         twins), and also with H3_CUDA_PRECISION=fp32 (the GPU's exact paths, bf16 roundings kept).
-# Also checks that each phase ran where it should (DiT and video VAE decoder on cuda, the others on
-# cpu) and that ops without CUDA twins fail with one clean line instead of crashing.
+# Also checks that every phase ran on cuda (text encoder, vision tower and VAE encoders for fl2va,
+# DiT, audio and video VAE decoders: no "on cpu" line), and runs the component probes whose ops are
+# backend_text.h / backend_audio.h / backend_conv.h (text-encode, vision, audio-decode, audio-encode,
+# vae-encode) on both backends: CUDA vs CPU <= 1e-4 in fp32, <= 3e-2 in bf16.
 #
 # Build here:  make CUDA=1 MEDIA=0 BUILD=build-cuda build-cuda/h3 build-cuda/tests/cuda/cmp_dumps
 #              (the GPU machine has no libutf8proc: cp /usr/lib/x86_64-linux-gnu/libutf8proc.so.2* build-cuda/lib/)
@@ -51,13 +53,21 @@ run() {
     { echo "===== $task $tag ($*): exit $rc, $(awk "BEGIN{printf \"%.2f\", $t1 - $t0}") s"; grep -v "elapsed, ETA" "$WORK/log"; } >>"$RUNS"
     if [ $rc -ne 0 ]; then bad "$task $tag: h3 generate exited $rc: $(grep '^h3: ' "$WORK/log" | tail -1)"; return 1; fi
     ok "$task $tag: h3 generate $(awk "BEGIN{printf \"%.2f\", $t1 - $t0}") s"
-    if [ "$be" = cuda ]; then # where each phase ran
-        local want=("DiT on cuda" "video VAE decoder on cuda" "audio VAE decoder on cpu (" "on cpu (backend_text.h")
-        [ "$task" = fl2va ] && want+=("VAE encoders (conditions) on cpu (")
+    if [ "$be" = cuda ]; then # where each phase ran: all on the GPU
+        local want=("DiT on cuda" "video VAE decoder on cuda" "audio VAE decoder on cuda")
+        if [ "$task" = fl2va ]; then
+            want+=("text encoder + vision tower on cuda" "VAE encoders (conditions) on cuda" "vision tower [cuda]")
+        else
+            want+=("text encoder on cuda")
+        fi
         for w in "${want[@]}"; do
-            grep -qF "h3: " "$WORK/log" && grep -F "h3: " "$WORK/log" | grep -qF "$w" && ok "$task $tag: '$w'" \
-                || bad "$task $tag: no line '$w' on stderr"
+            grep -qF "$w" "$WORK/log" && ok "$task $tag: '$w'" || bad "$task $tag: no line '$w' on stderr"
         done
+        if grep -E "^h3: .* on cpu|\[cpu\]" "$WORK/log" >/dev/null; then
+            bad "$task $tag: a phase ran on the CPU: $(grep -E '^h3: .* on cpu|\[cpu\]' "$WORK/log" | head -1)"
+        else
+            ok "$task $tag: no phase on cpu"
+        fi
     fi
     return 0
 }
@@ -84,22 +94,33 @@ for task in t2va fl2va; do
     rm -f "$WORK/$task".*.st
 done
 
-# ops without CUDA twins: one clean error line, exit 1 or 2, no crash
+# component probes on both backends (the ops of backend_text.h / backend_audio.h / backend_conv.h)
 T=tests/fixtures/tiny G=tests/fixtures/golden
-clean_fail() { # LABEL EXPECT PROBE-ARGS...
-    local label=$1 expect=$2; shift 2
-    "$H3" probe "$@" --backend cuda --out "$WORK/x.st" >"$WORK/log" 2>&1
-    local rc=$?
-    { echo "===== probe $label: exit $rc"; cat "$WORK/log"; } >>"$RUNS"
-    if { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } && grep -qF "$expect" "$WORK/log" && [ ! -e "$WORK/x.st" ]; then
-        ok "probe $label --backend cuda fails cleanly: $(tail -1 "$WORK/log")"
-    else
-        bad "probe $label --backend cuda: exit $rc, $(tail -1 "$WORK/log")"
-    fi
+probe_pair() { # LABEL TOL PROBE-ARGS...: cpu and cuda outputs compared with cmp_dumps
+    local label=$1 tol=$2; shift 2
+    for be in cpu cuda; do
+        local t0=$(date +%s.%N)
+        "$H3" probe "$@" --backend $be --out "$WORK/p.$be.st" >"$WORK/log" 2>&1
+        local rc=$? t1=$(date +%s.%N)
+        { echo "===== probe $label --backend $be: exit $rc, $(awk "BEGIN{printf \"%.2f\", $t1 - $t0}") s"; cat "$WORK/log"; } >>"$RUNS"
+        [ $rc -eq 0 ] || { bad "probe $label --backend $be: exit $rc, $(tail -1 "$WORK/log")"; rm -f "$WORK"/p.*.st; return 1; }
+    done
+    compare "$tol" "$WORK/p.cpu.st" "$WORK/p.cuda.st" "probe $label cuda-vs-cpu"
+    rm -f "$WORK"/p.*.st
 }
-clean_fail audio-decode "no cuda twins" audio-decode --model $T --in $G/audio_vae/decode_t12.in.safetensors
-clean_fail vae-encode "has no convolution ops" vae-encode --model $T --in $G/video_vae/encode_T1.in.safetensors
-clean_fail "text-encode bf16" "no CUDA twin" text-encode --model $T --precision bf16 --in $G/text_encoder/text_encode_fox.in.safetensors
+probe_pair "audio-decode t12" 1e-4 audio-decode --model $T --in $G/audio_vae/decode_t12.in.safetensors
+probe_pair "audio-decode full t12" 1e-4 audio-decode --model $G/audio_vae/model --in $G/audio_vae/full_decode_t12.in.safetensors
+probe_pair "audio-encode n123" 1e-4 audio-encode --model $T --in $G/audio_vae/encode_n123.in.safetensors
+probe_pair "audio-encode full n123" 1e-4 audio-encode --model $G/audio_vae/model --in $G/audio_vae/full_encode_n123.in.safetensors
+probe_pair "vae-encode T22" 1e-4 vae-encode --model $G/video_vae/model --in $G/video_vae/encode_T22.in.safetensors
+probe_pair "vae-encode T1" 1e-4 vae-encode --model $G/video_vae/model --in $G/video_vae/encode_T1.in.safetensors
+probe_pair "vae-encode tiny" 1e-4 vae-encode --model $T/vae --in $G/video_vae/tiny_encode.in.safetensors
+for c in fox dialog; do
+    probe_pair "text-encode $c fp32" 1e-4 text-encode --model $T --in $G/text_encoder/text_encode_$c.in.safetensors
+    probe_pair "text-encode $c bf16" 3e-2 text-encode --model $T --precision bf16 --in $G/text_encoder/text_encode_$c.in.safetensors
+done
+probe_pair "vision fp32" 1e-4 vision --model $T --in $G/text_encoder/vision.in.safetensors
+probe_pair "vision bf16" 3e-2 vision --model $T --precision bf16 --in $G/text_encoder/vision.in.safetensors
 
 rm -rf "$WORK"
 say "RESULT $pass $fail"

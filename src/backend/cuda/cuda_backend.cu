@@ -34,7 +34,7 @@ int cuda_backend_init(h3_backend *be, h3_err *e) {
     c->widen_tile = 64LL << 20; /* 256 MB of fp32: big enough to keep the SGEMM efficient */
     const char *prec = getenv("H3_CUDA_PRECISION");
     c->force_fp32 = prec && strcmp(prec, "fp32") == 0;
-    const char *tune = getenv("H3_GEMM_TUNE");
+    const char *tune = getenv("H3_GEMM_TUNE"); /* 0 off, 1 (default) 8 candidates, N: N candidates */
     c->gemm_tune = tune ? atoi(tune) : 1;
     const char *bn = getenv("H3_FLASH_BN");
     c->flash_bn = bn ? atoi(bn) : 64;
@@ -236,7 +236,7 @@ static int ptr_align(const void *p) {
 /* Row-major y[M,N] = x[M,K] . w[N,K]^T, written column-major as D[N,M] = W^T(NxK) . X(KxM): A = w with
  * op T (ld K), B = x with op N (ld ldx >= K), D ld = ldd (>= N; a column slice of a wider y). A bias
  * (N values) is added by the epilogue in fp32 before the output conversion. */
-enum { TUNE_CANDIDATES = 8 };
+enum { TUNE_CANDIDATES = 32 };
 
 static void lt_gemm_ex(h3_backend *be, int kind, const void *w, const void *x, int64_t ldx, void *y, int64_t M,
                        int64_t N, int64_t K, int64_t ldd, const void *bias, cudaDataType_t bias_type) {
@@ -293,7 +293,9 @@ static void lt_gemm_ex(h3_backend *be, int kind, const void *w, const void *x, i
             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
             /* big GEMMs (>= 0.2 TFLOP, the DiT's and the batched decoder's): time the heuristic's first
              * candidates once and keep the fastest (H3_GEMM_TUNE=0: its first choice, as before) */
-            int want = c->gemm_tune && 2.0 * (double)M * (double)N * (double)K >= 2e11 ? TUNE_CANDIDATES : 1;
+            int want = c->gemm_tune > 0 && 2.0 * (double)M * (double)N * (double)K >= 2e11
+                           ? (c->gemm_tune > 1 && c->gemm_tune <= TUNE_CANDIDATES ? c->gemm_tune : 8)
+                           : 1;
             cublasLtMatmulHeuristicResult_t cand[TUNE_CANDIDATES];
             st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, want, cand, &nres);
             if (st != CUBLAS_STATUS_SUCCESS) goto fail;

@@ -91,6 +91,18 @@ int  cuda_cudnn_attention_bf16_strided(h3_backend *be, uint16_t *o, int64_t o_rs
                                        int64_t q_hs, const uint16_t *k, int64_t k_rs, int64_t k_hs, const uint16_t *v,
                                        int64_t v_rs, int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv, int D,
                                        float scale);
+/* Hopper wgmma flash attention (cuda_flash_sm90.cu): non-causal, bf16, head_dim 128, Hq % Hkv == 0.
+ * q/k/v/out are device bf16 with element strides: element (row s, head h, channel d) of q is
+ * q[s*q_rs + h*q_hs + d], likewise k, v, out. fp32 scores and online softmax (exp2 with scale*log2e),
+ * P rounded to bf16 before P V, fp32 accumulation, output rounded once to bf16 (nearest even).
+ * q/k/v: 16-byte aligned bases, strides multiples of 8 elements; out: 4-byte aligned, even strides.
+ * Any Sq, Skv >= 1. Returns 0, or -1 if the shape, layout or device is unsupported (caller falls back). */
+int  cuda_flash_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint16_t *q, int64_t q_rs,
+                     int64_t q_hs, const uint16_t *k, int64_t k_rs, int64_t k_hs, const uint16_t *v, int64_t v_rs,
+                     int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale);
+/* tuning / tests: number of compiled variants of cuda_flash_sm90 and the one to use (-1: default) */
+int  cuda_flash_sm90_variants(void);
+void cuda_flash_sm90_set_variant(int v);
 /* 0: h3_attention's bf16 path uses the own flash kernel only; 1 (default unless H3_ATTN=own): cuDNN
  * SDPA first for non-causal attention. */
 void cuda_set_attention_cudnn(h3_backend *be, int enable);
