@@ -1706,6 +1706,15 @@ void video_vae_denormalize_pixels(float *x, int64_t n) {
         }
 }
 
+void video_vae_pixels_to_hwc(const float *x, float *out, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (int64_t i = 0; i < n; i++)
+        for (int ch = 0; ch < 3; ch++) {
+            float v = x[ch * n + i] * pix_std[ch] + pix_mean[ch];
+            out[i * 3 + ch] = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+        }
+}
+
 void video_vae_pixels_from_u8(const uint8_t *p, float *x, int64_t n) {
     for (int ch = 0; ch < 3; ch++)
         for (int64_t i = 0; i < n; i++) x[ch * n + i] = ((float)p[ch * n + i] / 255.0f - pix_mean[ch]) / pix_std[ch];

@@ -121,6 +121,8 @@ void video_vae_denormalize_latents(const video_vae_config *cfg, float *z, int64_
  * ((p - m_c) / s_c), and back with v * s_c + m_c clamped to [0, 1]. */
 void video_vae_normalize_pixels(float *x, int64_t n);
 void video_vae_denormalize_pixels(float *x, int64_t n);
+/* video_vae_denormalize_pixels of x [3, n] written as interleaved [n, 3] (x is left as it is). */
+void video_vae_pixels_to_hwc(const float *x, float *out, int64_t n);
 /* uint8 RGB [3, n] -> normalized fp32 (p / 255 - m_c) / s_c, as the reference divides first. */
 void video_vae_pixels_from_u8(const uint8_t *p, float *x, int64_t n);
 

@@ -475,14 +475,7 @@ static int frame_sink(void *ctx, int64_t index, const float *frame, h3_err *e) {
     gen *s = c->s;
     if (index >= s->nframes) return h3_fail(e, "video decoder produced more frames than %lld", (long long)s->nframes);
     int64_t n = c->H * c->W;
-    float *tmp = malloc(sizeof(float) * 3 * (size_t)n);
-    if (!tmp) return h3_fail(e, "out of memory");
-    memcpy(tmp, frame, sizeof(float) * 3 * (size_t)n);
-    video_vae_denormalize_pixels(tmp, n);
-    float *dst = s->frames + index * n * 3;
-    for (int64_t i = 0; i < n; i++)
-        for (int ch = 0; ch < 3; ch++) dst[i * 3 + ch] = tmp[ch * n + i];
-    free(tmp);
+    video_vae_pixels_to_hwc(frame, s->frames + index * n * 3, n); /* one pass, threaded */
     progress_update(&s->pg, index + 1);
     return 0;
 }

@@ -27,6 +27,8 @@ grep -E '^FAIL|cuda backend' "$T" | head -20
 "$B/h3" bench --backend cuda --what dit --repeats 2 >"$O/bench.log" 2>&1
 "$B/h3" bench --backend cuda --what vae --precision bf16 --vae-repeats 2 >>"$O/bench.log" 2>&1
 grep -E '^(DIT|VAE) ' "$O/bench.log"
+H3_CUDA_OPTIME=1 "$B/h3" bench --backend cuda --what dit --repeats 3 --shapes 544x960x124 >"$O/optime.log" 2>&1
+echo "== per-op device time, 544x960x124, 4 forwards (1 warm-up + 3 timed):"; grep -E 'calls|op time' "$O/optime.log"
 
 P="A red fox runs through fresh snow at dawn, its breath steaming in the cold air, while birds call from the pines."
 "$B/h3" generate -d tests/fixtures/skeleton --random-weights --backend cuda -p "$P" -o '' --width 960 --height 544 \

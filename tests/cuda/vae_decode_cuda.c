@@ -162,8 +162,10 @@ static void test_goldens(h3_backend *cpu, h3_backend *gpu) {
             CHECK(video_vae_decode(vg, z->data, L, h, w, &t, ot, &e) == 0, "cuda per-tile: %s", e.msg);
             CHECK(h3_backend_check(gpu, &e) == 0, "%s", e.msg);
             char label[96];
-            snprintf(label, sizeof label, "%s CUDA batched vs CPU batched", cases[i]);
-            report(label, og, oc, n, 1e-5);
+            /* both bf16 decoders: tensor-core GEMMs and cuDNN attention round differently from the CPU
+             * twins (single bf16 flips), so the bf16 bar of the release-width checks below */
+            snprintf(label, sizeof label, "%s CUDA batched vs CPU batched (bf16)", cases[i]);
+            report(label, og, oc, n, 5e-3);
             snprintf(label, sizeof label, "%s CUDA batched vs CUDA per-tile", cases[i]);
             report(label, og, ot, n, 1e-5);
             snprintf(label, sizeof label, "%s CUDA batched vs fp32 golden", cases[i]);
