@@ -12,7 +12,7 @@ REF=${2:-.dev-ref/src}
 O=${OUT:-/tmp/h3_final}
 mkdir -p "$O"
 export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$O/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
 T="$O/tests.log"
 : >"$T"
 for t in test_cuda_bf16 test_cuda_ops test_cuda_ops2 vae_decode_cuda test_cuda_bench; do
