@@ -945,19 +945,17 @@ int64_t video_vae_decoded_frames(const video_vae_config *c, int64_t L, h3_err *e
 enum { VP_IN, VP_QKV, VP_QK, VP_ATTN, VP_OUT, VP_NORM, VP_FF1, VP_SWIGLU, VP_FF2, VP_PROJ, VP_N };
 static const char *const vp_names[VP_N] = {"in", "qkv", "qk_norm_rope", "attention", "to_out", "residual_norm",
                                            "ff1", "swiglu", "ff2", "norm_out+proj_out"};
-static double vp_acc[VP_N], vp_t0;
-static int vp_on = -1;
 static double vp_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-static void vp_mark(h3_backend *be, int kind) { /* kind < 0: start */
-    if (!vp_on) return;
-    h3_sync(be);
+static void vp_mark(video_vae *v, int kind) { /* kind < 0: start */
+    if (v->vp_on <= 0) return;
+    h3_sync(v->be);
     double t = vp_now();
-    if (kind >= 0) vp_acc[kind] += t - vp_t0;
-    vp_t0 = t;
+    if (kind >= 0) v->vp_acc[kind] += t - v->vp_t0;
+    v->vp_t0 = t;
 }
 
 #define VV_OUT_BUDGET ((int64_t)400 << 20) /* bytes of proj_out output per batch (one of two download slots) */
@@ -1027,7 +1025,7 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t
     const int64_t np = Tl * h * wd, N = dec_tokens(c, np), M = B * N, D = c->dim, F = c->ffn_inner, Cz = c->latent_channels;
     const int H = c->dec_heads, hd = c->dec_head_dim;
     const float eps = c->dec_norm_eps, scale = 1.0f / sqrtf((float)hd);
-    vp_mark(be, -1);
+    vp_mark(v, -1);
     h3_upload(be, w->tok, h_tok, (size_t)(B * np * Cz) * sizeof(float));
     for (int64_t t = 0; t < B; t++) {
         float *xt = w->x + t * N * D;
@@ -1043,13 +1041,13 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t
         w->rope_Tl = Tl, w->rope_h = h, w->rope_w = wd;
     }
     if (c->dec_layers > 0) h3_vae_residual_rmsnorm(be, w->x, w->a, NULL, NULL, M, D, v->blocks[0].norm1, eps);
-    vp_mark(be, VP_IN);
+    vp_mark(v, VP_IN);
     for (int i = 0; i < c->dec_layers; i++) {
         const vv_block *b = &v->blocks[i];
         h3_bf16_matmul(be, w->qkv, 3 * D, w->a, D, M, b->qkv, b->qkvb); /* [q | k | v] rows */
-        vp_mark(be, VP_QKV);
+        vp_mark(v, VP_QKV);
         h3_vae_qk_norm_rope(be, w->qkv, M, 3 * D, N, 2 * H, hd, eps, c->rope_dim, w->cos, w->sin);
-        vp_mark(be, VP_QK);
+        vp_mark(v, VP_QK);
         if (!w->qkv32) {
             h3_vae_tile_attention(be, w->o, w->qkv, B, N, H, hd, scale); /* one batched call over the tiles */
         } else {
@@ -1060,30 +1058,30 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t
                 h3_bf16_pack(be, w->o + t * N * D, w->o32, N * D);
             }
         }
-        vp_mark(be, VP_ATTN);
+        vp_mark(v, VP_ATTN);
         h3_bf16_matmul(be, w->br, D, w->o, D, M, &b->o, &b->ob);
-        vp_mark(be, VP_OUT);
+        vp_mark(v, VP_OUT);
         h3_vae_residual_rmsnorm(be, w->x, w->a, w->br, b->scale1, M, D, b->norm2, eps); /* x += attn*scale1; norm2 */
-        vp_mark(be, VP_NORM);
+        vp_mark(v, VP_NORM);
         for (int64_t r0 = 0; r0 < M; r0 += w->fr) {
             const int64_t nr = M - r0 < w->fr ? M - r0 : w->fr;
             h3_bf16_matmul(be, w->z, 2 * F, w->a + r0 * D, D, nr, &b->ff1, &b->ff1b); /* [value | gate] */
-            vp_mark(be, VP_FF1);
+            vp_mark(v, VP_FF1);
             h3_bf16_swiglu(be, w->g, w->z, nr, F, 2 * F, 0, F);
-            vp_mark(be, VP_SWIGLU);
+            vp_mark(v, VP_SWIGLU);
             h3_bf16_matmul(be, w->br + r0 * D, D, w->g, F, nr, &b->ff2, &b->ff2b);
-            vp_mark(be, VP_FF2);
+            vp_mark(v, VP_FF2);
         }
         const float *next = i + 1 < c->dec_layers ? v->blocks[i + 1].norm1 : NULL; /* x += ffn*scale2; next norm1 */
         h3_vae_residual_rmsnorm(be, w->x, next ? w->a : NULL, w->br, b->scale2, M, D, next, eps);
-        vp_mark(be, VP_NORM);
+        vp_mark(v, VP_NORM);
     }
     /* norm_out and proj_out per patch token (step 8 drops the registers and the zero token) */
     for (int64_t t = 0; t < B; t++) { /* per tile: an fp32 GEMM's rows can depend on M (OpenBLAS), keep decode_tile's */
         h3_layernorm(be, w->lnf, w->x + t * N * D, np, D, v->dnorm_w, v->dnorm_b, eps, 0);
         h3_matmul(be, w->out[slot] + t * np * c->patch_dim, w->lnf, np, &v->proj_out, &v->proj_out_b, 0);
     }
-    vp_mark(be, VP_PROJ);
+    vp_mark(v, VP_PROJ);
 }
 
 void video_vae_set_decode_batch(video_vae *v, int max_tiles) { v->batch = max_tiles < 0 ? 0 : max_tiles; }
@@ -1231,8 +1229,8 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
     }
     vv_bat_ws w;
     if (bat_ws_new(be, c, cap, np0, &w, e) != 0) return -1;
-    if (vp_on < 0) vp_on = getenv("H3_VAE_PROFILE") && atoi(getenv("H3_VAE_PROFILE")) > 0;
-    memset(vp_acc, 0, sizeof vp_acc);
+    v->vp_on = getenv("H3_VAE_PROFILE") && atoi(getenv("H3_VAE_PROFILE")) > 0;
+    memset(v->vp_acc, 0, sizeof v->vp_acc);
     double vp_start = vp_now();
     h3_vae_xfer *xf = h3_vae_xfer_new(be);
     int rc = -1, slot = 0;
@@ -1272,11 +1270,11 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
         slot ^= 1;
     }
     rc = 0;
-    if (vp_on) {
+    if (v->vp_on) {
         h3_sync(be);
         double all = vp_now() - vp_start, sum = 0;
         fprintf(stderr, "vae profile: %lld jobs, batch %lld, %.3f s:", (long long)d->njobs, (long long)cap, all);
-        for (int k = 0; k < VP_N; k++) fprintf(stderr, " %s %.3f", vp_names[k], vp_acc[k]), sum += vp_acc[k];
+        for (int k = 0; k < VP_N; k++) fprintf(stderr, " %s %.3f", vp_names[k], v->vp_acc[k]), sum += v->vp_acc[k];
         fprintf(stderr, " host/other %.3f\n", all - sum);
     }
 done:

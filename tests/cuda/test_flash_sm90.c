@@ -155,7 +155,7 @@ static void run_case(const tcase *c) {
     char name[160];
     for (int var = 0; var < cuda_flash_sm90_variants(); var++) {
         if (!var_on[var]) continue;
-        cuda_flash_sm90_set_variant(var);
+        cuda_flash_sm90_set_variant(gpu, var);
         h3_upload(gpu, dout, poison, (size_t)(Sq * o_rs) * 2);
         int rc = cuda_flash_sm90(gpu, dout, o_rs, D, dbuf + qoff, q_rs, q_hs, dbuf + koff, k_rs, k_hs, dbuf + voff, v_rs,
                                  v_hs, Sq, Skv, Hq, Hkv, D, scale);
@@ -185,7 +185,7 @@ static void run_case(const tcase *c) {
         CHECK_CLOSE(name, rel_own, 1e-2);
         CHECK(pad_bad == 0, "%s v%d: %lld padding elements overwritten", c->name, var, (long long)pad_bad);
     }
-    cuda_flash_sm90_set_variant(-1);
+    cuda_flash_sm90_set_variant(gpu, -1);
 
     h3_free(gpu, dbuf), h3_free(gpu, dhm), h3_free(gpu, down), h3_free(gpu, dout);
     free(q), free(k), free(v), free(hb), free(hm), free(own), free(ref), free(chk), free(ra), free(rb);
@@ -277,14 +277,14 @@ static int bench(void) {
         }
         for (int var = 0; var < cuda_flash_sm90_variants(); var++) {
             if (!var_on[var]) continue;
-            cuda_flash_sm90_set_variant(var);
+            cuda_flash_sm90_set_variant(gpu, var);
             a.which = 2;
             float ms = median_ms(&a, reps);
             char nm[64];
             snprintf(nm, sizeof nm, "sm90 v%d (fused qkv)", var);
             printf("%-7lld %-34s %10.3f %10.1f\n", (long long)S, nm, ms, flop / (ms * 1e-3) / 1e12);
         }
-        cuda_flash_sm90_set_variant(-1);
+        cuda_flash_sm90_set_variant(gpu, -1);
         a.which = 2;
         float ms = median_ms(&a, reps);
         printf("%-7lld %-34s %10.3f %10.1f\n", (long long)S, "sm90 default (fused qkv)", ms, flop / (ms * 1e-3) / 1e12);
@@ -313,7 +313,7 @@ static int prof(void) {
     cuda_fill_random_bf16(gpu, a.qkv, S * 3 * w, 5, 2.0f);
     for (int var = 0; var < cuda_flash_sm90_variants(); var++) {
         if (!var_on[var]) continue;
-        cuda_flash_sm90_set_variant(var);
+        cuda_flash_sm90_set_variant(gpu, var);
         bench_once(&a);
         h3_sync(gpu);
         printf("prof: variant %d launched\n", var);

@@ -36,6 +36,7 @@ int cuda_backend_init(h3_backend *be, h3_err *e) {
     c->force_fp32 = prec && strcmp(prec, "fp32") == 0;
     const char *tune = getenv("H3_GEMM_TUNE"); /* 0 (default) off, 1: 8 candidates, N: N candidates */
     c->gemm_tune = tune ? atoi(tune) : 0; /* measured: no gain over the heuristic at the DiT shapes */
+    c->flash_variant = -1;
     const char *bn = getenv("H3_FLASH_BN");
     c->flash_bn = bn ? atoi(bn) : 64;
     if ((err = cudaSetDevice(c->device)) != cudaSuccess ||
@@ -44,6 +45,10 @@ int cuda_backend_init(h3_backend *be, h3_err *e) {
         be->impl = NULL;
         return h3_fail(e, "--backend cuda: cannot start device 0 (%s)", cudaGetErrorString(err));
     }
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->device);
+    c->sm_arch = major * 10 + minor;
     /* Keep freed blocks in the pool: per-op scratch then costs no cudaMalloc after warm-up. */
     cudaMemPool_t pool;
     if (cudaDeviceGetDefaultMemPool(&pool, c->device) == cudaSuccess) {
@@ -68,6 +73,7 @@ void cuda_backend_shutdown(h3_backend *be) {
     if (!c) return;
     cudaStreamSynchronize(c->stream);
     cuda_optime_release(be);
+    cuda_gemm_rm_release(be);
     cuda_sdpa_release(be);
     cudaEventDestroy(c->marks[0]);
     cudaEventDestroy(c->marks[1]);

@@ -80,16 +80,6 @@ extern "C" void cuda_bf16_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const 
 
 enum { RM_THREADS = 256 };
 
-static __device__ double block_sum_d(double v, double *red) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    double s = 0.0;
-    for (int i = 0; i < (int)(blockDim.x / 32); i++) s += red[i];
-    return s;
-}
-
 static __device__ __forceinline__ float norm_mod(float x, float inv, const float *w, const float *shift,
                                                  const float *scale, int64_t c) {
     float v = x * inv;
@@ -131,7 +121,7 @@ static __global__ void __launch_bounds__(RM_THREADS) k_rmsnorm_mod(uint16_t *y, 
             ss += (double)v * v;
         }
     }
-    ss = block_sum_d(ss, red);
+    ss = cuda_block_sum_d(ss, red);
     float inv = 1.0f / sqrtf((float)(ss / (double)dim) + eps);
     const float *shift = NULL, *scale = NULL;
     if (table) {

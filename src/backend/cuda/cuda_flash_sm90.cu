@@ -499,18 +499,15 @@ typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32
                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
+/* the driver's cuTensorMapEncodeTiled through the runtime (no -lcuda); looked up per call (microseconds),
+ * so no process-wide state */
 encode_tiled_fn encoder(void) {
-    static encode_tiled_fn fn = nullptr;
-    static int tried = 0;
-    if (!tried) {
-        tried = 1;
-        void *f = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = (encode_tiled_fn)f;
-    }
-    return fn;
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+        return (encode_tiled_fn)f;
+    return nullptr;
 }
 
 /* 3-D map over (d, head, row) or, when the head stride is the larger one, (d, row, head); box 64 x 1 x rows
@@ -547,7 +544,6 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint
     constexpr size_t QB = BM * HD * 2, KVB = BN * HD * 2;
     constexpr size_t smem = QB + 2 * ST * KVB + 8 * (1 + 4 * ST) + 1024;
     static_assert(smem <= 232448, "shared memory");
-    static int attr_set = 0;
     CUtensorMap mq, mk, mv;
     Params p;
     int swap_k, swap_v;
@@ -559,38 +555,26 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint
     p.Sq = (int)Sq, p.Skv = (int)Skv, p.group = Hq / Hkv;
     p.n_tiles = (int)((Skv + BN - 1) / BN);
     p.sl2 = scale * 1.4426950408889634f;
-    if (!attr_set) {
-        if (cudaFuncSetAttribute(k_flash90<BN, ST, OV, PP, QR, SR>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-            cudaSuccess)
-            return -1;
-        attr_set = 1;
-    }
+    /* per launch (cheap), as the own flash kernel does: no process-wide "already set" flag */
+    if (cudaFuncSetAttribute(k_flash90<BN, ST, OV, PP, QR, SR>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+        cudaSuccess)
+        return -1;
     dim3 grid((unsigned)((Sq + BM - 1) / BM), (unsigned)Hq);
     k_flash90<BN, ST, OV, PP, QR, SR><<<grid, THREADS, smem, cuda_of(be)->stream>>>(mq, mk, mv, p);
     CUDA_LAUNCHED(be, "attention (flash sm90)");
     return 0;
 }
 
-int g_variant = -1; /* -1: chosen by shape */
-
 } /* namespace */
 
 extern "C" int cuda_flash_sm90_variants(void) { return 12; }
-extern "C" void cuda_flash_sm90_set_variant(int v) { g_variant = v; }
+extern "C" void cuda_flash_sm90_set_variant(h3_backend *be, int v) { cuda_of(be)->flash_variant = v; }
 
 extern "C" int cuda_flash_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint16_t *q,
                                int64_t q_rs, int64_t q_hs, const uint16_t *k, int64_t k_rs, int64_t k_hs,
                                const uint16_t *v, int64_t v_rs, int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv,
                                int D, float scale) {
-    static int arch = -1;
-    if (arch < 0) {
-        int dev = 0, major = 0, minor = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-        arch = major * 10 + minor;
-    }
-    if (arch != 90 || D != HD || Sq < 1 || Skv < 1 || Hq < 1 || Hkv < 1 || Hq % Hkv || !(scale > 0.0f)) return -1;
+    if (cuda_of(be)->sm_arch != 90 || D != HD || Sq < 1 || Skv < 1 || Hq < 1 || Hkv < 1 || Hq % Hkv || !(scale > 0.0f)) return -1;
     if (Sq >= (1LL << 31) - BM || Skv >= (1LL << 31) - 256 || Hq > 65535) return -1;
     /* TMA: 16-byte aligned bases and strides; output: 4-byte stores of bf16 pairs */
     if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15) return -1;
@@ -599,7 +583,7 @@ extern "C" int cuda_flash_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, int6
     if (((uintptr_t)out & 3) || (o_rs & 1) || (o_hs & 1)) return -1;
     /* default (measured on the H200, docs/cuda.md): 176-key tiles with skip-rescale and ping-pong for long
      * key sequences, 128-key tiles in 3 stages with ping-pong for short ones */
-    int var = g_variant >= 0 ? g_variant : Skv >= 8192 ? 11 : 4;
+    int fv = cuda_of(be)->flash_variant, var = fv >= 0 ? fv : Skv >= 8192 ? 11 : 4;
 #define L(...) return launch<__VA_ARGS__>(be, out, o_rs, o_hs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq, Hkv, scale)
     switch (var) { /* BN, stages, overlap, ping-pong, Q in registers, skip-rescale */
     case 0: L(128, 2, 0, 0, 0, 0);

@@ -2,6 +2,7 @@
  * column-major C^T[N,M] = op(B)^T op(A)^T, so cuBLASLt's first operand is B and its second A. */
 #include "cuda_gemm_rm.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 namespace {
@@ -13,9 +14,11 @@ struct rm_plan {
 };
 
 enum { RM_PLANS = 64 };
-/* one cache per process: keyed on the cuBLASLt handle too, so several backends do not mix */
-rm_plan g_plans[RM_PLANS];
-int     g_next;
+/* one cache per backend (cuda_impl.rm_plans, freed by cuda_gemm_rm_release) */
+struct rm_cache {
+    rm_plan plans[RM_PLANS];
+    int     next;
+};
 
 int ptr_align(const void *p) {
     uintptr_t u = (uintptr_t)p;
@@ -60,6 +63,11 @@ extern "C" void cuda_sgemm_rm(h3_backend *be, int ta, int tb, int64_t M, int64_t
              (long long)K, batch);
     int64_t key[14] = {(int64_t)(uintptr_t)c->lt, ta, tb, M, N, K, lda, ldb, ldc, batch, sa, sb, sc, align};
     rm_plan *plan = NULL;
+    if (!c->rm_plans && !(c->rm_plans = calloc(1, sizeof(rm_cache)))) {
+        cuda_record_error(be, "sgemm_rm", "out of memory for the plan cache");
+        return;
+    }
+    rm_cache *cache = (rm_cache *)c->rm_plans;
 
     if ((st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS) goto fail;
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t1, sizeof t1);
@@ -78,8 +86,8 @@ extern "C" void cuda_sgemm_rm(h3_backend *be, int ta, int tb, int64_t M, int64_t
         cublasLtMatrixLayoutSetAttribute(ld, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof sc);
     }
     for (int i = 0; i < RM_PLANS; i++)
-        if (g_plans[i].used && !memcmp(g_plans[i].key, key, sizeof key)) {
-            plan = &g_plans[i];
+        if (cache->plans[i].used && !memcmp(cache->plans[i].key, key, sizeof key)) {
+            plan = &cache->plans[i];
             break;
         }
     if (!plan) {
@@ -100,8 +108,8 @@ extern "C" void cuda_sgemm_rm(h3_backend *be, int ta, int tb, int64_t M, int64_t
             st = CUBLAS_STATUS_NOT_SUPPORTED;
             goto fail;
         }
-        plan = &g_plans[g_next];
-        g_next = (g_next + 1) % RM_PLANS;
+        plan = &cache->plans[cache->next];
+        cache->next = (cache->next + 1) % RM_PLANS;
         plan->used = 1;
         memcpy(plan->key, key, sizeof key);
         plan->algo = res.algo;
@@ -121,4 +129,9 @@ done:
     if (lb) cublasLtMatrixLayoutDestroy(lb);
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (op) cublasLtMatmulDescDestroy(op);
+}
+
+extern "C" void cuda_gemm_rm_release(h3_backend *be) {
+    free(cuda_of(be)->rm_plans);
+    cuda_of(be)->rm_plans = NULL;
 }

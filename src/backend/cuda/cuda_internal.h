@@ -31,12 +31,15 @@ typedef struct cuda_impl {
     size_t           workspace_bytes;
     int              force_fp32;  /* H3_CUDA_PRECISION=fp32 */
     int              flash_bn;    /* H3_FLASH_BN: keys per flash tile at head_dim 128 (tuning) */
+    int              flash_variant; /* cuda_flash_sm90's compiled variant (tests/tuning); -1: by shape */
+    int              sm_arch;     /* compute capability * 10 + minor (90 on H100/H200) */
     int64_t          widen_tile;  /* elements of a widened weight tile (fp32 matmul path) */
     int              failed;      /* sticky first error */
     char             errmsg[512];
     cudaEvent_t      marks[2];
     void            *sdpa;        /* cuDNN SDPA state (cuda_sdpa_cudnn.cu), created on first use */
     void            *optime;      /* per-op timing (H3_CUDA_OPTIME=1, cuda_optime.cu) */
+    void            *rm_plans;    /* cuda_sgemm_rm's plan cache (cuda_gemm_rm.cu) */
     int              gemm_tune;   /* H3_GEMM_TUNE (default 0): time the heuristic's candidates on big GEMMs */
     cuda_gemm_plan   plans[CUDA_PLAN_CACHE];
     int              plan_next;
@@ -66,6 +69,8 @@ extern "C" void *cuda_scratch(h3_backend *be, size_t bytes);
  * epilogue, bias_type CUDA_R_32F or CUDA_R_16BF; bias NULL: none); kind CUDA_GEMM_*. */
 extern "C" void cuda_lt_gemm(h3_backend *be, int kind, const void *w, const void *x, int64_t ldx, void *y, int64_t ldy,
                              int64_t M, int64_t N, int64_t K, const void *bias, cudaDataType_t bias_type);
+/* Frees cuda_sgemm_rm's plan cache (cuda_gemm_rm.cu). */
+extern "C" void cuda_gemm_rm_release(h3_backend *be);
 /* Reports and frees the per-op timing state (cuda_optime.cu). */
 void cuda_optime_release(h3_backend *be);
 /* Frees the cuDNN handle and cached SDPA plans (cuda_sdpa_cudnn.cu). */
@@ -91,6 +96,19 @@ static inline dim3 grid_rows_cols(int64_t rows, int64_t cols, int threads) {
     if (gx > 8) gx = 8; /* at most 8192 blocks, as cuda_blocks */
     if (gy > 1024) gy = 1024;
     return dim3((unsigned)(gx < 1 ? 1 : gx), (unsigned)(gy < 1 ? 1 : gy));
+}
+
+/* Sum over the block, every thread gets the result; `red` holds blockDim.x / 32 doubles (shared).
+ * The leading barrier lets a block call it twice in a row (red may still be read). */
+static __device__ __forceinline__ double cuda_block_sum_d(double v, double *red) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    double s = 0.0;
+    for (int i = 0; i < (int)(blockDim.x / 32); i++) s += red[i];
+    return s;
 }
 
 /* Same rounding as h3_round_bf16 (dtype.h): nearest even, NaN stays a quiet NaN. */

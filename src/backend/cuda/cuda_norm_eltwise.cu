@@ -9,18 +9,6 @@
 
 enum { NORM_THREADS = 256 };
 
-/* Sum over the block; every thread gets the result. `red` holds NORM_THREADS/32 doubles. */
-static __device__ double block_sum(double v, double *red) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads(); /* red may still be read from a previous call */
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    double s = 0.0;
-    for (int i = 0; i < (int)(blockDim.x / 32); i++) s += red[i];
-    return s;
-}
-
 /* ---- normalization: one block per row (or group) ---- */
 
 static __global__ void k_rmsnorm(float *y, const float *x, int64_t dim, const float *w, float eps, int round) {
@@ -29,7 +17,7 @@ static __global__ void k_rmsnorm(float *y, const float *x, int64_t dim, const fl
     float *yr = y + blockIdx.x * dim;
     double ss = 0.0;
     for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) ss += (double)xr[c] * xr[c];
-    ss = block_sum(ss, red);
+    ss = cuda_block_sum_d(ss, red);
     float inv = 1.0f / sqrtf((float)(ss / (double)dim) + eps);
     for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
         float v = xr[c] * inv;
@@ -66,11 +54,11 @@ static __device__ void norm_group(float *yg, const float *xg, int64_t cg, int64_
     int64_t cnt = cg * L;
     double s = 0.0;
     for (int64_t i = threadIdx.x; i < cnt; i += blockDim.x) s += xg[i];
-    s = block_sum(s, red);
+    s = cuda_block_sum_d(s, red);
     double mean = s / (double)cnt;
     double ss = 0.0;
     for (int64_t i = threadIdx.x; i < cnt; i += blockDim.x) ss += ((double)xg[i] - mean) * ((double)xg[i] - mean);
-    ss = block_sum(ss, red);
+    ss = cuda_block_sum_d(ss, red);
     float rstd = 1.0f / sqrtf((float)(ss / (double)cnt) + eps), m = (float)mean;
     if (L == 1) { /* layernorm: element i is channel i (no per-element division) */
         for (int64_t i = threadIdx.x; i < cnt; i += blockDim.x) {

@@ -102,7 +102,7 @@ int  cuda_flash_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, 
                      int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale);
 /* tuning / tests: number of compiled variants of cuda_flash_sm90 and the one to use (-1: default) */
 int  cuda_flash_sm90_variants(void);
-void cuda_flash_sm90_set_variant(int v);
+void cuda_flash_sm90_set_variant(h3_backend *be, int v);
 /* 0: h3_attention's bf16 path uses the own flash kernel only; 1 (default unless H3_ATTN=own): cuDNN
  * SDPA first for non-causal attention. */
 void cuda_set_attention_cudnn(h3_backend *be, int enable);

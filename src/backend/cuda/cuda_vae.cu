@@ -9,16 +9,6 @@ static __device__ __forceinline__ float bf(uint16_t h) { return __uint_as_float(
 
 enum { RN_THREADS = 256 };
 
-static __device__ double rn_block_sum(double v, double *red) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    double s = 0.0;
-    for (int i = 0; i < (int)(blockDim.x / 32); i++) s += red[i];
-    return s;
-}
-
 /* One block per row. VEC: dim % 4 == 0 and 16-byte aligned rows (x, scale, w) / 8-byte (branch, y). */
 template <int VEC>
 static __global__ void k_residual_rmsnorm(float *x, uint16_t *y, const uint16_t *branch, const float *scale,
@@ -56,7 +46,7 @@ static __global__ void k_residual_rmsnorm(float *x, uint16_t *y, const uint16_t 
             }
         }
         if (y) {
-            ss = rn_block_sum(ss, red);
+            ss = cuda_block_sum_d(ss, red);
             float inv = 1.0f / sqrtf((float)(ss / (double)dim) + eps);
             uint16_t *yr = y + r * dim;
             if (VEC) {
@@ -246,8 +236,8 @@ extern "C" void cuda_vae_tile_attention(h3_backend *be, h3_bf16 *out, const h3_b
     if (tiles <= 0 || N <= 0) return;
     const int64_t D = (int64_t)heads * head_dim, ld = 3 * D;
     const int64_t bst[4] = {N * ld, N * ld, N * ld, N * D};
-    static int per_tile = -1; /* H3_VAE_ATTN=tile: per-tile calls (comparison) */
-    if (per_tile < 0) per_tile = getenv("H3_VAE_ATTN") && !strcmp(getenv("H3_VAE_ATTN"), "tile");
+    const char *mode = getenv("H3_VAE_ATTN"); /* "tile": per-tile calls (comparison) */
+    int per_tile = mode && !strcmp(mode, "tile");
     if (!per_tile && cuda_cudnn_attention_bf16_batched(be, tiles, bst, out, D, qkv, ld, head_dim, qkv + D, ld, head_dim,
                                                        qkv + 2 * D, ld, head_dim, N, N, heads, heads, head_dim,
                                                        scale) == 0)
