@@ -56,6 +56,10 @@ typedef struct gen {
     int64_t           nframes;
     float            *audio;         /* [2, samples] in [-1, 1] */
     int64_t           samples;
+    /* -o OUT.mp4: frames and audio are encoded as the video decoder delivers them (the encoder's CPU
+     * time overlaps the decode); the file appears when phase_outputs closes the writer */
+    h3_mp4_writer    *mp4;
+    int64_t           mp4_frames, mp4_samples;
 } gen;
 
 static void path_in(const gen *s, const char *sub, char *out, size_t cap) { snapshot_path(out, cap, s->r->model_dir, sub); }
@@ -475,7 +479,21 @@ static int frame_sink(void *ctx, int64_t index, const float *frame, h3_err *e) {
     gen *s = c->s;
     if (index >= s->nframes) return h3_fail(e, "video decoder produced more frames than %lld", (long long)s->nframes);
     int64_t n = c->H * c->W;
-    video_vae_pixels_to_hwc(frame, s->frames + index * n * 3, n); /* one pass, threaded */
+    float *dst = s->frames + index * n * 3;
+    video_vae_pixels_to_hwc(frame, dst, n); /* one pass, threaded */
+    if (s->mp4) { /* frames arrive in order; audio interleaved by time as h3_write_mp4 does */
+        if (index != s->mp4_frames) return h3_fail(e, "video decoder delivered frame %lld out of order", (long long)index);
+        h3_frames_view one = {.frames = 1, .height = (int)c->H, .width = (int)c->W, .f32 = dst};
+        if (h3_mp4_writer_frames(s->mp4, &one, e)) return -1;
+        int64_t upto = (index + 1) * H3_MEDIA_SAMPLE_RATE / H3_MEDIA_FPS;
+        if (index == s->nframes - 1 || upto > s->samples) upto = s->samples;
+        if (upto > s->mp4_samples &&
+            h3_mp4_writer_audio(s->mp4, s->audio + s->mp4_samples, s->audio + s->samples + s->mp4_samples,
+                                upto - s->mp4_samples, e))
+            return -1;
+        if (upto > s->mp4_samples) s->mp4_samples = upto;
+        s->mp4_frames++;
+    }
     progress_update(&s->pg, index + 1);
     return 0;
 }
@@ -519,6 +537,9 @@ static int phase_video(gen *s, h3_err *e) {
     begin_on(s, "video VAE decode", be, s->nframes);
     video_vae_tiling tiling = video_vae_tiling_default();
     frame_sink_ctx fc = {s, g->height, g->width};
+    if (s->r->output && s->r->output[0] &&
+        !(s->mp4 = h3_mp4_writer_new(s->r->output, g->width, g->height, s->audio != NULL, NULL, e)))
+        goto done;
     if (video_vae_decode_stream(v, z, g->num_latent_frames, g->latent_height, g->latent_width, &tiling, frame_sink, &fc, e) ||
         phase_check(be, e))
         goto done;
@@ -580,9 +601,15 @@ static int phase_outputs(gen *s, h3_err *e) {
         if (rc) return -1;
     }
     h3_frames_view fv = {.frames = (int)s->nframes, .height = g->height, .width = g->width, .f32 = s->frames};
-    if (r->output && r->output[0]) {
+    if (r->output && r->output[0]) { /* encoded during the decode; flushed and renamed into place here */
         progress_begin(&s->pg, "mux MP4", 0);
-        if (h3_write_mp4(r->output, &fv, s->audio, s->samples, NULL, e)) return -1;
+        int rc = !s->mp4 || s->mp4_frames != s->nframes
+                     ? h3_fail(e, "-o %s: %lld of %lld frames were encoded", r->output, (long long)s->mp4_frames,
+                               (long long)s->nframes)
+                     : h3_mp4_writer_close(s->mp4, e);
+        h3_mp4_writer_free(s->mp4);
+        s->mp4 = NULL;
+        if (rc) return -1;
         progress_end(&s->pg);
     }
     if (r->frames_dir && h3_write_png_frames(r->frames_dir, &fv, e)) return -1;
@@ -659,6 +686,7 @@ int h3_generate(const h3_request *r, h3_err *e) {
     if (!rc) rc = phase_video(&s, e);
     if (!rc) rc = phase_outputs(&s, e);
     if (!rc && r->profile) progress_report(&s.pg, stderr);
+    h3_mp4_writer_free(s.mp4); /* a failed run: the temporary file goes, nothing half-written stays */
     presentation_free(&s.pres);
     cond_set_free(&s.cond);
     free(s.text);
