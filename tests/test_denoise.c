@@ -252,6 +252,111 @@ static void test_errors(h3_backend *be) {
     dit_free(m);
 }
 
+/* --reuse (features.md 5.2): the fresh-pass counts the spec gives, the extrapolation rule, and the loop
+ * on the tiny DiT against a loop written here from the spec text (fresh passes evaluate the model, the
+ * others extrapolate each modality's velocity on its own sigma grid). */
+static void test_reuse(h3_backend *be) {
+    CHECK(denoise_fresh_passes(20, 1) == 20 && denoise_fresh_passes(20, 2) == 11 && denoise_fresh_passes(20, 3) == 8 &&
+              denoise_fresh_passes(50, 3) == 18,
+          "fresh passes: 20/1 %d, 20/2 %d, 20/3 %d, 50/3 %d (spec: 20, 11, 8, 18)", denoise_fresh_passes(20, 1),
+          denoise_fresh_passes(20, 2), denoise_fresh_passes(20, 3), denoise_fresh_passes(50, 3));
+    CHECK(denoise_pass_is_fresh(0, 6, 2) && !denoise_pass_is_fresh(1, 6, 2) && denoise_pass_is_fresh(4, 6, 2) &&
+              denoise_pass_is_fresh(5, 6, 2) && !denoise_pass_is_fresh(3, 6, 2),
+          "fresh pattern of 6 passes with reuse 2 is 0, 2, 4, 5");
+    float vl[2] = {1.0f, -2.0f}, vp[2] = {0.5f, 0.0f}, v[2];
+    denoise_extrapolate(v, vl, vp, 2, 0.4f, 0.6f, 0.8f); /* r = (0.4-0.6)/(0.6-0.8) = 1 */
+    CHECK(fabsf(v[0] - 1.5f) < 1e-6f && fabsf(v[1] + 4.0f) < 1e-6f, "extrapolation r = 1: %g %g", v[0], v[1]);
+    denoise_extrapolate(v, vl, vp, 2, 0.0f, 0.9f, 0.95f); /* r = 18, clamped to 2 */
+    CHECK(fabsf(v[0] - 2.0f) < 1e-6f && fabsf(v[1] + 6.0f) < 1e-6f, "extrapolation clamped to 2: %g %g", v[0], v[1]);
+
+    h3_err e = {{0}};
+    dit_model *m = dit_load(be, "tests/fixtures/tiny/transformer", 0, &e);
+    CHECK(m != NULL, "dit_load: %s", e.msg);
+    if (!m) return;
+    const int64_t tags[3] = {1, 1, 1};
+    layout *L = layout_new_t2va(tags, 3, 2, 4, 4, 5, NULL, 0, &e);
+    CHECK(L != NULL, "layout: %s", e.msg);
+    const int steps = 6, R = 2;
+    sched sv, sa;
+    sched_init(&sv, steps + 1, SCHED_VIDEO_SHIFT, &e);
+    sched_init(&sa, steps + 1, SCHED_AUDIO_SHIFT, &e);
+    const int64_t Q = 96, nv = L->Nv * Q, na = L->Na * 32;
+    float *text = malloc(sizeof(float) * 3 * 16), *v0 = malloc(sizeof(float) * (size_t)nv);
+    float *a0 = malloc(sizeof(float) * (size_t)na);
+    uint64_t st = 7;
+    for (int64_t i = 0; i < nv; i++) v0[i] = (float)((st = st * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+    for (int64_t i = 0; i < na; i++) a0[i] = (float)((st = st * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+    for (int i = 0; i < 3 * 16; i++) text[i] = 0.1f * (float)(i % 7) - 0.3f;
+    /* the loop under test */
+    float *xv = malloc(sizeof(float) * (size_t)nv), *xa = malloc(sizeof(float) * (size_t)na);
+    memcpy(xv, v0, sizeof(float) * (size_t)nv);
+    memcpy(xa, a0, sizeof(float) * (size_t)na);
+    int evals = -1, passes = 0;
+    denoise_args args = {.L = L, .text = text, .video_sched = &sv, .audio_sched = &sa, .video_rows = xv,
+                         .audio_rows = xa, .reuse = R, .evaluations = &evals, .progress = count_steps,
+                         .progress_user = &passes};
+    CHECK(denoise_run(m, &args, &e) == 0, "reuse loop: %s", e.msg);
+    CHECK(evals == 4 && passes == steps, "reuse 2 over 6 passes: %d evaluations (want 4), %d passes", evals, passes);
+    /* the loop from the spec text */
+    float *yv = malloc(sizeof(float) * (size_t)nv), *ya = malloc(sizeof(float) * (size_t)na);
+    float *fv[2] = {malloc(sizeof(float) * (size_t)nv), malloc(sizeof(float) * (size_t)nv)};
+    float *fa[2] = {malloc(sizeof(float) * (size_t)na), malloc(sizeof(float) * (size_t)na)};
+    float *uv = malloc(sizeof(float) * (size_t)nv), *ua = malloc(sizeof(float) * (size_t)na);
+    int64_t *tidx = malloc(sizeof(int64_t) * (size_t)L->S);
+    memcpy(yv, v0, sizeof(float) * (size_t)nv);
+    memcpy(ya, a0, sizeof(float) * (size_t)na);
+    int nfresh = 0, fresh_at[8];
+    for (int i = 0; i < steps && e.msg[0] == 0; i++) {
+        if (i == 0 || i % R == 0 || i == steps - 1) {
+            float ts[LAYOUT_MAX_TIMESTEPS];
+            int K;
+            layout_row_timesteps(L, sv.timesteps[i], sa.timesteps[i], ts, &K, tidx);
+            dit_inputs in = {.video = yv, .Nv = L->Nv, .audio = ya, .Na = L->Na, .text = text, .Nt = L->T,
+                             .timestep = ts, .K = K, .S = L->S, .timestep_indices = tidx,
+                             .token_tags = L->token_tags, .position_ids = L->position_ids,
+                             .video_indices = L->video_indices, .audio_indices = L->audio_indices,
+                             .text_indices = L->text_indices};
+            int slot = nfresh % 2;
+            CHECK(dit_forward(m, &in, fv[slot], fa[slot], &e) == 0, "forward: %s", e.msg);
+            fresh_at[nfresh++] = i;
+            memcpy(uv, fv[slot], sizeof(float) * (size_t)nv);
+            memcpy(ua, fa[slot], sizeof(float) * (size_t)na);
+        } else {
+            int last = (nfresh - 1) % 2, prev = nfresh % 2, il = fresh_at[nfresh - 1];
+            int ip = nfresh >= 2 ? fresh_at[nfresh - 2] : il;
+            for (int mod = 0; mod < 2; mod++) {
+                const sched *sc = mod ? &sa : &sv;
+                float **f = mod ? fa : fv, *u = mod ? ua : uv;
+                int64_t n = mod ? na : nv;
+                float r = 0.0f;
+                if (nfresh >= 2) {
+                    r = (sc->sigmas[i] - sc->sigmas[il]) / (sc->sigmas[il] - sc->sigmas[ip]);
+                    r = r < -2.0f ? -2.0f : r > 2.0f ? 2.0f : r;
+                }
+                if (nfresh < 2) memcpy(u, f[last], sizeof(float) * (size_t)n); /* one fresh velocity: reused */
+                else
+                    for (int64_t j = 0; j < n; j++) u[j] = f[last][j] + r * (f[last][j] - f[prev][j]);
+            }
+        }
+        sched_step(&sv, i, uv, yv, nv); /* t2va: no condition rows */
+        sched_step(&sa, i, ua, ya, na);
+    }
+    double dv = max_abs(xv, yv, nv), da = max_abs(xa, ya, na);
+    printf("  %-48s max_abs video %.3e audio %.3e\n", "reuse 2 loop vs the spec's loop", dv, da);
+    CHECK(dv == 0.0 && da == 0.0, "reuse loop differs from the spec's loop: %g %g", dv, da);
+    /* reuse 1 and 0 are the plain loop */
+    memcpy(xv, v0, sizeof(float) * (size_t)nv);
+    memcpy(xa, a0, sizeof(float) * (size_t)na);
+    args.reuse = 1;
+    CHECK(denoise_run(m, &args, &e) == 0 && evals == steps, "reuse 1: %d evaluations: %s", evals, e.msg);
+    free(text), free(v0), free(a0), free(xv), free(xa), free(yv), free(ya), free(uv), free(ua), free(tidx);
+    free(fv[0]), free(fv[1]), free(fa[0]), free(fa[1]);
+    layout_free(L);
+    sched_free(&sv);
+    sched_free(&sa);
+    dit_free(m);
+}
+
 /* `h3 probe denoise` on the three goldens: final latents within rel L2 1e-4. */
 static void test_probe_op(void) {
     static const char *tasks[][2] = {{"denoise_t2va", "--model tests/fixtures/tiny"},
@@ -278,6 +383,7 @@ int main(void) {
         test_task(be, "ref2va");
         test_bf16(be);
         test_errors(be);
+        test_reuse(be);
     }
     h3_backend_free(be);
     TEST_END();

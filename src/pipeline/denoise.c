@@ -8,13 +8,14 @@
 
 /* Every timestep value the loop will present to the DiT, so the AdaLN tables can be built once. */
 static int prepare_all_timesteps(dit_model *m, const layout *L, const sched *sv, const sched *sa, int steps,
-                                 h3_err *e) {
+                                 int reuse, h3_err *e) {
     float *vals = malloc(sizeof(float) * (size_t)(steps * LAYOUT_MAX_TIMESTEPS));
     if (!vals) return h3_fail(e, "denoise: out of memory");
     int n = 0;
     for (int i = 0; i < steps; i++) {
         float ts[LAYOUT_MAX_TIMESTEPS];
         int K;
+        if (!denoise_pass_is_fresh(i, steps, reuse)) continue; /* never presented to the DiT */
         layout_row_timesteps(L, sv->timesteps[i], sa->timesteps[i], ts, &K, NULL);
         for (int k = 0; k < K; k++) {
             int dup = 0;
@@ -25,6 +26,47 @@ static int prepare_all_timesteps(dit_model *m, const layout *L, const sched *sv,
     int rc = dit_prepare_timesteps(m, vals, n, e);
     free(vals);
     return rc;
+}
+
+int denoise_pass_is_fresh(int i, int passes, int reuse) {
+    if (reuse <= 1) return 1;
+    return i == 0 || i % reuse == 0 || i == passes - 1;
+}
+
+int denoise_fresh_passes(int passes, int reuse) {
+    int n = 0;
+    for (int i = 0; i < passes; i++) n += denoise_pass_is_fresh(i, passes, reuse);
+    return n;
+}
+
+void denoise_extrapolate(float *v, const float *v_last, const float *v_prev, int64_t n, float now, float last,
+                         float prev) {
+    float r = (now - last) / (last - prev);
+    if (!(r >= -2.0f)) r = -2.0f; /* also NaN (equal sigmas cannot happen on a strictly decreasing grid) */
+    if (r > 2.0f) r = 2.0f;
+    for (int64_t j = 0; j < n; j++) v[j] = v_last[j] + r * (v_last[j] - v_prev[j]);
+}
+
+/* The last two fresh velocities of one modality's target rows (--reuse). */
+typedef struct vel_history {
+    float  *last, *prev;
+    int64_t n;
+    int     count;            /* fresh evaluations seen */
+    float   s_last, s_prev;   /* their sigmas */
+} vel_history;
+
+static void history_push(vel_history *h, const float *v, float sigma) {
+    float *t = h->prev;
+    h->prev = h->last, h->last = t;
+    memcpy(h->last, v, sizeof(float) * (size_t)h->n);
+    h->s_prev = h->s_last, h->s_last = sigma;
+    h->count++;
+}
+
+/* v for a skipped pass at sigma `now` */
+static void history_velocity(const vel_history *h, float *v, float now) {
+    if (h->count < 2) memcpy(v, h->last, sizeof(float) * (size_t)h->n);
+    else denoise_extrapolate(v, h->last, h->prev, h->n, now, h->s_last, h->s_prev);
 }
 
 int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
@@ -45,9 +87,19 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
     float *v_out = malloc(sizeof(float) * (size_t)(L->Nv * Q));
     float *a_out = malloc(sizeof(float) * (size_t)(L->Na * Ca));
     int64_t *tidx = malloc(sizeof(int64_t) * (size_t)(L->S > 0 ? L->S : 1));
-    int rc = -1;
-    if (!v_out || !a_out || !tidx) { h3_fail(e, "denoise: out of memory"); goto done; }
-    if (prepare_all_timesteps(m, L, a->video_sched, a->audio_sched, steps, e)) goto done;
+    const int reuse = a->reuse > 1 ? a->reuse : 1;
+    const int64_t ntv = (L->Nv - ncv) * Q, nta = (L->Na - nca) * Ca;
+    vel_history hv = {.n = ntv}, ha = {.n = nta};
+    int rc = -1, evals = 0;
+    if (reuse > 1) {
+        hv.last = malloc(sizeof(float) * (size_t)(ntv ? ntv : 1)), hv.prev = malloc(sizeof(float) * (size_t)(ntv ? ntv : 1));
+        ha.last = malloc(sizeof(float) * (size_t)(nta ? nta : 1)), ha.prev = malloc(sizeof(float) * (size_t)(nta ? nta : 1));
+    }
+    if (!v_out || !a_out || !tidx || (reuse > 1 && (!hv.last || !hv.prev || !ha.last || !ha.prev))) {
+        h3_fail(e, "denoise: out of memory");
+        goto done;
+    }
+    if (prepare_all_timesteps(m, L, a->video_sched, a->audio_sched, steps, reuse, e)) goto done;
     if (a->release_adaln) dit_release_adaln(m);
 
     for (int i = 0; i < steps; i++) {
@@ -68,9 +120,17 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
             .audio_indices = L->audio_indices,
             .text_indices = L->text_indices,
         };
-        if (dit_forward(m, &in, v_out, a_out, e)) {
-            h3_fail_prefix(e, "denoise step %d/%d", i + 1, steps);
-            goto done;
+        const float sv_i = a->video_sched->sigmas[i], sa_i = a->audio_sched->sigmas[i];
+        if (denoise_pass_is_fresh(i, steps, reuse)) {
+            if (dit_forward(m, &in, v_out, a_out, e)) {
+                h3_fail_prefix(e, "denoise step %d/%d", i + 1, steps);
+                goto done;
+            }
+            evals++;
+            if (reuse > 1) history_push(&hv, v_out + ncv * Q, sv_i), history_push(&ha, a_out + nca * Ca, sa_i);
+        } else { /* features.md 5.2: each modality on its own sigma grid */
+            history_velocity(&hv, v_out + ncv * Q, sv_i);
+            history_velocity(&ha, a_out + nca * Ca, sa_i);
         }
         /* Masking: only the target rows are stepped; condition/reference velocities are discarded. */
         sched_step(a->video_sched, i, v_out + ncv * Q, a->video_rows + ncv * Q, (L->Nv - ncv) * Q);
@@ -81,10 +141,12 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
         }
     }
     rc = 0;
+    if (a->evaluations) *a->evaluations = evals;
 done:
     free(v_out);
     free(a_out);
     free(tidx);
+    free(hv.last), free(hv.prev), free(ha.last), free(ha.prev);
     return rc;
 }
 

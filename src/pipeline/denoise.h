@@ -24,12 +24,25 @@ typedef struct denoise_args {
     float        *audio_rows;    /* in/out [L->Na, Ca]: references first, then targets */
     int           release_adaln; /* 1: after the AdaLN tables of every timestep the loop uses are built,
                                     drop the AdaLN weights (dit_release_adaln; 39% of the release's bytes) */
+    int           reuse;         /* features.md 5.2 (--reuse R, 1..3; 0 = 1): a fresh evaluation at pass 0, at
+                                    every pass divisible by R and at the last pass; the other passes
+                                    extrapolate each modality's velocity from its last two fresh ones */
+    int          *evaluations;   /* optional out: dit_forward calls made */
     denoise_progress_fn progress;
     void         *progress_user;
 } denoise_args;
 
-/* Runs min(video, audio) evaluations (the two schedules have the same length in practice). */
+/* Runs min(video, audio) passes (the two schedules have the same length in practice), each a model
+ * evaluation unless --reuse skips it. */
 int denoise_run(dit_model *m, const denoise_args *a, h3_err *e);
+
+/* --reuse (features.md 5.2): whether pass i of `passes` evaluates the model; how many passes do. */
+int denoise_pass_is_fresh(int i, int passes, int reuse);
+int denoise_fresh_passes(int passes, int reuse);
+/* The velocity of a skipped pass at sigma `now` from the fresh ones at sigma `last` (newest) and `prev`:
+ * v = v_last + r (v_last - v_prev), r = (now - last) / (last - prev) clamped to [-2, 2]; n values. */
+void denoise_extrapolate(float *v, const float *v_last, const float *v_prev, int64_t n, float now, float last,
+                         float prev);
 
 /* Drops the condition/reference rows and unpacks the targets: video (1, C, F, lh, lw), audio
  * (2, Ca, A), C = video row width / 4. */

@@ -403,7 +403,7 @@ static int phase_dit(gen *s, h3_err *e) {
     if (noise_prepare_rows(&nr, vrows, arows, e)) goto done;
     begin_on(s, "denoise", be, sched_evaluations(&vs));
     denoise_args da = {.L = L, .text = s->text, .video_sched = &vs, .audio_sched = &as, .video_rows = vrows,
-                       .audio_rows = arows, .progress = denoise_progress, .progress_user = s,
+                       .audio_rows = arows, .progress = denoise_progress, .progress_user = s, .reuse = s->r->reuse,
                        .release_adaln = 1 /* spec 4.5: tables cached, 39% of the weights dropped */};
     if (denoise_run(m, &da, e) || phase_check(be, e)) goto done;
     progress_end(&s->pg);
@@ -679,6 +679,13 @@ int h3_generate(const h3_request *r, h3_err *e) {
             s.task == H3_T2VA ? "t2va" : s.task == H3_FL2VA ? "fl2va" : "ref2va", s.g.width, s.g.height, s.g.num_frames,
             s.g.num_latent_frames, s.g.num_audio_latents, r->steps, (unsigned long long)r->seed,
             r->bf16 ? "bf16" : "fp32", h3_backend_name(s.be));
+    if (r->reuse > 1) {
+        fprintf(stderr, "h3: --reuse %d: %d model evaluations for %d passes\n", r->reuse,
+                denoise_fresh_passes(r->steps, r->reuse), r->steps);
+        if (r->steps >= 2 && r->steps <= 7)
+            fprintf(stderr, "h3: warning: --reuse %d with %d steps: keep reuse at 1 for 7 steps or fewer "
+                            "(features.md 5.1)\n", r->reuse, r->steps);
+    }
     int rc = phase_text(&s, e);
     if (!rc) rc = phase_encode(&s, e);
     if (!rc) rc = phase_dit(&s, e);

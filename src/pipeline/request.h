@@ -35,7 +35,8 @@ typedef struct h3_request {
     int         width, height; /* 0 = default canvas */
     int         frames;        /* requested (before alignment), 0 = unset */
     double      seconds;       /* 0 = unset */
-    int         steps;         /* model evaluations */
+    int         steps;         /* denoising passes (model evaluations with --reuse 1) */
+    int         reuse;         /* --reuse R, 1..3 (features.md 5.2) */
     uint64_t    seed;
     const char *first_frame, *last_frame;
     h3_ref      refs[H3_MAX_REFS];

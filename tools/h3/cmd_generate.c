@@ -18,7 +18,9 @@ static void usage(FILE *f) {
             "  --width N --height N     canvas, multiples of 32, at most 768x1344 pixels\n"
             "                           [t2va/ref2va 1344x768; fl2va from the first keyframe's aspect]\n"
             "  --frames N | --seconds S output length at 24 fps, rounded up to 17n+5 frames, 5..15 s [124]\n"
-            "  --steps N                model evaluations (diffusers num_inference_steps = N + 1) [20]\n"
+            "  --steps N                denoising passes (diffusers num_inference_steps = N + 1) [20]\n"
+            "  --reuse R                1..3: evaluate the model at pass 0, every R-th pass and the last one;\n"
+            "                           the others extrapolate the velocity (20 passes: R 2 -> 11 evaluations) [1]\n"
             "  --seed N                 unsigned 64-bit seed (torch.Generator().manual_seed) [42]\n"
             "  --first-frame IMG, --last-frame IMG       fl2va keyframes\n"
             "  --ref-image IMG, --ref-silent-video VID, --ref-video VID, --ref-video-audio VID AUD,\n"
@@ -74,6 +76,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--height")) { if (parse_int(a, v, 1, 1 << 20, &r.height)) return 2; }
         else if (!strcmp(a, "--frames")) { if (parse_int(a, v, 1, 1 << 20, &r.frames)) return 2; }
         else if (!strcmp(a, "--steps")) { if (parse_int(a, v, 1, 1000, &r.steps)) return 2; }
+        else if (!strcmp(a, "--reuse")) { if (parse_int(a, v, 1, 3, &r.reuse)) return 2; }
         else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 4096, &r.threads)) return 2; }
         else if (!strcmp(a, "--seconds")) {
             char *end;
