@@ -10,6 +10,7 @@
 #include "backend/backend_dit.h"
 #include "io/safetensors.h"
 #include "model/dit.h"
+#include "pipeline/layout.h"
 #include "test.h"
 
 #define FIX "tests/fixtures/"
@@ -444,6 +445,97 @@ static void test_fused_ops(h3_backend *be) {
     free(x), free(tab), free(y), free(ref), free(one), free(tmp), free(shift), free(gate), free(br);
 }
 
+/* --layers (features.md 5.3) on a random 8-block model: the gate scores recomputed here from the AdaLN
+ * tables, the skipped set (the lowest scores among blocks 2..6), and the thinned forward against the full
+ * model with the skipped blocks' gates zeroed (a block with zero gates leaves X unchanged in fp32). */
+static void test_layers(h3_backend *be) {
+    h3_err e = {{0}};
+    dit_config c;
+    CHECK(dit_config_load(FIX "tiny/transformer", &c, &e) == 0, "config: %s", e.msg);
+    c.num_layers = 8;
+    dit_model *a = dit_new_random(be, &c, 0, 77, &e), *b = a ? dit_new_random(be, &c, 0, 77, &e) : NULL;
+    CHECK(a && b, "random models: %s", e.msg);
+    if (!a || !b) {
+        dit_free(a);
+        return;
+    }
+    const float ts[2] = {0.5f, 0.75f};
+    CHECK(dit_select_layers(a, 5, &e) == -1 && strstr(e.msg, "dit_prepare_timesteps"), "select before tables: %s",
+          e.msg);
+    CHECK(dit_prepare_timesteps(a, ts, 2, &e) == 0 && dit_prepare_timesteps(b, ts, 2, &e) == 0, "tables: %s", e.msg);
+    const int64_t H = c.hidden_size;
+    double score[8], mine[8];
+    CHECK(dit_gate_scores(a, score, &e) == 0, "scores: %s", e.msg);
+    for (int blk = 0; blk < 8; blk++) {
+        double sum = 0;
+        for (int k = 0; k < 2; k++) {
+            const float *t = dit_adaln_block_table(a, ts[k], blk); /* [3][6][H] */
+            for (int mo = 0; mo < 3; mo++)
+                for (int64_t ch = 0; ch < H; ch++) sum += fabs(t[(mo * 6 + 2) * H + ch]) + fabs(t[(mo * 6 + 5) * H + ch]);
+        }
+        mine[blk] = sum / (2.0 * 3 * 2 * (double)H);
+        CHECK(fabs(mine[blk] - score[blk]) <= 1e-12 * fabs(mine[blk]), "block %d score %g vs %g", blk, score[blk],
+              mine[blk]);
+    }
+    /* expected skipped set: the 3 lowest of blocks 2..6 */
+    int expect[8] = {0}, cand[5] = {2, 3, 4, 5, 6};
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+            if (mine[cand[j]] < mine[cand[i]]) {
+                int t = cand[i];
+                cand[i] = cand[j], cand[j] = t;
+            }
+    for (int i = 0; i < 3; i++) expect[cand[i]] = 1;
+    CHECK(dit_select_layers(a, 5, &e) == 0, "select 5 of 8: %s", e.msg);
+    int same = 1;
+    for (int blk = 0; blk < 8; blk++) same &= dit_layer_skipped(a, blk) == expect[blk];
+    CHECK(same, "skipped set differs from the 3 lowest gate scores among blocks 2..6");
+    printf("  %-48s skipped %d %d %d\n", "--layers 5 of 8 (gate-ranked)", cand[0], cand[1], cand[2]);
+    /* b: all blocks, the skipped ones' gates zeroed in its tables (CPU backend: host memory) */
+    for (int blk = 0; blk < 8; blk++)
+        if (expect[blk])
+            for (int k = 0; k < 2; k++) {
+                float *t = (float *)dit_adaln_block_table(b, ts[k], blk);
+                for (int mo = 0; mo < 3; mo++) {
+                    memset(t + (mo * 6 + 2) * H, 0, sizeof(float) * (size_t)H);
+                    memset(t + (mo * 6 + 5) * H, 0, sizeof(float) * (size_t)H);
+                }
+            }
+    const int64_t tags[3] = {1, 1, 1};
+    layout *L = layout_new_t2va(tags, 3, 2, 4, 4, 5, NULL, 0, &e);
+    int64_t *tidx = malloc(sizeof(int64_t) * (size_t)L->S);
+    float tv[LAYOUT_MAX_TIMESTEPS];
+    int K;
+    layout_row_timesteps(L, 0.75f, 0.5f, tv, &K, tidx);
+    const int64_t VP = 96, CA = c.audio_in_channels;
+    float *v = malloc(sizeof(float) * (size_t)(L->Nv * VP)), *au = malloc(sizeof(float) * (size_t)(L->Na * CA));
+    float *text = malloc(sizeof(float) * (size_t)(3 * c.text_dim));
+    for (int64_t i = 0; i < L->Nv * VP; i++) v[i] = sinf(0.37f * (float)i);
+    for (int64_t i = 0; i < L->Na * CA; i++) au[i] = cosf(0.11f * (float)i);
+    for (int64_t i = 0; i < 3 * c.text_dim; i++) text[i] = 0.2f * sinf((float)i);
+    dit_inputs in = {.video = v, .Nv = L->Nv, .audio = au, .Na = L->Na, .text = text, .Nt = L->T, .timestep = tv,
+                     .K = K, .S = L->S, .timestep_indices = tidx, .token_tags = L->token_tags,
+                     .position_ids = L->position_ids, .video_indices = L->video_indices,
+                     .audio_indices = L->audio_indices, .text_indices = L->text_indices};
+    float *ova = malloc(sizeof(float) * (size_t)(L->Nv * VP)), *oaa = malloc(sizeof(float) * (size_t)(L->Na * CA));
+    float *ovb = malloc(sizeof(float) * (size_t)(L->Nv * VP)), *oab = malloc(sizeof(float) * (size_t)(L->Na * CA));
+    CHECK(dit_forward(a, &in, ova, oaa, &e) == 0 && dit_forward(b, &in, ovb, oab, &e) == 0, "forwards: %s", e.msg);
+    CHECK(!memcmp(ova, ovb, sizeof(float) * (size_t)(L->Nv * VP)) && !memcmp(oaa, oab, sizeof(float) * (size_t)(L->Na * CA)),
+          "thinned forward differs from the zero-gate forward");
+    /* and thinning changes the result (the skipped blocks did something) */
+    dit_model *full = dit_new_random(be, &c, 0, 77, &e);
+    if (full && dit_prepare_timesteps(full, ts, 2, &e) == 0 && dit_forward(full, &in, ovb, oab, &e) == 0)
+        CHECK(memcmp(ova, ovb, sizeof(float) * (size_t)(L->Nv * VP)) != 0, "skipping blocks changed nothing");
+    CHECK(dit_block_forward(a, cand[0], NULL, &in, &e) == -1 && strstr(e.msg, "dropped"), "skipped block run: %s",
+          e.msg);
+    CHECK(dit_select_layers(b, 2, &e) == -1 && strstr(e.msg, "at most 5"), "too few layers: %s", e.msg);
+    free(tidx), free(v), free(au), free(text), free(ova), free(oaa), free(ovb), free(oab);
+    layout_free(L);
+    dit_free(full);
+    dit_free(a);
+    dit_free(b);
+}
+
 int main(void) {
     h3_err e = {{0}};
     h3_backend *be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
@@ -463,6 +555,8 @@ int main(void) {
     test_adaln_cache(be);
     printf("input errors:\n");
     test_errors(be);
+    printf("layer thinning:\n");
+    test_layers(be);
     h3_backend_free(be);
     TEST_END();
 }

@@ -273,6 +273,7 @@ struct dit_model {
     h3_tensor   *proj_out_w, *proj_out_b, *audio_out_w, *audio_out_b;
     float        inv_freq[64];
     int          adaln_released;
+    uint8_t     *skip;        /* [num_layers] or NULL: blocks dropped by dit_select_layers (features.md 5.3) */
     size_t       adaln_bytes; /* stored bytes of every AdaLN projection (weights + biases) */
     size_t       total_bytes; /* stored bytes of every loaded tensor */
     dit_adaln_entry *cache;
@@ -670,6 +671,7 @@ void dit_free(dit_model *m) {
     free(m->fbufs);
     free(m->refiner);
     free(m->blocks);
+    free(m->skip);
     st_set_free(m->st);
     for (int i = 0; m->mem && i < m->mem_names.n; i++) {
         if (m->mem[i] && m->mem_on_backend && m->mem_on_backend[i]) h3_free(m->be, m->mem[i]->data);
@@ -787,29 +789,34 @@ int dit_prepare_timesteps(dit_model *m, const float *t, int n, h3_err *e) {
     return rc;
 }
 
+/* Gives a weight's memory back: CPU file pages to the kernel (MADV_DONTNEED), backend copies freed.
+ * Row views of it (no memory of their own) stay in the owned list and must no longer be used. */
+static void drop_tensor(dit_model *m, h3_tensor *w) {
+    if (!w) return;
+    if (m->be->kind == H3_BACKEND_CPU && m->st) { /* file pages only */
+        long page = sysconf(_SC_PAGESIZE);
+        uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+        uintptr_t hi = ((uintptr_t)w->data + h3_tensor_nbytes(w)) & ~((uintptr_t)page - 1);
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
+    for (int j = 0; j < m->n_owned; j++)
+        if (m->owned[j] == w && !m->owned_is_view[j]) {
+            h3_weight_free(m->be, w);
+            m->owned[j] = NULL;
+        }
+}
+
 /* Drops the AdaLN projections (spec 1: 39% of the release's bytes). On the CPU the weights are
  * views of read-only file mappings, so the pages are handed back to the kernel (MADV_DONTNEED);
  * on CUDA the device copies are freed. */
 void dit_release_adaln(dit_model *m) {
     if (!m || m->adaln_released) return;
-    long page = sysconf(_SC_PAGESIZE);
     h3_tensor *ws[4];
     for (int b = 0; b <= m->cfg.num_layers; b++) {
         int n = 0;
         if (b < m->cfg.num_layers) ws[n++] = m->blocks[b].adaln_w, ws[n++] = m->blocks[b].adaln_b;
         else ws[n++] = m->out_ada_w, ws[n++] = m->out_ada_b;
-        for (int i = 0; i < n; i++) {
-            if (m->be->kind == H3_BACKEND_CPU && m->st && ws[i]) { /* file pages only */
-                uintptr_t lo = ((uintptr_t)ws[i]->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-                uintptr_t hi = ((uintptr_t)ws[i]->data + h3_tensor_nbytes(ws[i])) & ~((uintptr_t)page - 1);
-                if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-            }
-            for (int j = 0; j < m->n_owned; j++)
-                if (m->owned[j] == ws[i]) {
-                    h3_weight_free(m->be, ws[i]);
-                    m->owned[j] = NULL;
-                }
-        }
+        for (int i = 0; i < n; i++) drop_tensor(m, ws[i]);
         if (b < m->cfg.num_layers) m->blocks[b].adaln_w = m->blocks[b].adaln_b = NULL;
     }
     m->out_ada_w = m->out_ada_b = NULL;
@@ -818,6 +825,81 @@ void dit_release_adaln(dit_model *m) {
 
 size_t dit_adaln_weight_bytes(const dit_model *m) { return m->adaln_bytes; }
 size_t dit_weight_bytes(const dit_model *m) { return m->total_bytes; }
+
+const float *dit_adaln_block_table(const dit_model *m, float t, int block) {
+    if (block < 0 || block >= m->cfg.num_layers) return NULL;
+    for (int i = 0; i < m->n_cache; i++)
+        if (m->cache[i].t == t)
+            return m->cache[i].blocks + (int64_t)block * MODALITIES * ADALN_SLOTS * m->cfg.hidden_size;
+    return NULL;
+}
+
+int dit_gate_scores(dit_model *m, double *scores, h3_err *e) {
+    const int64_t H = m->cfg.hidden_size, L = m->cfg.num_layers, row = (int64_t)MODALITIES * ADALN_SLOTS * H;
+    if (m->n_cache == 0) return h3_fail(e, "dit: gate scores need the AdaLN tables (dit_prepare_timesteps first)");
+    float *host = malloc(sizeof(float) * (size_t)(L * row));
+    if (!host) return h3_fail(e, "out of memory");
+    for (int64_t b = 0; b < L; b++) scores[b] = 0.0;
+    for (int i = 0; i < m->n_cache; i++) {
+        h3_download(m->be, host, m->cache[i].blocks, sizeof(float) * (size_t)(L * row));
+        for (int64_t b = 0; b < L; b++)
+            for (int mo = 0; mo < MODALITIES; mo++)
+                for (int slot = 2; slot < ADALN_SLOTS; slot += 3) { /* gate_msa (2), gate_mlp (5) */
+                    const float *g = host + b * row + ((int64_t)mo * ADALN_SLOTS + slot) * H;
+                    for (int64_t c = 0; c < H; c++) scores[b] += fabs((double)g[c]);
+                }
+    }
+    double n = (double)m->n_cache * MODALITIES * 2 * (double)H;
+    for (int64_t b = 0; b < L; b++) scores[b] /= n;
+    free(host);
+    return 0;
+}
+
+int dit_select_layers(dit_model *m, int active, h3_err *e) {
+    const int L = m->cfg.num_layers;
+    if (active >= L) return 0;
+    if (m->skip) return h3_fail(e, "dit: layers already selected");
+    if (L - active > L - 3)
+        return h3_fail(e, "--layers %d: at most %d of the %d blocks can be skipped (blocks 0, 1 and %d are kept)",
+                       active, L - 3, L, L - 1);
+    double *score = malloc(sizeof(double) * (size_t)L);
+    int *order = malloc(sizeof(int) * (size_t)L);
+    m->skip = calloc((size_t)L, 1);
+    if (!score || !order || !m->skip) {
+        free(score), free(order), free(m->skip);
+        m->skip = NULL;
+        return h3_fail(e, "out of memory");
+    }
+    if (dit_gate_scores(m, score, e)) {
+        free(score), free(order), free(m->skip);
+        m->skip = NULL;
+        return -1;
+    }
+    /* candidates 2 .. L-2 by ascending score (ties: the lower index first), the first L - active skipped */
+    int n = 0;
+    for (int b = 2; b <= L - 2; b++) order[n++] = b;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && score[order[j]] < score[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    for (int i = 0; i < L - active; i++) {
+        dit_block_w *w = &m->blocks[order[i]];
+        m->skip[order[i]] = 1;
+        /* the block's weights are never needed again (features.md 5.3: memory falls with compute) */
+        h3_tensor *ws[] = {w->attn.to_q, w->attn.to_k, w->attn.to_v, w->attn.qkv, w->attn.qkv_planar,
+                           w->attn.to_out, w->ff_in, w->ff_down, w->adaln_w, w->adaln_b};
+        for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) drop_tensor(m, ws[k]);
+        dit_block_w kept = {.norm1 = w->norm1, .norm2 = w->norm2};
+        *w = kept;
+    }
+    free(score), free(order);
+    return 0;
+}
+
+int dit_layer_skipped(const dit_model *m, int block) {
+    return m->skip && block >= 0 && block < m->cfg.num_layers && m->skip[block];
+}
 
 /* ---------------------------------------------------------------- forward (spec 4) */
 
@@ -1288,6 +1370,7 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
     }
 
     for (int64_t b = 0; b < L; b++) {
+        if (m->skip && m->skip[b]) continue; /* --layers (features.md 5.3) */
         if (m->bf16) run_block16(m, &x, b, (h3_bf16 *)X);
         else run_block(m, &x, b, X);
     }
@@ -1327,6 +1410,7 @@ done:
 int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h3_err *e) {
     if (block < 0 || block >= m->cfg.num_layers)
         return h3_fail(e, "dit: block %d outside [0, %d)", block, m->cfg.num_layers);
+    if (dit_layer_skipped(m, block)) return h3_fail(e, "dit: block %d was dropped by --layers", block);
     if (validate_inputs(m, in, e, 1) != 0) return -1;
     fwd_ctx x;
     if (fwd_ctx_init(m, in, &x, e) != 0) return -1;

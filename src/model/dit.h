@@ -46,6 +46,17 @@ const dit_config *dit_get_config(const dit_model *m);
  * tables. After dit_release_adaln, forwards only accept precomputed values. */
 int  dit_prepare_timesteps(dit_model *m, const float *t, int n, h3_err *e);
 void dit_release_adaln(dit_model *m);
+/* --layers (features.md 5.3): keeps `active` of the blocks. A block's score is the mean |value| of its
+ * attention and MLP gate rows (AdaLN slots 2 and 5) over every prepared timestep and all three modalities;
+ * blocks 0, 1 and the last are kept, and the num_layers - active lowest-scoring of the others are skipped
+ * by every later forward, their weights given back. Needs dit_prepare_timesteps first; active >= num_layers
+ * keeps all. dit_gate_scores fills scores[num_layers]. */
+int dit_select_layers(dit_model *m, int active, h3_err *e);
+int dit_gate_scores(dit_model *m, double *scores, h3_err *e);
+int dit_layer_skipped(const dit_model *m, int block);
+/* Block `block`'s AdaLN table rows for a prepared timestep value: [3 modalities][6 slots][hidden] in
+ * backend memory, or NULL (for tests). */
+const float *dit_adaln_block_table(const dit_model *m, float t, int block);
 /* Stored bytes of the AdaLN projections (what dit_release_adaln gives back) and of all weights. */
 size_t dit_adaln_weight_bytes(const dit_model *m);
 size_t dit_weight_bytes(const dit_model *m);

@@ -100,6 +100,7 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
         goto done;
     }
     if (prepare_all_timesteps(m, L, a->video_sched, a->audio_sched, steps, reuse, e)) goto done;
+    if (a->layers > 0 && a->layers < cfg->num_layers && dit_select_layers(m, a->layers, e)) goto done;
     if (a->release_adaln) dit_release_adaln(m);
 
     for (int i = 0; i < steps; i++) {

@@ -28,6 +28,8 @@ typedef struct denoise_args {
                                     every pass divisible by R and at the last pass; the other passes
                                     extrapolate each modality's velocity from its last two fresh ones */
     int          *evaluations;   /* optional out: dit_forward calls made */
+    int           layers;        /* features.md 5.3 (--layers L): blocks kept, gate-ranked (dit_select_layers)
+                                    once the tables are built; 0 or >= num_layers: all */
     denoise_progress_fn progress;
     void         *progress_user;
 } denoise_args;

@@ -404,9 +404,17 @@ static int phase_dit(gen *s, h3_err *e) {
     begin_on(s, "denoise", be, sched_evaluations(&vs));
     denoise_args da = {.L = L, .text = s->text, .video_sched = &vs, .audio_sched = &as, .video_rows = vrows,
                        .audio_rows = arows, .progress = denoise_progress, .progress_user = s, .reuse = s->r->reuse,
+                       .layers = s->r->layers,
                        .release_adaln = 1 /* spec 4.5: tables cached, 39% of the weights dropped */};
     if (denoise_run(m, &da, e) || phase_check(be, e)) goto done;
     progress_end(&s->pg);
+    if (s->r->layers < c->num_layers) { /* which blocks --layers dropped */
+        char list[256];
+        int n = 0, off = 0;
+        for (int b = 0; b < c->num_layers; b++)
+            if (dit_layer_skipped(m, b) && off < (int)sizeof list - 8) off += snprintf(list + off, sizeof list - off, "%s%d", n++ ? ", " : "", b);
+        if (n) fprintf(stderr, "h3: --layers %d: skipped blocks %s\n", s->r->layers, list);
+    }
     size_t nv = (size_t)VIDEO_CHANNELS * g->num_latent_frames * g->latent_height * g->latent_width;
     s->video_latents = malloc(sizeof(float) * nv);
     s->audio_latents = malloc(sizeof(float) * 2 * AUDIO_CHANNELS * (size_t)g->num_audio_latents);
