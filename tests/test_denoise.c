@@ -357,6 +357,54 @@ static void test_reuse(h3_backend *be) {
     dit_free(m);
 }
 
+/* --core-reuse (features.md 5.4): the fresh pattern, and a REUSE forward on the same inputs as the STORE
+ * forward reproduces it (input + (output - input) = output up to one rounding), in fp32 and bf16. */
+static void test_core_reuse(h3_backend *be) {
+    int pat = 0;
+    for (int f = 0; f < 10; f++) pat |= denoise_core_is_fresh(f, f == 9, 4) << f;
+    CHECK(pat == ((1 << 0) | (1 << 4) | (1 << 8) | (1 << 9)), "core-reuse 4 over 10 passes: fresh mask %#x (want 0, 4, 8, 9)",
+          pat);
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        h3_err e = {{0}};
+        dit_model *m = dit_load(be, "tests/fixtures/tiny/transformer", bf16, &e);
+        CHECK(m != NULL, "dit_load: %s", e.msg);
+        if (!m) return;
+        const int64_t tags[3] = {1, 1, 1};
+        layout *L = layout_new_t2va(tags, 3, 2, 4, 4, 5, NULL, 0, &e);
+        int64_t *tidx = malloc(sizeof(int64_t) * (size_t)L->S);
+        float ts[LAYOUT_MAX_TIMESTEPS];
+        int K;
+        layout_row_timesteps(L, 0.6f, 0.4f, ts, &K, tidx);
+        const int64_t nv = L->Nv * 96, na = L->Na * 32;
+        float *v = malloc(sizeof(float) * (size_t)nv), *a = malloc(sizeof(float) * (size_t)na), text[3 * 16];
+        for (int64_t i = 0; i < nv; i++) v[i] = sinf(0.3f * (float)i);
+        for (int64_t i = 0; i < na; i++) a[i] = cosf(0.7f * (float)i);
+        for (int i = 0; i < 3 * 16; i++) text[i] = 0.05f * (float)(i % 9);
+        dit_inputs in = {.video = v, .Nv = L->Nv, .audio = a, .Na = L->Na, .text = text, .Nt = L->T, .timestep = ts,
+                         .K = K, .S = L->S, .timestep_indices = tidx, .token_tags = L->token_tags,
+                         .position_ids = L->position_ids, .video_indices = L->video_indices,
+                         .audio_indices = L->audio_indices, .text_indices = L->text_indices,
+                         .core = DIT_CORE_REUSE};
+        float *ov = malloc(sizeof(float) * (size_t)nv), *oa = malloc(sizeof(float) * (size_t)na);
+        float *rv = malloc(sizeof(float) * (size_t)nv), *ra = malloc(sizeof(float) * (size_t)na);
+        CHECK(dit_forward(m, &in, rv, ra, &e) == -1 && strstr(e.msg, "no stored core residual"), "reuse first: %s",
+              e.msg);
+        in.core = DIT_CORE_RUN;
+        CHECK(dit_forward(m, &in, rv, ra, &e) == 0, "run: %s", e.msg);
+        in.core = DIT_CORE_RUN_STORE;
+        CHECK(dit_forward(m, &in, ov, oa, &e) == 0, "store: %s", e.msg);
+        CHECK(!memcmp(ov, rv, sizeof(float) * (size_t)nv), "storing the residual changed the forward");
+        in.core = DIT_CORE_REUSE;
+        CHECK(dit_forward(m, &in, ov, oa, &e) == 0, "reuse: %s", e.msg);
+        double tol = bf16 ? 3e-2 : 1e-6, ev = h3_rel_l2(ov, rv, (size_t)nv), ea = h3_rel_l2(oa, ra, (size_t)na);
+        printf("  core reuse on the stored forward's inputs (%s): video %.3e audio %.3e\n", bf16 ? "bf16" : "fp32", ev, ea);
+        CHECK(ev <= tol && ea <= tol, "core reuse %s: %g %g > %g", bf16 ? "bf16" : "fp32", ev, ea, tol);
+        free(tidx), free(v), free(a), free(ov), free(oa), free(rv), free(ra);
+        layout_free(L);
+        dit_free(m);
+    }
+}
+
 /* `h3 probe denoise` on the three goldens: final latents within rel L2 1e-4. */
 static void test_probe_op(void) {
     static const char *tasks[][2] = {{"denoise_t2va", "--model tests/fixtures/tiny"},
@@ -384,6 +432,7 @@ int main(void) {
         test_bf16(be);
         test_errors(be);
         test_reuse(be);
+        test_core_reuse(be);
     }
     h3_backend_free(be);
     TEST_END();

@@ -274,6 +274,8 @@ struct dit_model {
     float        inv_freq[64];
     int          adaln_released;
     uint8_t     *skip;        /* [num_layers] or NULL: blocks dropped by dit_select_layers (features.md 5.3) */
+    float       *core_res;    /* --core-reuse: core output - core input [core_rows, hidden], fp32, backend */
+    int64_t      core_rows;
     size_t       adaln_bytes; /* stored bytes of every AdaLN projection (weights + biases) */
     size_t       total_bytes; /* stored bytes of every loaded tensor */
     dit_adaln_entry *cache;
@@ -672,6 +674,7 @@ void dit_free(dit_model *m) {
     free(m->refiner);
     free(m->blocks);
     free(m->skip);
+    h3_free(m->be, m->core_res);
     st_set_free(m->st);
     for (int i = 0; m->mem && i < m->mem_names.n; i++) {
         if (m->mem[i] && m->mem_on_backend && m->mem_on_backend[i]) h3_free(m->be, m->mem[i]->data);
@@ -1321,6 +1324,57 @@ static void run_block16(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X) {
     h3_bf16_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 5 * H);
 }
 
+/* ---- --core-reuse (features.md 5.4): the core's residual, fp32, from the (bf16 or fp32) packed rows ---- */
+
+/* The packed rows X [S, H] (h3_bf16 in bf16 mode) as a new fp32 buffer. */
+static float *core_input(dit_model *m, const void *X, int64_t S) {
+    int64_t n = S * m->cfg.hidden_size;
+    float *x0 = h3_alloc(m->be, (size_t)n * sizeof(float));
+    if (!x0) return NULL;
+    if (m->bf16) h3_bf16_unpack(m->be, x0, X, n);
+    else h3_copy(m->be, x0, X, (size_t)n * sizeof(float));
+    return x0;
+}
+
+/* residual = X (core output) - X0 (core input); frees X0. */
+static int core_store(dit_model *m, const void *X, float *X0, int64_t S) {
+    int64_t n = S * m->cfg.hidden_size;
+    if (m->core_rows != S) {
+        h3_free(m->be, m->core_res);
+        m->core_rows = 0;
+        if (!(m->core_res = h3_alloc(m->be, (size_t)n * sizeof(float)))) {
+            h3_free(m->be, X0);
+            return -1;
+        }
+        m->core_rows = S;
+    }
+    if (m->bf16) h3_bf16_unpack(m->be, m->core_res, X, n);
+    else h3_copy(m->be, m->core_res, X, (size_t)n * sizeof(float));
+    h3_scale(m->be, X0, X0, -1.0f, n, 0);                 /* exact */
+    h3_add(m->be, m->core_res, m->core_res, X0, n, 0);    /* out - in, one fp32 rounding */
+    h3_free(m->be, X0);
+    return 0;
+}
+
+/* X = X + residual (the fresh packed input plus the stored residual), rounded to bf16 in bf16 mode. */
+static int core_reuse(dit_model *m, void *X, int64_t S, h3_err *e) {
+    int64_t n = S * m->cfg.hidden_size;
+    if (!m->core_res || m->core_rows != S)
+        return h3_fail(e, "dit: --core-reuse: no stored core residual for %lld rows (run a DIT_CORE_RUN_STORE "
+                          "forward first)", (long long)S);
+    if (!m->bf16) {
+        h3_add(m->be, X, X, m->core_res, n, 0);
+        return 0;
+    }
+    float *x = h3_alloc(m->be, (size_t)n * sizeof(float));
+    if (!x) return h3_fail(e, "dit: out of memory (S = %lld)", (long long)S);
+    h3_bf16_unpack(m->be, x, X, n);
+    h3_add(m->be, x, x, m->core_res, n, 0);
+    h3_bf16_pack(m->be, X, x, n);
+    h3_free(m->be, x);
+    return 0;
+}
+
 int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *audio_out, h3_err *e) {
     if (validate_inputs(m, in, e, 0) != 0) return -1;
     const dit_config *c = &m->cfg;
@@ -1369,10 +1423,17 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
         else h3_rows_scatter(be, X, rows_h, emb[i].idx, emb[i].n, H, flags);
     }
 
-    for (int64_t b = 0; b < L; b++) {
-        if (m->skip && m->skip[b]) continue; /* --layers (features.md 5.3) */
-        if (m->bf16) run_block16(m, &x, b, (h3_bf16 *)X);
-        else run_block(m, &x, b, X);
+    if (in->core == DIT_CORE_REUSE) {
+        if (core_reuse(m, X, S, e)) goto done;
+    } else {
+        float *X0 = NULL; /* --core-reuse: the core's input, fp32 */
+        if (in->core == DIT_CORE_RUN_STORE && !(X0 = core_input(m, X, S))) goto oom;
+        for (int64_t b = 0; b < L; b++) {
+            if (m->skip && m->skip[b]) continue; /* --layers (features.md 5.3) */
+            if (m->bf16) run_block16(m, &x, b, (h3_bf16 *)X);
+            else run_block(m, &x, b, X);
+        }
+        if (X0 && core_store(m, X, X0, S) != 0) goto oom;
     }
 
     /* output norm, shift then scale per timestep (spec 4.9), and the fp32 heads on the needed rows */

@@ -78,7 +78,14 @@ typedef struct dit_inputs {
     const int64_t *video_indices;    /* [Nv] */
     const int64_t *audio_indices;    /* [Na] */
     const int64_t *text_indices;     /* [Nt] */
+    int            core;             /* dit_core_mode (features.md 5.4 --core-reuse); 0: run the core */
 } dit_inputs;
+
+/* --core-reuse (features.md 5.4): what a forward does with the transformer core (every active block).
+ * STORE runs it and keeps residual = core output - core input (fp32, [S, hidden], in the model); REUSE
+ * skips it: the packed input + that residual (one rounding to bf16 in bf16 mode). The projections, the
+ * packing, the final norm and heads run every time. REUSE needs a STORE of the same S before it. */
+enum { DIT_CORE_RUN = 0, DIT_CORE_RUN_STORE = 1, DIT_CORE_REUSE = 2 };
 
 /* Validates the inputs (index ranges, partitions, K) and writes video_out [Nv, 96-ish] and
  * audio_out [Na, audio_in_channels]. */

@@ -33,6 +33,11 @@ int denoise_pass_is_fresh(int i, int passes, int reuse) {
     return i == 0 || i % reuse == 0 || i == passes - 1;
 }
 
+int denoise_core_is_fresh(int f, int is_last_pass, int core_reuse) {
+    if (core_reuse <= 1) return 1;
+    return f == 0 || f % core_reuse == 0 || is_last_pass;
+}
+
 int denoise_fresh_passes(int passes, int reuse) {
     int n = 0;
     for (int i = 0; i < passes; i++) n += denoise_pass_is_fresh(i, passes, reuse);
@@ -87,7 +92,9 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
     float *v_out = malloc(sizeof(float) * (size_t)(L->Nv * Q));
     float *a_out = malloc(sizeof(float) * (size_t)(L->Na * Ca));
     int64_t *tidx = malloc(sizeof(int64_t) * (size_t)(L->S > 0 ? L->S : 1));
-    const int reuse = a->reuse > 1 ? a->reuse : 1;
+    const int reuse = a->reuse > 1 ? a->reuse : 1, core_reuse = a->core_reuse > 1 ? a->core_reuse : 1;
+    if (reuse > 1 && core_reuse > 1)
+        return h3_fail(e, "denoise: --core-reuse cannot be combined with --reuse > 1 (features.md 5.4)");
     const int64_t ntv = (L->Nv - ncv) * Q, nta = (L->Na - nca) * Ca;
     vel_history hv = {.n = ntv}, ha = {.n = nta};
     int rc = -1, evals = 0;
@@ -108,6 +115,9 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
         float ts[LAYOUT_MAX_TIMESTEPS];
         int K;
         layout_row_timesteps(L, tv, ta, ts, &K, tidx);
+        int core = core_reuse <= 1 ? DIT_CORE_RUN
+                   : denoise_core_is_fresh(evals, i == steps - 1, core_reuse) ? DIT_CORE_RUN_STORE
+                                                                             : DIT_CORE_REUSE;
         const dit_inputs in = {
             .video = a->video_rows, .Nv = L->Nv,
             .audio = a->audio_rows, .Na = L->Na,
@@ -120,6 +130,7 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
             .video_indices = L->video_indices,
             .audio_indices = L->audio_indices,
             .text_indices = L->text_indices,
+            .core = core,
         };
         const float sv_i = a->video_sched->sigmas[i], sa_i = a->audio_sched->sigmas[i];
         if (denoise_pass_is_fresh(i, steps, reuse)) {

@@ -28,6 +28,8 @@ typedef struct denoise_args {
                                     every pass divisible by R and at the last pass; the other passes
                                     extrapolate each modality's velocity from its last two fresh ones */
     int          *evaluations;   /* optional out: dit_forward calls made */
+    int           core_reuse;    /* features.md 5.4 (--core-reuse C, 1..6; 0 = 1): the DiT core runs on the first
+                                    forward, every C-th and the last; the others add its stored residual */
     int           layers;        /* features.md 5.3 (--layers L): blocks kept, gate-ranked (dit_select_layers)
                                     once the tables are built; 0 or >= num_layers: all */
     denoise_progress_fn progress;
@@ -38,6 +40,8 @@ typedef struct denoise_args {
  * evaluation unless --reuse skips it. */
 int denoise_run(dit_model *m, const denoise_args *a, h3_err *e);
 
+/* --core-reuse (features.md 5.4): whether forward f (of a loop whose last pass is `last`) runs the core. */
+int denoise_core_is_fresh(int f, int is_last_pass, int core_reuse);
 /* --reuse (features.md 5.2): whether pass i of `passes` evaluates the model; how many passes do. */
 int denoise_pass_is_fresh(int i, int passes, int reuse);
 int denoise_fresh_passes(int passes, int reuse);

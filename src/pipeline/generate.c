@@ -404,7 +404,7 @@ static int phase_dit(gen *s, h3_err *e) {
     begin_on(s, "denoise", be, sched_evaluations(&vs));
     denoise_args da = {.L = L, .text = s->text, .video_sched = &vs, .audio_sched = &as, .video_rows = vrows,
                        .audio_rows = arows, .progress = denoise_progress, .progress_user = s, .reuse = s->r->reuse,
-                       .layers = s->r->layers,
+                       .layers = s->r->layers, .core_reuse = s->r->core_reuse,
                        .release_adaln = 1 /* spec 4.5: tables cached, 39% of the weights dropped */};
     if (denoise_run(m, &da, e) || phase_check(be, e)) goto done;
     progress_end(&s->pg);

@@ -16,6 +16,7 @@ void h3_request_init(h3_request *r) {
     r->steps = 20;
     r->reuse = 1;
     r->layers = 50;
+    r->core_reuse = 1;
     r->seed = 42;
     r->bf16 = 1;
 }
@@ -77,6 +78,10 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
     if (r->steps < 1 || r->steps > 1000) return h3_fail(e, "--steps must be 1..1000 model evaluations, got %d", r->steps);
     if (r->reuse < 1 || r->reuse > 3) return h3_fail(e, "--reuse must be 1..3 (features.md 5.2), got %d", r->reuse);
     if (r->layers < 35 || r->layers > 50) return h3_fail(e, "--layers must be 35..50 DiT blocks, got %d", r->layers);
+    if (r->core_reuse < 1 || r->core_reuse > 6)
+        return h3_fail(e, "--core-reuse must be 1..6 (features.md 5.4), got %d", r->core_reuse);
+    if (r->core_reuse > 1 && r->reuse > 1)
+        return h3_fail(e, "--core-reuse %d cannot be combined with --reuse %d (features.md 5.4)", r->core_reuse, r->reuse);
     if ((r->first_frame || r->last_frame) && r->nrefs)
         return h3_fail(e, "--first-frame/--last-frame cannot be combined with --ref-* references");
     if (r->first_frame && !file_readable(r->first_frame)) return h3_fail(e, "--first-frame %s: not a readable file", r->first_frame);

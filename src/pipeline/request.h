@@ -38,6 +38,7 @@ typedef struct h3_request {
     int         steps;         /* denoising passes (model evaluations with --reuse 1) */
     int         reuse;         /* --reuse R, 1..3 (features.md 5.2) */
     int         layers;        /* --layers L, 35..50 DiT blocks kept (features.md 5.3) */
+    int         core_reuse;    /* --core-reuse C, 1..6 (features.md 5.4) */
     uint64_t    seed;
     const char *first_frame, *last_frame;
     h3_ref      refs[H3_MAX_REFS];

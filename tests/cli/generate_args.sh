@@ -38,6 +38,8 @@ check "steps zero" "--steps expects an integer in 1..1000" -- -d "$TINY" -p hi -
 check "steps text" "--steps expects an integer" -- -d "$TINY" -p hi -o "$O" --steps many
 check "reuse range" "--reuse expects an integer in 1..3" -- -d "$TINY" -p hi -o "$O" --reuse 4
 check "layers range" "--layers expects an integer in 35..50" -- -d "$TINY" -p hi -o "$O" --layers 51
+check "core-reuse range" "--core-reuse expects an integer in 1..6" -- -d "$TINY" -p hi -o "$O" --core-reuse 7
+check "core-reuse with reuse" "--core-reuse 2 cannot be combined with --reuse 2" -- -d "$TINY" -p hi -o "$O" --core-reuse 2 --reuse 2
 check "seed negative" "--seed expects an unsigned 64-bit integer" -- -d "$TINY" -p hi -o "$O" --seed -1
 check "seed overflow" "--seed expects an unsigned 64-bit integer" -- -d "$TINY" -p hi -o "$O" --seed 18446744073709551616
 check "precision" "--precision must be bf16 or fp32" -- -d "$TINY" -p hi -o "$O" --precision fp16

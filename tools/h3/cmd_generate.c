@@ -23,6 +23,8 @@ static void usage(FILE *f) {
             "                           the others extrapolate the velocity (20 passes: R 2 -> 11 evaluations) [1]\n"
             "  --layers L               35..50: keep L of the 50 DiT blocks, skipping the ones whose AdaLN gates are\n"
             "                           smallest (blocks 0, 1 and 49 always run; 45 fast, 40 aggressive) [50]\n"
+            "  --core-reuse C           1..6: run the 50 blocks on the first, every C-th and the last pass only, the\n"
+            "                           others add the stored core residual (4 fast, 6 preview); not with --reuse [1]\n"
             "  --seed N                 unsigned 64-bit seed (torch.Generator().manual_seed) [42]\n"
             "  --first-frame IMG, --last-frame IMG       fl2va keyframes\n"
             "  --ref-image IMG, --ref-silent-video VID, --ref-video VID, --ref-video-audio VID AUD,\n"
@@ -80,6 +82,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) { if (parse_int(a, v, 1, 1000, &r.steps)) return 2; }
         else if (!strcmp(a, "--reuse")) { if (parse_int(a, v, 1, 3, &r.reuse)) return 2; }
         else if (!strcmp(a, "--layers")) { if (parse_int(a, v, 35, 50, &r.layers)) return 2; }
+        else if (!strcmp(a, "--core-reuse")) { if (parse_int(a, v, 1, 6, &r.core_reuse)) return 2; }
         else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 4096, &r.threads)) return 2; }
         else if (!strcmp(a, "--seconds")) {
             char *end;
