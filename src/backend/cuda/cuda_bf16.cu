@@ -337,11 +337,9 @@ extern "C" void cuda_bf16_head_norm_rope(h3_backend *be, h3_bf16 *x, int64_t row
     int vec = E == 4 && ((uintptr_t)x & 7u) == 0 && row_stride % 4 == 0 && head_stride % 4 == 0;
     unsigned blocks = cuda_blocks(rows * heads * 32, 256);
     cudaStream_t st = cuda_of(be)->stream;
-    if (E == 4 && vec && getenv("H3_HEADNORM_ROW") == NULL) /* one warp per row */
+    if (E == 4 && vec) /* one warp per row (0.46 ms per call at 19540 rows x 56 heads vs 0.69 one warp per head) */
         k_head_norm_rope_row<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps,
                                                                          rot_dim, cos, sin);
-    else if (E == 4 && vec)
-        k_head_norm_rope<4, 1><<<blocks, 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps, rot_dim, cos, sin);
     else if (E == 4) /* unaligned: element loads */
         k_head_norm_rope<4, 0><<<blocks, 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps, rot_dim, cos, sin);
     else
