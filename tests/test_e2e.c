@@ -29,6 +29,7 @@
 
 #include "io/safetensors.h"
 #include "media/media.h"
+#include "media/resize.h"
 #include "test.h"
 
 #define GOLDEN "tests/fixtures/golden/e2e"
@@ -274,6 +275,59 @@ static void run_task(const char *task, const char *h3, const char *tmp, int mp4)
     json_decref(cfg);
 }
 
+/* --render-width/--render-height (features.md 5.6): the same request rendered at 64x32 and output at
+ * 128x64 gives the latents of the plain 64x32 run bit for bit, and frames that are exactly the Lanczos
+ * upscale (h3_resize_rgbf) of that run's frames; the MP4 has the output size. */
+static void run_render_canvas(const char *h3, const char *tmp, int mp4) {
+    char d0[4096], d1[4096], log[4096], out[4096];
+    snprintf(d0, sizeof d0, "%s/render_ref.safetensors", tmp);
+    snprintf(d1, sizeof d1, "%s/render_up.safetensors", tmp);
+    snprintf(log, sizeof log, "%s/render.log", tmp);
+    snprintf(out, sizeof out, "%s/render_up.mp4", tmp);
+    json_t *base = json_pack("[ssssssssss]", "-d", "tests/fixtures/tiny", "-p", "A red fox runs.", "--steps", "2",
+                             "--seed", "7", "--precision", "fp32");
+    const char *a0[] = {"--width", "64", "--height", "32", "-o", "", "--dump-latents", d0};
+    const char *a1[] = {"--width", "128", "--height", "64", "--render-width", "64", "--render-height", "32",
+                        "-o", mp4 ? out : "", "--dump-latents", d1};
+    int rc0 = run_h3(h3, base, a0, 8, log), rc1 = rc0 ? -1 : run_h3(h3, base, a1, 12, log);
+    json_decref(base);
+    CHECK(rc0 == 0 && rc1 == 0, "render canvas runs: %d %d (log %s)", rc0, rc1, log);
+    if (rc0 || rc1) return;
+    h3_err e = {0};
+    st_file *r0 = st_open(d0, &e), *r1 = r0 ? st_open(d1, &e) : NULL;
+    CHECK(r0 && r1, "%s", e.msg);
+    if (r0 && r1) {
+        const char *same[] = {"video_latents", "audio_latents", "audio"};
+        for (int i = 0; i < 3; i++) {
+            const st_entry *x = st_find(r0, same[i]), *y = st_find(r1, same[i]);
+            CHECK(x && y && x->end - x->begin == y->end - y->begin &&
+                      !memcmp(st_data(r0, x), st_data(r1, y), (size_t)(x->end - x->begin)),
+                  "render canvas: %s differs from the plain run at the render size", same[i]);
+        }
+        const st_entry *f0 = st_find(r0, "frames"), *f1 = st_find(r1, "frames");
+        CHECK(f0 && f1 && f0->ndim == 4 && f1->ndim == 4 && f1->shape[0] == f0->shape[0] && f1->shape[1] == 64 &&
+                  f1->shape[2] == 128 && f0->shape[1] == 32 && f0->shape[2] == 64,
+              "render canvas: frame shapes");
+        if (f0 && f1 && f1->shape[1] == 64 && f1->shape[2] == 128 && f0->shape[1] == 32 && f0->shape[2] == 64) {
+            const float *src = st_data(r0, f0), *got = st_data(r1, f1);
+            float *want = malloc(sizeof(float) * 128 * 64 * 3);
+            int64_t bad = 0;
+            for (int64_t t = 0; t < f0->shape[0] && want; t++) {
+                CHECK(h3_resize_rgbf(src + t * 64 * 32 * 3, 64, 32, want, 128, 64, H3_RESAMPLE_LANCZOS, &e) == 0, "%s",
+                      e.msg);
+                bad += memcmp(want, got + t * 128 * 64 * 3, sizeof(float) * 128 * 64 * 3) != 0;
+            }
+            printf("  %-48s %lld of %lld frames differ from the Lanczos upscale\n", "render 64x32 -> output 128x64",
+                   (long long)bad, (long long)f0->shape[0]);
+            CHECK(bad == 0, "render canvas: %lld frames are not the upscale of the render-size frames", (long long)bad);
+            free(want);
+        }
+    }
+    st_close(r0);
+    st_close(r1);
+    if (mp4) check_mp4("render canvas", out, 124, 128, 64);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     char h3[4096];
@@ -310,6 +364,7 @@ int main(int argc, char **argv) {
         }
         run_task(TASKS[i], h3, tmp, mp4);
     }
+    run_render_canvas(h3, tmp, mp4);
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);

@@ -39,12 +39,14 @@ typedef struct taps {
     int     *first;  /* [out] first input index */
     int     *count;  /* [out] taps used */
     int32_t *k;      /* [out][ksize] fixed-point weights */
+    double  *kd;     /* [out][ksize] the same weights before quantization (float resampling) */
 } taps;
 
 static void taps_free(taps *t) {
     free(t->first);
     free(t->count);
     free(t->k);
+    free(t->kd);
 }
 
 /* Weights for resampling in_size -> out_size over the whole axis (box [0, in_size)). */
@@ -58,8 +60,9 @@ static int taps_new(int in_size, int out_size, h3_resample f, taps *t, h3_err *e
     t->first = malloc(sizeof(int) * (size_t)out_size);
     t->count = malloc(sizeof(int) * (size_t)out_size);
     t->k = malloc(sizeof(int32_t) * (size_t)out_size * (size_t)t->ksize);
+    t->kd = malloc(sizeof(double) * (size_t)out_size * (size_t)t->ksize);
     double *w = malloc(sizeof(double) * (size_t)t->ksize);
-    if (!t->first || !t->count || !t->k || !w) {
+    if (!t->first || !t->count || !t->k || !t->kd || !w) {
         free(w);
         taps_free(t);
         return h3_fail(e, "resize: out of memory for %d x %d filter taps", out_size, t->ksize);
@@ -80,6 +83,7 @@ static int taps_new(int in_size, int out_size, h3_resample f, taps *t, h3_err *e
         int32_t *k = t->k + (size_t)o * t->ksize;
         for (int i = 0; i < t->ksize; i++) {
             double v = i < n ? (sum != 0.0 ? w[i] / sum : w[i]) : 0.0;
+            t->kd[(size_t)o * t->ksize + i] = v;
             /* round half away from zero into 22-bit fixed point */
             k[i] = v < 0 ? (int32_t)(-0.5 + v * (1 << PRECISION_BITS)) : (int32_t)(0.5 + v * (1 << PRECISION_BITS));
         }
@@ -183,4 +187,54 @@ int h3_crop_rgb(const uint8_t *src, int sw, int sh, int left, int top, uint8_t *
         return h3_fail(e, "crop: box (%d, %d, %d, %d) is outside the %dx%d image", left, top, left + cw, top + ch, sw, sh);
     for (int y = 0; y < ch; y++) memcpy(dst + (size_t)y * cw * 3, src + ((size_t)(top + y) * sw + left) * 3, (size_t)cw * 3);
     return 0;
+}
+
+/* ---- float RGB: the same taps, unquantized (double accumulation, results clamped to [0, 1]) ---- */
+
+static float clip01(double v) { return v < 0.0 ? 0.0f : v > 1.0 ? 1.0f : (float)v; }
+
+static void passf(const float *src, int n_lines, int in_len, size_t in_step, size_t line_step_in, float *dst,
+                  int out_len, size_t out_step, size_t line_step_out, int channels_per_step, const taps *t,
+                  int clamp) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int l = 0; l < n_lines; l++)
+        for (int o = 0; o < out_len; o++) {
+            const double *k = t->kd + (size_t)o * t->ksize;
+            for (int c = 0; c < channels_per_step; c++) {
+                const float *p = src + (size_t)l * line_step_in + (size_t)t->first[o] * in_step + c;
+                double a = 0.0;
+                for (int i = 0; i < t->count[o]; i++) a += (double)p[(size_t)i * in_step] * k[i];
+                float *q = dst + (size_t)l * line_step_out + (size_t)o * out_step + c;
+                *q = clamp ? clip01(a) : (float)a;
+            }
+        }
+    (void)in_len;
+}
+
+int h3_resize_rgbf(const float *src, int sw, int sh, float *dst, int dw, int dh, h3_resample filter, h3_err *e) {
+    if (sw < 1 || sh < 1 || dw < 1 || dh < 1)
+        return h3_fail(e, "resize: sizes must be positive (%dx%d -> %dx%d)", sw, sh, dw, dh);
+    if (filter != H3_RESAMPLE_BILINEAR && filter != H3_RESAMPLE_BICUBIC && filter != H3_RESAMPLE_LANCZOS)
+        return h3_fail(e, "resize: unknown filter %d", (int)filter);
+    if (sw == dw && sh == dh) {
+        memcpy(dst, src, sizeof(float) * (size_t)sw * sh * 3);
+        return 0;
+    }
+    taps th = {0}, tv = {0};
+    float *tmp = malloc(sizeof(float) * (size_t)dw * sh * 3);
+    int rc = -1;
+    if (!tmp) {
+        h3_fail(e, "resize: out of memory for a %dx%d intermediate", dw, sh);
+        goto done;
+    }
+    if (taps_new(sw, dw, filter, &th, e) || taps_new(sh, dh, filter, &tv, e)) goto done;
+    /* horizontal: lines = rows, step 3 floats; vertical: lines = the dw*3 columns, step one row */
+    passf(src, sh, sw, 3, (size_t)sw * 3, tmp, dw, 3, (size_t)dw * 3, 3, &th, 0);
+    passf(tmp, 1, sh, (size_t)dw * 3, 0, dst, dh, (size_t)dw * 3, 0, dw * 3, &tv, 1);
+    rc = 0;
+done:
+    free(tmp);
+    taps_free(&th);
+    taps_free(&tv);
+    return rc;
 }

@@ -23,6 +23,11 @@ typedef enum h3_resample {
 /* src [sh][sw][3] -> dst [dh][dw][3] (caller-allocated). Same size = copy. */
 int h3_resize_rgb(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh, h3_resample filter, h3_err *e);
 
+/* Float RGB in [0, 1]: src [sh][sw][3] -> dst [dh][dw][3] with the same filter taps unquantized,
+ * accumulated in double (horizontal pass, then vertical), results clamped to [0, 1]. For upscaling
+ * decoded frames from the render canvas (features.md 5.6). */
+int h3_resize_rgbf(const float *src, int sw, int sh, float *dst, int dw, int dh, h3_resample filter, h3_err *e);
+
 /* Crop [top, top + ch) x [left, left + cw) out of src [sh][sw][3] into dst [ch][cw][3]. */
 int h3_crop_rgb(const uint8_t *src, int sw, int sh, int left, int top, uint8_t *dst, int cw, int ch, h3_err *e);
 

@@ -16,6 +16,7 @@
 #include "../io/safetensors.h"
 #include "../io/snapshot.h"
 #include "../media/media.h"
+#include "../media/resize.h"
 #include "../model/audio_vae.h"
 #include "../model/dit.h"
 #include "../model/text_encoder.h"
@@ -60,6 +61,7 @@ typedef struct gen {
      * time overlaps the decode); the file appears when phase_outputs closes the writer */
     h3_mp4_writer    *mp4;
     int64_t           mp4_frames, mp4_samples;
+    int               out_h, out_w;  /* output canvas; the model runs at g's (the render canvas, 5.6) */
 } gen;
 
 static void path_in(const gen *s, const char *sub, char *out, size_t cap) { snapshot_path(out, cap, s->r->model_dir, sub); }
@@ -478,7 +480,8 @@ done:
 
 typedef struct frame_sink_ctx {
     gen    *s;
-    int64_t H, W;
+    int64_t H, W;       /* decoded (render canvas) */
+    float  *render;     /* [H][W][3] scratch when the output canvas is larger (features.md 5.6), else NULL */
 } frame_sink_ctx;
 
 /* Decoded frame [3, H, W] in the VAE's normalized pixel space -> [H, W, 3] in [0, 1]. */
@@ -486,12 +489,17 @@ static int frame_sink(void *ctx, int64_t index, const float *frame, h3_err *e) {
     frame_sink_ctx *c = ctx;
     gen *s = c->s;
     if (index >= s->nframes) return h3_fail(e, "video decoder produced more frames than %lld", (long long)s->nframes);
-    int64_t n = c->H * c->W;
-    float *dst = s->frames + index * n * 3;
-    video_vae_pixels_to_hwc(frame, dst, n); /* one pass, threaded */
+    int64_t n = c->H * c->W, n_out = (int64_t)s->out_h * s->out_w;
+    float *dst = s->frames + index * n_out * 3;
+    if (c->render) { /* render canvas -> output canvas, Lanczos on float RGB */
+        video_vae_pixels_to_hwc(frame, c->render, n);
+        if (h3_resize_rgbf(c->render, (int)c->W, (int)c->H, dst, s->out_w, s->out_h, H3_RESAMPLE_LANCZOS, e)) return -1;
+    } else {
+        video_vae_pixels_to_hwc(frame, dst, n); /* one pass, threaded */
+    }
     if (s->mp4) { /* frames arrive in order; audio interleaved by time as h3_write_mp4 does */
         if (index != s->mp4_frames) return h3_fail(e, "video decoder delivered frame %lld out of order", (long long)index);
-        h3_frames_view one = {.frames = 1, .height = (int)c->H, .width = (int)c->W, .f32 = dst};
+        h3_frames_view one = {.frames = 1, .height = s->out_h, .width = s->out_w, .f32 = dst};
         if (h3_mp4_writer_frames(s->mp4, &one, e)) return -1;
         int64_t upto = (index + 1) * H3_MEDIA_SAMPLE_RATE / H3_MEDIA_FPS;
         if (index == s->nframes - 1 || upto > s->samples) upto = s->samples;
@@ -535,7 +543,7 @@ static int phase_video(gen *s, h3_err *e) {
                 g->num_latent_frames, g->num_frames);
         goto done;
     }
-    s->frames = malloc(sizeof(float) * 3 * (size_t)(s->nframes * g->height * g->width));
+    s->frames = malloc(sizeof(float) * 3 * (size_t)(s->nframes * s->out_h * s->out_w));
     if (!z || !s->frames) {
         h3_fail(e, "out of memory for %lld decoded frames", (long long)s->nframes);
         goto done;
@@ -544,9 +552,14 @@ static int phase_video(gen *s, h3_err *e) {
     video_vae_denormalize_latents(c, z, nz / VIDEO_CHANNELS);
     begin_on(s, "video VAE decode", be, s->nframes);
     video_vae_tiling tiling = video_vae_tiling_default();
-    frame_sink_ctx fc = {s, g->height, g->width};
+    frame_sink_ctx fc = {s, g->height, g->width, NULL};
+    if ((s->out_h != g->height || s->out_w != g->width) &&
+        !(fc.render = malloc(sizeof(float) * 3 * (size_t)g->height * (size_t)g->width))) {
+        h3_fail(e, "out of memory for the render-canvas frame");
+        goto done;
+    }
     if (s->r->output && s->r->output[0] &&
-        !(s->mp4 = h3_mp4_writer_new(s->r->output, g->width, g->height, s->audio != NULL, NULL, e)))
+        !(s->mp4 = h3_mp4_writer_new(s->r->output, s->out_w, s->out_h, s->audio != NULL, NULL, e)))
         goto done;
     if (video_vae_decode_stream(v, z, g->num_latent_frames, g->latent_height, g->latent_width, &tiling, frame_sink, &fc, e) ||
         phase_check(be, e))
@@ -598,7 +611,7 @@ static int phase_outputs(gen *s, h3_err *e) {
         st_writer *w = st_writer_new();
         int64_t vs[5] = {1, VIDEO_CHANNELS, g->num_latent_frames, g->latent_height, g->latent_width};
         int64_t as[3] = {2, AUDIO_CHANNELS, g->num_audio_latents};
-        int64_t fs[4] = {s->nframes, g->height, g->width, 3};
+        int64_t fs[4] = {s->nframes, s->out_h, s->out_w, 3};
         int64_t ws[2] = {2, s->samples};
         int rc = st_writer_add(w, "video_latents", H3_F32, 5, vs, s->video_latents, e) ||
                  st_writer_add(w, "audio_latents", H3_F32, 3, as, s->audio_latents, e) ||
@@ -608,7 +621,7 @@ static int phase_outputs(gen *s, h3_err *e) {
         st_writer_free(w);
         if (rc) return -1;
     }
-    h3_frames_view fv = {.frames = (int)s->nframes, .height = g->height, .width = g->width, .f32 = s->frames};
+    h3_frames_view fv = {.frames = (int)s->nframes, .height = s->out_h, .width = s->out_w, .f32 = s->frames};
     if (r->output && r->output[0]) { /* encoded during the decode; flushed and renamed into place here */
         progress_begin(&s->pg, "mux MP4", 0);
         int rc = !s->mp4 || s->mp4_frames != s->nframes
@@ -631,13 +644,22 @@ static int resolve_geometry(gen *s, h3_err *e) {
     if (h3_request_validate(s->r, &aligned, e)) return -1;
     if (s->task == H3_REF2VA && !h3_media_available()) /* fl2va: a MEDIA=0 build reads PPM keyframes */
         return h3_fail(e, "--ref-*: this build has no FFmpeg (MEDIA=0) to read media");
+    int rh = s->r->render_height, rw = s->r->render_width;
     if (s->task == H3_FL2VA) { /* the canvas follows the first keyframe unless --width/--height say otherwise */
         progress_begin(&s->pg, "read keyframes", 0);
-        if (cond_set_keyframes(&s->cond, s->r->first_frame, s->r->last_frame, &h, &w, e)) return -1;
+        /* with a render canvas the keyframes are fitted onto it (request.c: --width/--height given) */
+        if (cond_set_keyframes(&s->cond, s->r->first_frame, s->r->last_frame, rw ? &rh : &h, rw ? &rw : &w, e)) return -1;
         progress_end(&s->pg);
     }
     if (!w && layout_resolve_canvas(16, 9, &h, &w, e)) return -1; /* t2va/ref2va default: 16:9 */
-    if (layout_resolve_geometry(h, w, aligned, &s->g, e)) return -1;
+    if (layout_resolve_geometry(h, w, aligned, &s->g, e)) return -1; /* the output canvas's rules */
+    s->out_h = h, s->out_w = w;
+    if (rw) { /* features.md 5.6: the model and the VAE run at the render canvas */
+        if (rw > w || rh > h || (int64_t)rw * h != (int64_t)rh * w)
+            return h3_fail(e, "--render-width/--render-height %dx%d: must not exceed the output %dx%d on either side "
+                              "and must have exactly its aspect (render_w x H == render_h x W)", rw, rh, w, h);
+        if (layout_resolve_geometry(rh, rw, aligned, &s->g, e)) return h3_fail_prefix(e, "--render-width/--render-height");
+    }
     if (s->task == H3_REF2VA) {
         progress_begin(&s->pg, "read references", 0);
         if (cond_set_references(&s->cond, s->r, s->g.num_frames, e)) return -1;
@@ -683,8 +705,13 @@ int h3_generate(const h3_request *r, h3_err *e) {
         cond_set_free(&s.cond);
         return -1;
     }
-    fprintf(stderr, "h3: %s %dx%d, %d frames (%d latent), %d audio latents, %d steps, seed %llu, %s on %s\n",
-            s.task == H3_T2VA ? "t2va" : s.task == H3_FL2VA ? "fl2va" : "ref2va", s.g.width, s.g.height, s.g.num_frames,
+    char canvas[64];
+    if (s.out_w != s.g.width || s.out_h != s.g.height)
+        snprintf(canvas, sizeof canvas, "%dx%d (rendered at %dx%d)", s.out_w, s.out_h, s.g.width, s.g.height);
+    else
+        snprintf(canvas, sizeof canvas, "%dx%d", s.g.width, s.g.height);
+    fprintf(stderr, "h3: %s %s, %d frames (%d latent), %d audio latents, %d steps, seed %llu, %s on %s\n",
+            s.task == H3_T2VA ? "t2va" : s.task == H3_FL2VA ? "fl2va" : "ref2va", canvas, s.g.num_frames,
             s.g.num_latent_frames, s.g.num_audio_latents, r->steps, (unsigned long long)r->seed,
             r->bf16 ? "bf16" : "fp32", h3_backend_name(s.be));
     if (r->reuse > 1) {

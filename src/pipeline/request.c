@@ -78,6 +78,13 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
     if (r->steps < 1 || r->steps > 1000) return h3_fail(e, "--steps must be 1..1000 model evaluations, got %d", r->steps);
     if (r->reuse < 1 || r->reuse > 3) return h3_fail(e, "--reuse must be 1..3 (features.md 5.2), got %d", r->reuse);
     if (r->layers < 35 || r->layers > 50) return h3_fail(e, "--layers must be 35..50 DiT blocks, got %d", r->layers);
+    if (!r->render_width != !r->render_height)
+        return h3_fail(e, "--render-width and --render-height must be given together");
+    if (r->render_width && (r->render_width < 32 || r->render_height < 32 || r->render_width % 32 || r->render_height % 32))
+        return h3_fail(e, "--render-width/--render-height %dx%d: must be multiples of 32, at least 32", r->render_width,
+                       r->render_height);
+    if (r->render_width && h3_request_task(r) == H3_FL2VA && !r->width)
+        return h3_fail(e, "--render-width/--render-height with keyframes need --width/--height (the output canvas)");
     if (r->core_reuse < 1 || r->core_reuse > 6)
         return h3_fail(e, "--core-reuse must be 1..6 (features.md 5.4), got %d", r->core_reuse);
     if (r->core_reuse > 1 && r->reuse > 1)

@@ -33,6 +33,7 @@ typedef struct h3_request {
     const char *wav;           /* WAV audio, or NULL */
     const char *dump_latents;  /* safetensors with the final latents/frames/audio, or NULL */
     int         width, height; /* 0 = default canvas */
+    int         render_width, render_height; /* 0 = the output canvas; else the model's (features.md 5.6) */
     int         frames;        /* requested (before alignment), 0 = unset */
     double      seconds;       /* 0 = unset */
     int         steps;         /* denoising passes (model evaluations with --reuse 1) */

@@ -38,6 +38,10 @@ check "steps zero" "--steps expects an integer in 1..1000" -- -d "$TINY" -p hi -
 check "steps text" "--steps expects an integer" -- -d "$TINY" -p hi -o "$O" --steps many
 check "reuse range" "--reuse expects an integer in 1..3" -- -d "$TINY" -p hi -o "$O" --reuse 4
 check "layers range" "--layers expects an integer in 35..50" -- -d "$TINY" -p hi -o "$O" --layers 51
+check "render alone" "--render-width and --render-height must be given together" -- -d "$TINY" -p hi -o "$O" --render-width 64
+check "render multiple" "must be multiples of 32" -- -d "$TINY" -p hi -o "$O" --width 128 --height 64 --render-width 48 --render-height 32
+check "render aspect" "must have exactly its aspect" -- -d "$TINY" -p hi -o "$O" --width 128 --height 64 --render-width 96 --render-height 64
+check "render keyframes" "need --width/--height" -- -d "$TINY" -p hi -o "$O" --first-frame "$IMG" --render-width 64 --render-height 64
 check "core-reuse range" "--core-reuse expects an integer in 1..6" -- -d "$TINY" -p hi -o "$O" --core-reuse 7
 check "core-reuse with reuse" "--core-reuse 2 cannot be combined with --reuse 2" -- -d "$TINY" -p hi -o "$O" --core-reuse 2 --reuse 2
 check "seed negative" "--seed expects an unsigned 64-bit integer" -- -d "$TINY" -p hi -o "$O" --seed -1

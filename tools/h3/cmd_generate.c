@@ -25,6 +25,8 @@ static void usage(FILE *f) {
             "                           smallest (blocks 0, 1 and 49 always run; 45 fast, 40 aggressive) [50]\n"
             "  --core-reuse C           1..6: run the 50 blocks on the first, every C-th and the last pass only, the\n"
             "                           others add the stored core residual (4 fast, 6 preview); not with --reuse [1]\n"
+            "  --render-width/--render-height W H  run the DiT and the VAE at this smaller canvas (multiples of 32,\n"
+            "                           the output's aspect exactly) and upscale the frames (Lanczos) to --width/--height\n"
             "  --seed N                 unsigned 64-bit seed (torch.Generator().manual_seed) [42]\n"
             "  --first-frame IMG, --last-frame IMG       fl2va keyframes\n"
             "  --ref-image IMG, --ref-silent-video VID, --ref-video VID, --ref-video-audio VID AUD,\n"
@@ -83,6 +85,8 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--reuse")) { if (parse_int(a, v, 1, 3, &r.reuse)) return 2; }
         else if (!strcmp(a, "--layers")) { if (parse_int(a, v, 35, 50, &r.layers)) return 2; }
         else if (!strcmp(a, "--core-reuse")) { if (parse_int(a, v, 1, 6, &r.core_reuse)) return 2; }
+        else if (!strcmp(a, "--render-width")) { if (parse_int(a, v, 1, 1 << 20, &r.render_width)) return 2; }
+        else if (!strcmp(a, "--render-height")) { if (parse_int(a, v, 1, 1 << 20, &r.render_height)) return 2; }
         else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 4096, &r.threads)) return 2; }
         else if (!strcmp(a, "--seconds")) {
             char *end;
