@@ -533,6 +533,7 @@ static int phase_video(gen *s, h3_err *e) {
     if (!v) return -1;
     const video_vae_config *c = video_vae_get_config(v);
     const layout_geometry *g = &s->g;
+    frame_sink_ctx fc = {s, g->height, g->width, NULL};
     int rc = -1;
     int64_t nz = (int64_t)VIDEO_CHANNELS * g->num_latent_frames * g->latent_height * g->latent_width;
     float *z = malloc(sizeof(float) * (size_t)nz);
@@ -552,7 +553,6 @@ static int phase_video(gen *s, h3_err *e) {
     video_vae_denormalize_latents(c, z, nz / VIDEO_CHANNELS);
     begin_on(s, "video VAE decode", be, s->nframes);
     video_vae_tiling tiling = video_vae_tiling_default();
-    frame_sink_ctx fc = {s, g->height, g->width, NULL};
     if ((s->out_h != g->height || s->out_w != g->width) &&
         !(fc.render = malloc(sizeof(float) * 3 * (size_t)g->height * (size_t)g->width))) {
         h3_fail(e, "out of memory for the render-canvas frame");
@@ -568,6 +568,7 @@ static int phase_video(gen *s, h3_err *e) {
     rc = 0;
 done:
     free(z);
+    free(fc.render);
     video_vae_free(v);
     return rc;
 }
