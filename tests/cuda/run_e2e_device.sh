@@ -43,11 +43,13 @@ EOF
 }
 
 # run TASK PREC BACKEND TAG [ENV...]: one h3 generate, dump in $WORK/TASK.TAG.st, log appended to runs.log
+# (XARGS: extra generate flags after the task's own)
+XARGS=()
 run() {
     local task=$1 prec=$2 be=$3 tag=$4; shift 4
     mapfile -t args < <(task_args "$task")
     local t0=$(date +%s.%N)
-    env "$@" "$H3" generate "${args[@]}" --precision "$prec" --backend "$be" -o '' --dump-latents "$WORK/$task.$tag.st" \
+    env "$@" "$H3" generate "${args[@]}" "${XARGS[@]}" --precision "$prec" --backend "$be" -o '' --dump-latents "$WORK/$task.$tag.st" \
         --profile >"$WORK/log" 2>&1
     local rc=$? t1=$(date +%s.%N)
     { echo "===== $task $tag ($*): exit $rc, $(awk "BEGIN{printf \"%.2f\", $t1 - $t0}") s"; grep -v "elapsed, ETA" "$WORK/log"; } >>"$RUNS"
@@ -92,6 +94,17 @@ for task in t2va fl2va; do
     run "$task" bf16 cuda bf16.cuda-fp32paths H3_CUDA_PRECISION=fp32 &&
         compare 3e-2 "$WORK/$task.bf16.cpu.st" "$WORK/$task.bf16.cuda-fp32paths.st" "$task/bf16 cuda(H3_CUDA_PRECISION=fp32)-vs-cpu"
     rm -f "$WORK/$task".*.st
+done
+
+# speed controls and the render canvas (features.md 5.2, 5.4, 5.6) on both backends, fp32
+for spec in "reuse:--steps 6 --reuse 2" "core-reuse:--steps 6 --core-reuse 2" \
+            "render:--width 128 --height 64 --render-width 64 --render-height 32"; do
+    name=${spec%%:*}
+    read -ra XARGS <<<"${spec#*:}"
+    run t2va fp32 cpu "$name.cpu" && run t2va fp32 cuda "$name.cuda" &&
+        compare 1e-4 "$WORK/t2va.$name.cpu.st" "$WORK/t2va.$name.cuda.st" "t2va/$name fp32 cuda-vs-cpu"
+    XARGS=()
+    rm -f "$WORK"/t2va.*.st
 done
 
 # component probes on both backends (the ops of backend_text.h / backend_audio.h / backend_conv.h)
