@@ -8,7 +8,8 @@
  * Both checkpoint layouts load into the same structure: the diffusers layout has to_q/to_k/to_v
  * and ff.net.0.proj = [value; gate]; the original layout has a per-head interleaved qkv_proj
  * (de-interleaved after its matmul) and mlp.fc1 = [gate; value]. The FFN halves are row views,
- * so both layouts run the very same matmuls. */
+ * so both layouts run the very same matmuls. The bf16 mode's blocks run on bf16 activation buffers
+ * (dit_bf16.c); the structures both files share are in dit_internal.h. */
 #include "dit.h"
 
 #include <jansson.h>
@@ -23,9 +24,8 @@
 #include "../backend/backend_bf16.h"
 #include "../backend/backend_dit.h"
 #include "../io/safetensors.h"
+#include "dit_internal.h"
 
-#define MODALITIES 3 /* AdaLN table rows per timestep: 0 video, 1 text, 2 audio (spec 4.5) */
-#define ADALN_SLOTS 6
 
 /* ---------------------------------------------------------------- config (spec 1) */
 
@@ -224,63 +224,6 @@ int dit_expected_tensors(const dit_config *c, h3_expect_list *l, h3_err *e) {
 
 /* ---------------------------------------------------------------- model */
 
-typedef struct dit_attn_w {
-    h3_tensor *to_q, *to_k, *to_v; /* diffusers layout (NULL when fused into qkv_planar) */
-    h3_tensor *qkv;                /* original layout: per-head [q k v] rows (spec 2.4) */
-    h3_tensor *qkv_planar;         /* diffusers layout, CUDA bf16 mode: [to_q; to_k; to_v] in one matrix */
-    h3_tensor *to_out;
-    float     *norm_q, *norm_k;    /* [head_dim] fp32, backend memory */
-} dit_attn_w;
-
-typedef struct dit_block_w {
-    float     *norm1, *norm2;      /* [hidden] fp32 */
-    dit_attn_w attn;
-    h3_tensor *ff_in;              /* the fused FFN input weight: diffusers [value; gate], original [gate; value] */
-    h3_tensor *ff_value, *ff_gate; /* row views of ff_in */
-    h3_tensor *ff_down;
-    h3_tensor *adaln_w, *adaln_b;  /* main blocks only; NULL after dit_release_adaln */
-} dit_block_w;
-
-/* AdaLN tables of one timestep value (spec 4.5): per block [3 modalities][6 slots][hidden], and the
- * final layer's [shift | scale]. Backend memory. */
-typedef struct dit_adaln_entry {
-    float  t;
-    float *blocks; /* [L][3][6H] */
-    float *final;  /* [2H] */
-} dit_adaln_entry;
-
-struct dit_model {
-    h3_backend *be;
-    dit_config  cfg;
-    int         bf16;
-    st_set     *st;
-    h3_expect_list mem_names; /* dit_new_random: weights held in memory instead of st */
-    h3_tensor    **mem;
-    uint8_t       *mem_on_backend; /* 1: mem[i]->data is backend memory (CUDA random matrices), handed
-                                      to the model's owned list by load_w */
-    /* every h3_tensor this model owns (uploads and views), freed in reverse */
-    h3_tensor **owned;
-    uint8_t    *owned_is_view; /* row views: no backend memory of their own */
-    int         n_owned, cap_owned;
-    float     **fbufs; /* fp32 backend buffers (norm gains) */
-    int         n_fbufs, cap_fbufs;
-
-    h3_tensor *proj_in_w, *proj_in_b, *audio_in_w, *audio_in_b, *ctx_w, *ctx_b;
-    h3_tensor *te1_w, *te1_b, *te2_w, *te2_b;
-    dit_block_w *refiner, *blocks;
-    float       *refiner_final_norm, *out_norm;
-    h3_tensor   *out_ada_w, *out_ada_b;
-    h3_tensor   *proj_out_w, *proj_out_b, *audio_out_w, *audio_out_b;
-    float        inv_freq[64];
-    int          adaln_released;
-    uint8_t     *skip;        /* [num_layers] or NULL: blocks dropped by dit_select_layers (features.md 5.3) */
-    float       *core_res;    /* --core-reuse: core output - core input [core_rows, hidden], fp32, backend */
-    int64_t      core_rows;
-    size_t       adaln_bytes; /* stored bytes of every AdaLN projection (weights + biases) */
-    size_t       total_bytes; /* stored bytes of every loaded tensor */
-    dit_adaln_entry *cache;
-    int              n_cache, cap_cache;
-};
 
 const dit_config *dit_get_config(const dit_model *m) { return &m->cfg; }
 
@@ -906,11 +849,6 @@ int dit_layer_skipped(const dit_model *m, int block) {
 
 /* ---------------------------------------------------------------- forward (spec 4) */
 
-typedef struct dit_scratch {
-    float *n, *o;            /* [S, H] */
-    float *q, *k, *v, *a;    /* [S, I] */
-    float *big;              /* [S, max(3I, 2FF)]: fused qkv output, FFN value | gate */
-} dit_scratch;
 
 /* Attention sub-layer (spec 4.7) on rows x H input n -> out (rows x H). cos/sin NULL: no RoPE. */
 static void attention(dit_model *m, const dit_attn_w *w, const float *n, int64_t rows, const float *cos,
@@ -975,107 +913,6 @@ static int alloc_scratch(dit_model *m, int64_t rows, dit_scratch *s) {
         free_scratch(m->be, s);
         return -1;
     }
-    return 0;
-}
-
-/* ---- bf16 mode: bf16 activation buffers (backend_bf16.h). The reference's bf16 mode stores every
- * activation in bf16, so these buffers hold exactly the values the fp32-buffer path rounds to; on the
- * CPU both paths give the same bits, on CUDA the operands go to the tensor cores as they are. */
-
-typedef struct dit_scratch16 {
-    h3_bf16 *n, *o; /* [S, H] */
-    h3_bf16 *big;   /* [S, max(3I, 2FF)]: q|k|v (per the weight layout), or the FFN's value|gate */
-    h3_bf16 *mid;   /* [S, max(I, FF)]: attention output, or the SwiGLU product */
-} dit_scratch16;
-
-static void free_scratch16(h3_backend *be, dit_scratch16 *s) {
-    h3_free(be, s->n), h3_free(be, s->o), h3_free(be, s->big), h3_free(be, s->mid);
-    memset(s, 0, sizeof *s);
-}
-
-static int alloc_scratch16(dit_model *m, int64_t rows, dit_scratch16 *s) {
-    const dit_config *c = &m->cfg;
-    int64_t H = c->hidden_size, I = (int64_t)c->num_attention_heads * c->attention_head_dim, FF = c->ffn_dim;
-    int64_t big = 3 * I > 2 * FF ? 3 * I : 2 * FF, mid = I > FF ? I : FF;
-    memset(s, 0, sizeof *s);
-    s->n = h3_alloc(m->be, (size_t)(rows * H) * 2);
-    s->o = h3_alloc(m->be, (size_t)(rows * H) * 2);
-    s->big = h3_alloc(m->be, (size_t)(rows * big) * 2);
-    s->mid = h3_alloc(m->be, (size_t)(rows * mid) * 2);
-    if (!s->n || !s->o || !s->big || !s->mid) {
-        free_scratch16(m->be, s);
-        return -1;
-    }
-    return 0;
-}
-
-/* Attention sub-layer (spec 4.7) in bf16: one [S, 3I] GEMM output (or three column slices of it),
- * q/k normalized and rotated in place, attention straight on its strided heads. */
-static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int64_t rows, const float *cos,
-                        const float *sin, dit_scratch16 *s, h3_bf16 *out) {
-    const dit_config *c = &m->cfg;
-    h3_backend *be = m->be;
-    int NH = c->num_attention_heads, D = c->attention_head_dim;
-    int64_t H = c->hidden_size, I = (int64_t)NH * D, ld = 3 * I;
-    h3_bf16 *q = s->big, *k, *v;
-    int64_t hs;
-    if (w->qkv) { /* original layout: per-head [q k v] rows, so per-head [q k v] columns (spec 2.4) */
-        h3_bf16_matmul(be, s->big, ld, n, H, rows, w->qkv, NULL);
-        k = q + D, v = q + 2 * D, hs = 3 * D;
-    } else {
-        if (w->qkv_planar) {
-            h3_bf16_matmul(be, s->big, ld, n, H, rows, w->qkv_planar, NULL);
-        } else {
-            h3_bf16_matmul(be, s->big, ld, n, H, rows, w->to_q, NULL);
-            h3_bf16_matmul(be, s->big + I, ld, n, H, rows, w->to_k, NULL);
-            h3_bf16_matmul(be, s->big + 2 * I, ld, n, H, rows, w->to_v, NULL);
-        }
-        k = q + I, v = q + 2 * I, hs = D;
-    }
-    int rot = 6 * c->rope_freq_dim;
-    h3_bf16_head_norm_rope(be, q, rows, ld, NH, hs, D, w->norm_q, c->qk_norm_eps, rot, cos, sin);
-    h3_bf16_head_norm_rope(be, k, rows, ld, NH, hs, D, w->norm_k, c->qk_norm_eps, rot, cos, sin);
-    h3_bf16_attention(be, s->mid, I, q, ld, hs, k, ld, hs, v, ld, hs, rows, rows, NH, NH, D, 1.0f / sqrtf((float)D));
-    h3_bf16_matmul(be, out, H, s->mid, I, rows, w->to_out, NULL);
-}
-
-/* SwiGLU FFN (spec 4.8) in bf16: one GEMM for value and gate, then down. */
-static void feed_forward16(dit_model *m, const dit_block_w *b, const h3_bf16 *n, int64_t rows, dit_scratch16 *s,
-                           h3_bf16 *out) {
-    int64_t H = m->cfg.hidden_size, FF = m->cfg.ffn_dim;
-    int gate_first = m->cfg.original_layout; /* mlp.fc1 = [gate; value], ff.net.0.proj = [value; gate] */
-    h3_bf16_matmul(m->be, s->big, 2 * FF, n, H, rows, b->ff_in, NULL);
-    h3_bf16_swiglu(m->be, s->mid, s->big, rows, FF, 2 * FF, gate_first ? FF : 0, gate_first ? 0 : FF);
-    h3_bf16_matmul(m->be, out, H, s->mid, FF, rows, b->ff_down, NULL);
-}
-
-/* Context embedder + token refiner in bf16 -> xt [Nt, H] bf16. */
-static int text_stream16(dit_model *m, const float *text_host, int64_t Nt, h3_bf16 *xt, h3_err *e) {
-    const dit_config *c = &m->cfg;
-    h3_backend *be = m->be;
-    int64_t H = c->hidden_size;
-    float *tin = h3_alloc(be, (size_t)(Nt * c->text_dim) * sizeof(float));
-    h3_bf16 *tin16 = h3_alloc(be, (size_t)(Nt * c->text_dim) * 2);
-    dit_scratch16 s;
-    if (!tin || !tin16 || alloc_scratch16(m, Nt, &s) != 0) {
-        h3_free(be, tin), h3_free(be, tin16);
-        return h3_fail(e, "out of memory for the text stream (%lld rows)", (long long)Nt);
-    }
-    h3_upload(be, tin, text_host, (size_t)(Nt * c->text_dim) * sizeof(float));
-    h3_bf16_pack(be, tin16, tin, Nt * c->text_dim); /* the cast to the context embedder's dtype */
-    h3_bf16_matmul(be, xt, H, tin16, c->text_dim, Nt, m->ctx_w, m->ctx_b);
-    for (int r = 0; r < c->num_refiner_layers; r++) {
-        const dit_block_w *b = &m->refiner[r];
-        h3_bf16_rmsnorm_modulate(be, s.n, xt, Nt, H, b->norm1, c->norm_eps, NULL, 0, NULL, 0, 0);
-        attention16(m, &b->attn, s.n, Nt, NULL, NULL, &s, s.o);
-        h3_bf16_gated_residual(be, xt, s.o, Nt, H, NULL, 0, NULL, 0);
-        h3_bf16_rmsnorm_modulate(be, s.n, xt, Nt, H, b->norm2, c->norm_eps, NULL, 0, NULL, 0, 0);
-        feed_forward16(m, b, s.n, Nt, &s, s.o);
-        h3_bf16_gated_residual(be, xt, s.o, Nt, H, NULL, 0, NULL, 0);
-    }
-    h3_bf16_rmsnorm_modulate(be, xt, xt, Nt, H, m->refiner_final_norm, c->final_norm_eps, NULL, 0, NULL, 0, 0);
-    h3_free(be, tin), h3_free(be, tin16);
-    free_scratch16(be, &s);
     return 0;
 }
 
@@ -1205,24 +1042,9 @@ static void rope_tables(const dit_model *m, const double *pos, int64_t S, float 
     }
 }
 
-/* Everything a forward shares between blocks: the AdaLN tables of its K timesteps, the per-row
- * table indices, the rotary tables and the activation scratch. */
-typedef struct fwd_ctx {
-    int64_t          S, K;
-    float           *tab;     /* [L][K*3][6H] */
-    float           *tab_f;   /* [K][2H] */
-    int32_t         *ada_idx; /* [S] timestep_index * 3 + tag */
-    int32_t         *t_idx;   /* [S] timestep_index */
-    float           *cos, *sin;
-    dit_scratch      s;   /* fp32 mode */
-    dit_scratch16    s16; /* bf16 mode */
-    int              have_scratch;
-    dit_adaln_entry *tmp;
-    int              n_tmp;
-} fwd_ctx;
 
 static void fwd_ctx_free(dit_model *m, fwd_ctx *x) {
-    if (x->have_scratch && m->bf16) free_scratch16(m->be, &x->s16);
+    if (x->have_scratch && m->bf16) dit16_free_scratch(m->be, &x->s16);
     else if (x->have_scratch) free_scratch(m->be, &x->s);
     for (int i = 0; i < x->n_tmp; i++) free_cache_entry(m, &x->tmp[i]);
     free(x->tmp);
@@ -1277,7 +1099,7 @@ static int fwd_ctx_init(dit_model *m, const dit_inputs *in, fwd_ctx *x, h3_err *
     rope_tables(m, in->position_ids, S, cos_h, sin_h);
     h3_upload(be, x->cos, cos_h, (size_t)(S * R) * f);
     h3_upload(be, x->sin, sin_h, (size_t)(S * R) * f);
-    if (m->bf16 ? alloc_scratch16(m, S, &x->s16) != 0 : alloc_scratch(m, S, &x->s) != 0) goto oom;
+    if (m->bf16 ? dit16_alloc_scratch(m, S, &x->s16) != 0 : alloc_scratch(m, S, &x->s) != 0) goto oom;
     x->have_scratch = 1;
     free(cos_h), free(sin_h), free(ent);
     return 0;
@@ -1308,21 +1130,6 @@ static void run_block(dit_model *m, fwd_ctx *x, int64_t b, float *X) {
     h3_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 5 * H, flags);
 }
 
-/* One main block (spec 4.6) in bf16, in place on X [S, H]. */
-static void run_block16(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X) {
-    const dit_config *c = &m->cfg;
-    h3_backend *be = m->be;
-    int64_t S = x->S, H = c->hidden_size, row6 = (int64_t)ADALN_SLOTS * H;
-    const dit_block_w *w = &m->blocks[b];
-    const float *tb = x->tab + b * x->K * MODALITIES * row6;
-    dit_scratch16 *s = &x->s16;
-    h3_bf16_rmsnorm_modulate(be, s->n, X, S, H, w->norm1, c->norm_eps, tb, row6, x->ada_idx, 0 * H, 1 * H);
-    attention16(m, &w->attn, s->n, S, x->cos, x->sin, s, s->o);
-    h3_bf16_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 2 * H);
-    h3_bf16_rmsnorm_modulate(be, s->n, X, S, H, w->norm2, c->norm_eps, tb, row6, x->ada_idx, 3 * H, 4 * H);
-    feed_forward16(m, w, s->n, S, s, s->o);
-    h3_bf16_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 5 * H);
-}
 
 /* ---- --core-reuse (features.md 5.4): the core's residual, fp32, from the (bf16 or fp32) packed rows ---- */
 
@@ -1404,7 +1211,7 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
         xt = h3_alloc(be, (size_t)(in->Nt * H) * (m->bf16 ? 2 : f));
         if (!xt) goto oom;
         if (m->bf16) {
-            if (text_stream16(m, in->text, in->Nt, (h3_bf16 *)xt, e) != 0) goto done;
+            if (dit16_text_stream(m, in->text, in->Nt, (h3_bf16 *)xt, e) != 0) goto done;
             h3_bf16_rows_scatter(be, (h3_bf16 *)X, (h3_bf16 *)xt, ti_dev, in->Nt, H);
         } else {
             if (text_stream(m, in->text, in->Nt, xt, e) != 0) goto done;
@@ -1430,7 +1237,7 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
         if (in->core == DIT_CORE_RUN_STORE && !(X0 = core_input(m, X, S))) goto oom;
         for (int64_t b = 0; b < L; b++) {
             if (m->skip && m->skip[b]) continue; /* --layers (features.md 5.3) */
-            if (m->bf16) run_block16(m, &x, b, (h3_bf16 *)X);
+            if (m->bf16) dit16_run_block(m, &x, b, (h3_bf16 *)X);
             else run_block(m, &x, b, X);
         }
         if (X0 && core_store(m, X, X0, S) != 0) goto oom;
@@ -1482,7 +1289,7 @@ int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h
             return h3_fail(e, "dit: out of memory (S = %lld)", (long long)in->S);
         }
         h3_bf16_pack(m->be, X16, X, in->S * m->cfg.hidden_size);
-        run_block16(m, &x, block, X16);
+        dit16_run_block(m, &x, block, X16);
         h3_bf16_unpack(m->be, X, X16, in->S * m->cfg.hidden_size);
         h3_sync(m->be);
         h3_free(m->be, X16);

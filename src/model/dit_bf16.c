@@ -1,0 +1,117 @@
+/* MiniMax-H3 DiT, bf16 mode on bf16 activation buffers (backend_bf16.h): the blocks, the attention and FFN
+ * sub-layers and the text stream (../shared/spec/dit.md 4.3, 4.6-4.8). The reference's bf16 mode stores every
+ * activation in bf16, so these buffers hold exactly the values the fp32-buffer path rounds to; on the CPU both
+ * paths give the same bits (tests/test_bf16_ops.c), on CUDA the operands go to the tensor cores as they are. */
+#include <math.h>
+#include <string.h>
+
+#include "../backend/backend_bf16.h"
+#include "dit_internal.h"
+
+void dit16_free_scratch(h3_backend *be, dit_scratch16 *s) {
+    h3_free(be, s->n), h3_free(be, s->o), h3_free(be, s->big), h3_free(be, s->mid);
+    memset(s, 0, sizeof *s);
+}
+
+int dit16_alloc_scratch(dit_model *m, int64_t rows, dit_scratch16 *s) {
+    const dit_config *c = &m->cfg;
+    int64_t H = c->hidden_size, I = (int64_t)c->num_attention_heads * c->attention_head_dim, FF = c->ffn_dim;
+    int64_t big = 3 * I > 2 * FF ? 3 * I : 2 * FF, mid = I > FF ? I : FF;
+    memset(s, 0, sizeof *s);
+    s->n = h3_alloc(m->be, (size_t)(rows * H) * 2);
+    s->o = h3_alloc(m->be, (size_t)(rows * H) * 2);
+    s->big = h3_alloc(m->be, (size_t)(rows * big) * 2);
+    s->mid = h3_alloc(m->be, (size_t)(rows * mid) * 2);
+    if (!s->n || !s->o || !s->big || !s->mid) {
+        dit16_free_scratch(m->be, s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Attention sub-layer (spec 4.7) in bf16: one [S, 3I] GEMM output (or three column slices of it),
+ * q/k normalized and rotated in place, attention straight on its strided heads. */
+static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int64_t rows, const float *cos,
+                        const float *sin, dit_scratch16 *s, h3_bf16 *out) {
+    const dit_config *c = &m->cfg;
+    h3_backend *be = m->be;
+    int NH = c->num_attention_heads, D = c->attention_head_dim;
+    int64_t H = c->hidden_size, I = (int64_t)NH * D, ld = 3 * I;
+    h3_bf16 *q = s->big, *k, *v;
+    int64_t hs;
+    if (w->qkv) { /* original layout: per-head [q k v] rows, so per-head [q k v] columns (spec 2.4) */
+        h3_bf16_matmul(be, s->big, ld, n, H, rows, w->qkv, NULL);
+        k = q + D, v = q + 2 * D, hs = 3 * D;
+    } else {
+        if (w->qkv_planar) {
+            h3_bf16_matmul(be, s->big, ld, n, H, rows, w->qkv_planar, NULL);
+        } else {
+            h3_bf16_matmul(be, s->big, ld, n, H, rows, w->to_q, NULL);
+            h3_bf16_matmul(be, s->big + I, ld, n, H, rows, w->to_k, NULL);
+            h3_bf16_matmul(be, s->big + 2 * I, ld, n, H, rows, w->to_v, NULL);
+        }
+        k = q + I, v = q + 2 * I, hs = D;
+    }
+    int rot = 6 * c->rope_freq_dim;
+    h3_bf16_head_norm_rope(be, q, rows, ld, NH, hs, D, w->norm_q, c->qk_norm_eps, rot, cos, sin);
+    h3_bf16_head_norm_rope(be, k, rows, ld, NH, hs, D, w->norm_k, c->qk_norm_eps, rot, cos, sin);
+    h3_bf16_attention(be, s->mid, I, q, ld, hs, k, ld, hs, v, ld, hs, rows, rows, NH, NH, D, 1.0f / sqrtf((float)D));
+    h3_bf16_matmul(be, out, H, s->mid, I, rows, w->to_out, NULL);
+}
+
+/* SwiGLU FFN (spec 4.8) in bf16: one GEMM for value and gate, then down. */
+static void feed_forward16(dit_model *m, const dit_block_w *b, const h3_bf16 *n, int64_t rows, dit_scratch16 *s,
+                           h3_bf16 *out) {
+    int64_t H = m->cfg.hidden_size, FF = m->cfg.ffn_dim;
+    int gate_first = m->cfg.original_layout; /* mlp.fc1 = [gate; value], ff.net.0.proj = [value; gate] */
+    h3_bf16_matmul(m->be, s->big, 2 * FF, n, H, rows, b->ff_in, NULL);
+    h3_bf16_swiglu(m->be, s->mid, s->big, rows, FF, 2 * FF, gate_first ? FF : 0, gate_first ? 0 : FF);
+    h3_bf16_matmul(m->be, out, H, s->mid, FF, rows, b->ff_down, NULL);
+}
+
+/* Context embedder + token refiner in bf16 -> xt [Nt, H] bf16. */
+int dit16_text_stream(dit_model *m, const float *text_host, int64_t Nt, h3_bf16 *xt, h3_err *e) {
+    const dit_config *c = &m->cfg;
+    h3_backend *be = m->be;
+    int64_t H = c->hidden_size;
+    float *tin = h3_alloc(be, (size_t)(Nt * c->text_dim) * sizeof(float));
+    h3_bf16 *tin16 = h3_alloc(be, (size_t)(Nt * c->text_dim) * 2);
+    dit_scratch16 s;
+    if (!tin || !tin16 || dit16_alloc_scratch(m, Nt, &s) != 0) {
+        h3_free(be, tin), h3_free(be, tin16);
+        return h3_fail(e, "out of memory for the text stream (%lld rows)", (long long)Nt);
+    }
+    h3_upload(be, tin, text_host, (size_t)(Nt * c->text_dim) * sizeof(float));
+    h3_bf16_pack(be, tin16, tin, Nt * c->text_dim); /* the cast to the context embedder's dtype */
+    h3_bf16_matmul(be, xt, H, tin16, c->text_dim, Nt, m->ctx_w, m->ctx_b);
+    for (int r = 0; r < c->num_refiner_layers; r++) {
+        const dit_block_w *b = &m->refiner[r];
+        h3_bf16_rmsnorm_modulate(be, s.n, xt, Nt, H, b->norm1, c->norm_eps, NULL, 0, NULL, 0, 0);
+        attention16(m, &b->attn, s.n, Nt, NULL, NULL, &s, s.o);
+        h3_bf16_gated_residual(be, xt, s.o, Nt, H, NULL, 0, NULL, 0);
+        h3_bf16_rmsnorm_modulate(be, s.n, xt, Nt, H, b->norm2, c->norm_eps, NULL, 0, NULL, 0, 0);
+        feed_forward16(m, b, s.n, Nt, &s, s.o);
+        h3_bf16_gated_residual(be, xt, s.o, Nt, H, NULL, 0, NULL, 0);
+    }
+    h3_bf16_rmsnorm_modulate(be, xt, xt, Nt, H, m->refiner_final_norm, c->final_norm_eps, NULL, 0, NULL, 0, 0);
+    h3_free(be, tin), h3_free(be, tin16);
+    dit16_free_scratch(be, &s);
+    return 0;
+}
+
+/* One main block (spec 4.6) in bf16, in place on X [S, H]. */
+void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X) {
+    const dit_config *c = &m->cfg;
+    h3_backend *be = m->be;
+    int64_t S = x->S, H = c->hidden_size, row6 = (int64_t)ADALN_SLOTS * H;
+    const dit_block_w *w = &m->blocks[b];
+    const float *tb = x->tab + b * x->K * MODALITIES * row6;
+    dit_scratch16 *s = &x->s16;
+    h3_bf16_rmsnorm_modulate(be, s->n, X, S, H, w->norm1, c->norm_eps, tb, row6, x->ada_idx, 0 * H, 1 * H);
+    attention16(m, &w->attn, s->n, S, x->cos, x->sin, s, s->o);
+    h3_bf16_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 2 * H);
+    h3_bf16_rmsnorm_modulate(be, s->n, X, S, H, w->norm2, c->norm_eps, tb, row6, x->ada_idx, 3 * H, 4 * H);
+    feed_forward16(m, w, s->n, S, s, s->o);
+    h3_bf16_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 5 * H);
+}
+

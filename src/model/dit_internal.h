@@ -1,0 +1,108 @@
+/* Private to the DiT (dit.c: config, weights, AdaLN, the fp32 forward and the driver; dit_bf16.c: the bf16
+ * mode's blocks on bf16 activation buffers): the model structure and what a forward shares. */
+#ifndef H3_DIT_INTERNAL_H
+#define H3_DIT_INTERNAL_H
+
+#include "../backend/backend_bf16.h"
+#include "../io/expect.h"
+#include "../io/safetensors.h"
+#include "dit.h"
+
+#define MODALITIES 3 /* AdaLN table rows per timestep: 0 video, 1 text, 2 audio (spec 4.5) */
+#define ADALN_SLOTS 6
+
+typedef struct dit_attn_w {
+    h3_tensor *to_q, *to_k, *to_v; /* diffusers layout (NULL when fused into qkv_planar) */
+    h3_tensor *qkv;                /* original layout: per-head [q k v] rows (spec 2.4) */
+    h3_tensor *qkv_planar;         /* diffusers layout, CUDA bf16 mode: [to_q; to_k; to_v] in one matrix */
+    h3_tensor *to_out;
+    float     *norm_q, *norm_k;    /* [head_dim] fp32, backend memory */
+} dit_attn_w;
+
+typedef struct dit_block_w {
+    float     *norm1, *norm2;      /* [hidden] fp32 */
+    dit_attn_w attn;
+    h3_tensor *ff_in;              /* the fused FFN input weight: diffusers [value; gate], original [gate; value] */
+    h3_tensor *ff_value, *ff_gate; /* row views of ff_in */
+    h3_tensor *ff_down;
+    h3_tensor *adaln_w, *adaln_b;  /* main blocks only; NULL after dit_release_adaln */
+} dit_block_w;
+
+/* AdaLN tables of one timestep value (spec 4.5): per block [3 modalities][6 slots][hidden], and the
+ * final layer's [shift | scale]. Backend memory. */
+typedef struct dit_adaln_entry {
+    float  t;
+    float *blocks; /* [L][3][6H] */
+    float *final;  /* [2H] */
+} dit_adaln_entry;
+
+struct dit_model {
+    h3_backend *be;
+    dit_config  cfg;
+    int         bf16;
+    st_set     *st;
+    h3_expect_list mem_names; /* dit_new_random: weights held in memory instead of st */
+    h3_tensor    **mem;
+    uint8_t       *mem_on_backend; /* 1: mem[i]->data is backend memory (CUDA random matrices), handed
+                                      to the model's owned list by load_w */
+    /* every h3_tensor this model owns (uploads and views), freed in reverse */
+    h3_tensor **owned;
+    uint8_t    *owned_is_view; /* row views: no backend memory of their own */
+    int         n_owned, cap_owned;
+    float     **fbufs; /* fp32 backend buffers (norm gains) */
+    int         n_fbufs, cap_fbufs;
+
+    h3_tensor *proj_in_w, *proj_in_b, *audio_in_w, *audio_in_b, *ctx_w, *ctx_b;
+    h3_tensor *te1_w, *te1_b, *te2_w, *te2_b;
+    dit_block_w *refiner, *blocks;
+    float       *refiner_final_norm, *out_norm;
+    h3_tensor   *out_ada_w, *out_ada_b;
+    h3_tensor   *proj_out_w, *proj_out_b, *audio_out_w, *audio_out_b;
+    float        inv_freq[64];
+    int          adaln_released;
+    uint8_t     *skip;        /* [num_layers] or NULL: blocks dropped by dit_select_layers (features.md 5.3) */
+    float       *core_res;    /* --core-reuse: core output - core input [core_rows, hidden], fp32, backend */
+    int64_t      core_rows;
+    size_t       adaln_bytes; /* stored bytes of every AdaLN projection (weights + biases) */
+    size_t       total_bytes; /* stored bytes of every loaded tensor */
+    dit_adaln_entry *cache;
+    int              n_cache, cap_cache;
+};
+
+typedef struct dit_scratch {
+    float *n, *o;            /* [S, H] */
+    float *q, *k, *v, *a;    /* [S, I] */
+    float *big;              /* [S, max(3I, 2FF)]: fused qkv output, FFN value | gate */
+} dit_scratch;
+
+typedef struct dit_scratch16 {
+    h3_bf16 *n, *o; /* [S, H] */
+    h3_bf16 *big;   /* [S, max(3I, 2FF)]: q|k|v (per the weight layout), or the FFN's value|gate */
+    h3_bf16 *mid;   /* [S, max(I, FF)]: attention output, or the SwiGLU product */
+} dit_scratch16;
+
+/* Everything a forward shares between blocks: the AdaLN tables of its K timesteps, the per-row
+ * table indices, the rotary tables and the activation scratch. */
+typedef struct fwd_ctx {
+    int64_t          S, K;
+    float           *tab;     /* [L][K*3][6H] */
+    float           *tab_f;   /* [K][2H] */
+    int32_t         *ada_idx; /* [S] timestep_index * 3 + tag */
+    int32_t         *t_idx;   /* [S] timestep_index */
+    float           *cos, *sin;
+    dit_scratch      s;   /* fp32 mode */
+    dit_scratch16    s16; /* bf16 mode */
+    int              have_scratch;
+    dit_adaln_entry *tmp;
+    int              n_tmp;
+} fwd_ctx;
+
+/* dit_bf16.c: the bf16 mode (spec 4 with every "[bf16]" rounding, on h3_bf16 activations). */
+void dit16_free_scratch(h3_backend *be, dit_scratch16 *s);
+int  dit16_alloc_scratch(dit_model *m, int64_t rows, dit_scratch16 *s);
+/* Context embedder + token refiner (spec 4.2 steps 3-4, 4.3): text rows -> xt [Nt, H] bf16. */
+int  dit16_text_stream(dit_model *m, const float *text_host, int64_t Nt, h3_bf16 *xt, h3_err *e);
+/* One main block (spec 4.6) in place on X [S, H]. */
+void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X);
+
+#endif
