@@ -265,28 +265,29 @@ static int get_view(dit_model *m, const char *name, h3_tensor *view, h3_err *e) 
 }
 
 /* Looks a tensor up, checks its shape against the expected list and makes it backend resident. */
-static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *name, h3_err *e) {
+/* The view of a stored tensor, checked against the expected list (shape) and the dtypes the ops take. */
+static int lookup_checked(dit_model *m, const h3_expect_list *ex, const char *name, h3_tensor *view, int *mi,
+                          h3_err *e) {
     const h3_expect *x = h3_expect_find(ex, name);
-    h3_tensor view;
-    int mi;
-    if (!x) {
-        h3_fail(e, "internal: tensor '%s' not in the expected list", name);
-        return NULL;
-    }
-    if (get_view_at(m, name, &view, &mi, e) != 0) return NULL;
-    int ok = view.ndim == x->ndim;
-    for (int i = 0; ok && i < x->ndim; i++) ok = view.shape[i] == x->shape[i];
+    if (!x) return h3_fail(e, "internal: tensor '%s' not in the expected list", name);
+    if (get_view_at(m, name, view, mi, e) != 0) return -1;
+    int ok = view->ndim == x->ndim;
+    for (int i = 0; ok && i < x->ndim; i++) ok = view->shape[i] == x->shape[i];
     if (!ok) {
         char a[96], b[96];
-        h3_fail(e, "%s: tensor '%s' has shape %s, expected %s for this config", source_name(m), name,
-                h3_shape_str(view.shape, view.ndim, a, sizeof a), h3_shape_str(x->shape, x->ndim, b, sizeof b));
-        return NULL;
+        return h3_fail(e, "%s: tensor '%s' has shape %s, expected %s for this config", source_name(m), name,
+                       h3_shape_str(view->shape, view->ndim, a, sizeof a), h3_shape_str(x->shape, x->ndim, b, sizeof b));
     }
-    if (view.dtype != H3_F32 && view.dtype != H3_BF16 && view.dtype != H3_F16) {
-        h3_fail(e, "%s: tensor '%s' has dtype %s (want F32, BF16 or F16)", source_name(m), name,
-                h3_dtype_name(view.dtype));
-        return NULL;
-    }
+    if (view->dtype != H3_F32 && view->dtype != H3_BF16 && view->dtype != H3_F16)
+        return h3_fail(e, "%s: tensor '%s' has dtype %s (want F32, BF16 or F16)", source_name(m), name,
+                       h3_dtype_name(view->dtype));
+    return 0;
+}
+
+static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *name, h3_err *e) {
+    h3_tensor view;
+    int mi;
+    if (lookup_checked(m, ex, name, &view, &mi, e) != 0) return NULL;
     h3_tensor *w;
     if (mi >= 0 && m->mem_on_backend && m->mem_on_backend[mi]) {
         /* already in backend memory (made there by dit_new_random): the model takes it over */
@@ -364,18 +365,10 @@ static h3_tensor *load_w_stacked(dit_model *m, const h3_expect_list *ex, const c
     int mi[3];
     int64_t rows = 0;
     for (int i = 0; i < n; i++) {
-        const h3_expect *x = h3_expect_find(ex, names[i]);
-        if (!x) {
-            h3_fail(e, "internal: tensor '%s' not in the expected list", names[i]);
-            return NULL;
-        }
-        if (get_view_at(m, names[i], &view[i], &mi[i], e) != 0) return NULL;
-        if (view[i].ndim != 2 || view[i].ndim != x->ndim || view[i].shape[0] != x->shape[0] ||
-            view[i].shape[1] != x->shape[1] || view[i].dtype != view[0].dtype || view[i].shape[1] != view[0].shape[1]) {
-            char a[96], b[96];
-            h3_fail(e, "%s: tensor '%s' has shape %s %s, expected %s like the others", source_name(m), names[i],
-                    h3_shape_str(view[i].shape, view[i].ndim, a, sizeof a), h3_dtype_name(view[i].dtype),
-                    h3_shape_str(x->shape, x->ndim, b, sizeof b));
+        if (lookup_checked(m, ex, names[i], &view[i], &mi[i], e) != 0) return NULL;
+        if (view[i].ndim != 2 || view[i].dtype != view[0].dtype || view[i].shape[1] != view[0].shape[1]) {
+            h3_fail(e, "%s: tensor '%s' (%s) cannot be stacked with '%s' (%s): 2-D, same dtype and width needed",
+                    source_name(m), names[i], h3_dtype_name(view[i].dtype), names[0], h3_dtype_name(view[0].dtype));
             return NULL;
         }
         rows += view[i].shape[0];
