@@ -25,10 +25,8 @@ if [ "$WHAT" = all ] || [ "$WHAT" = dit ]; then
     run test_cuda_bench "$B/tests/cuda/test_cuda_bench"
     run bench_dit "$B/h3" bench --backend cuda --what dit --repeats 2
     cat "$OUTD/bench_dit.log"
-    H3_GEMM_TUNE=0 run bench_dit_notune "$B/h3" bench --backend cuda --what dit --repeats 2 --shapes 544x960x124
-    grep '^DIT' "$OUTD/bench_dit_notune.log"
-    H3_CUDA_OPTIME=1 H3_GEMM_VERBOSE=1 run bench_dit_optime "$B/h3" bench --backend cuda --what dit --repeats 1 --shapes 544x960x124
-    grep -E '^DIT|h3: gemm|calls|op time' "$OUTD/bench_dit_optime.log"
+    H3_CUDA_OPTIME=1 run bench_dit_optime "$B/h3" bench --backend cuda --what dit --repeats 1 --shapes 544x960x124
+    grep -E '^DIT|calls|op time' "$OUTD/bench_dit_optime.log"
 fi
 if [ "$WHAT" = all ] || [ "$WHAT" = vae ]; then
     run bench_vae "$B/h3" bench --backend cuda --what vae --precision bf16 --vae-repeats 1

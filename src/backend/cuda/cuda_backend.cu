@@ -34,8 +34,6 @@ int cuda_backend_init(h3_backend *be, h3_err *e) {
     c->widen_tile = 64LL << 20; /* 256 MB of fp32: big enough to keep the SGEMM efficient */
     const char *prec = getenv("H3_CUDA_PRECISION");
     c->force_fp32 = prec && strcmp(prec, "fp32") == 0;
-    const char *tune = getenv("H3_GEMM_TUNE"); /* 0 (default) off, 1: 8 candidates, N: N candidates */
-    c->gemm_tune = tune ? atoi(tune) : 0; /* measured: no gain over the heuristic at the DiT shapes */
     c->flash_variant = -1;
     const char *bn = getenv("H3_FLASH_BN");
     c->flash_bn = bn ? atoi(bn) : 64;
@@ -239,11 +237,35 @@ static int ptr_align(const void *p) {
     return a;
 }
 
+/* The heuristic's first algorithm for a described GEMM, with the workspace and operand alignment (bytes)
+ * as preferences; shared by lt_gemm_ex and cuda_sgemm_rm (cuda_gemm_rm.cu). */
+extern "C" cublasStatus_t cuda_lt_heuristic(h3_backend *be, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                                            cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, int align,
+                                            cublasLtMatmulAlgo_t *algo) {
+    cuda_impl *c = cuda_of(be);
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    uint64_t ws = c->workspace_bytes;
+    uint32_t al = (uint32_t)align;
+    cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, 1, &res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    if (nres < 1) return CUBLAS_STATUS_NOT_SUPPORTED;
+    *algo = res.algo;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 /* Row-major y[M,N] = x[M,K] . w[N,K]^T, written column-major as D[N,M] = W^T(NxK) . X(KxM): A = w with
  * op T (ld K), B = x with op N (ld ldx >= K), D ld = ldd (>= N; a column slice of a wider y). A bias
  * (N values) is added by the epilogue in fp32 before the output conversion. */
-enum { TUNE_CANDIDATES = 32 };
-
 static void lt_gemm_ex(h3_backend *be, int kind, const void *w, const void *x, int64_t ldx, void *y, int64_t M,
                        int64_t N, int64_t K, int64_t ldd, const void *bias, cudaDataType_t bias_type) {
     cuda_impl *c = cuda_of(be);
@@ -251,7 +273,6 @@ static void lt_gemm_ex(h3_backend *be, int kind, const void *w, const void *x, i
     cudaDataType_t cd = kind == CUDA_GEMM_BF16_BF16OUT ? CUDA_R_16BF : CUDA_R_32F;
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
     cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
     cublasStatus_t st;
     int align = ptr_align(w);
@@ -277,6 +298,7 @@ static void lt_gemm_ex(h3_backend *be, int kind, const void *w, const void *x, i
 
     {
         cuda_gemm_plan *plan = NULL;
+        cublasLtMatmulAlgo_t algo;
         int key_kind = kind * 1000 + align; /* the heuristic's choice depends on alignment too */
         for (int i = 0; i < CUDA_PLAN_CACHE; i++) {
             cuda_gemm_plan *p = &c->plans[i];
@@ -287,63 +309,13 @@ static void lt_gemm_ex(h3_backend *be, int kind, const void *w, const void *x, i
             }
         }
         if (!plan) {
-            cublasLtMatmulHeuristicResult_t res;
-            int nres = 0;
-            uint64_t ws = c->workspace_bytes;
-            uint32_t al = (uint32_t)align;
-            if ((st = cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) goto fail;
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-            /* big GEMMs (>= 0.2 TFLOP, the DiT's and the batched decoder's): time the heuristic's first
-             * candidates once and keep the fastest (H3_GEMM_TUNE=0: its first choice, as before) */
-            int want = c->gemm_tune > 0 && 2.0 * (double)M * (double)N * (double)K >= 2e11
-                           ? (c->gemm_tune > 1 && c->gemm_tune <= TUNE_CANDIDATES ? c->gemm_tune : 8)
-                           : 1;
-            cublasLtMatmulHeuristicResult_t cand[TUNE_CANDIDATES];
-            st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, want, cand, &nres);
-            if (st != CUBLAS_STATUS_SUCCESS) goto fail;
-            if (nres < 1) {
-                st = CUBLAS_STATUS_NOT_SUPPORTED;
-                goto fail;
-            }
-            res = cand[0];
-            if (nres > 1) {
-                float best = 1e30f, alpha = 1.0f, beta = 0.0f;
-                cudaEvent_t ev[2];
-                cudaEventCreate(&ev[0]);
-                cudaEventCreate(&ev[1]);
-                for (int i = 0; i < nres; i++) {
-                    if (cand[i].state != CUBLAS_STATUS_SUCCESS || cand[i].workspaceSize > c->workspace_bytes) continue;
-                    float ms = 0.0f;
-                    int ok = 1;
-                    for (int rep = 0; rep < 3 && ok; rep++) { /* first run warms up, then two timed */
-                        if (rep == 1) cudaEventRecord(ev[0], c->stream);
-                        ok = cublasLtMatmul(c->lt, op, &alpha, w, la, x, lb, &beta, y, ld, y, ld, &cand[i].algo,
-                                            c->workspace, c->workspace_bytes, c->stream) == CUBLAS_STATUS_SUCCESS;
-                    }
-                    if (!ok) continue;
-                    cudaEventRecord(ev[1], c->stream);
-                    cudaEventSynchronize(ev[1]);
-                    cudaEventElapsedTime(&ms, ev[0], ev[1]);
-                    if (ms < best) best = ms, res = cand[i];
-                }
-                cudaEventDestroy(ev[0]);
-                cudaEventDestroy(ev[1]);
-                cudaGetLastError(); /* a candidate that failed to launch is not the op's error */
-                if (getenv("H3_GEMM_VERBOSE"))
-                    fprintf(stderr, "h3: gemm M %lld N %lld K %lld: %d candidates, best %.3f ms (%.0f TFLOP/s)\n",
-                            (long long)M, (long long)N, (long long)K, nres, best / 2,
-                            2.0 * (double)M * N * K / (best / 2 * 1e-3) / 1e12);
-            }
+            if ((st = cuda_lt_heuristic(be, op, la, lb, ld, align, &algo)) != CUBLAS_STATUS_SUCCESS) goto fail;
             plan = &c->plans[c->plan_next];
             c->plan_next = (c->plan_next + 1) % CUDA_PLAN_CACHE;
             plan->used = 1;
             plan->kind = key_kind;
             plan->M = M, plan->N = N, plan->K = K, plan->ldx = ldx, plan->ldd = ldd, plan->bias = bias_key;
-            plan->algo = res.algo;
+            plan->algo = algo;
         }
         float alpha = 1.0f, beta = 0.0f;
         st = cublasLtMatmul(c->lt, op, &alpha, w, la, x, lb, &beta, y, ld, y, ld, &plan->algo, c->workspace,
@@ -354,7 +326,6 @@ static void lt_gemm_ex(h3_backend *be, int kind, const void *w, const void *x, i
 fail:
     cuda_record_error(be, what, cublasLtGetStatusString(st));
 done:
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (ld) cublasLtMatrixLayoutDestroy(ld);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
     if (la) cublasLtMatrixLayoutDestroy(la);

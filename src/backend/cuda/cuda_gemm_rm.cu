@@ -41,7 +41,6 @@ extern "C" void cuda_sgemm_rm(h3_backend *be, int ta, int tb, int64_t M, int64_t
     }
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     /* cuBLASLt operand 1 = B (col-major view: [N,K] when !tb with ld ldb, else [K,N] transposed) */
     cublasOperation_t t1 = tb ? CUBLAS_OP_T : CUBLAS_OP_N, t2 = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -91,28 +90,13 @@ extern "C" void cuda_sgemm_rm(h3_backend *be, int ta, int tb, int64_t M, int64_t
             break;
         }
     if (!plan) {
-        cublasLtMatmulHeuristicResult_t res;
-        int nres = 0;
-        uint64_t ws = c->workspace_bytes;
-        uint32_t al = (uint32_t)align;
-        if ((st = cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) goto fail;
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-        if ((st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, 1, &res, &nres)) !=
-            CUBLAS_STATUS_SUCCESS)
-            goto fail;
-        if (nres < 1) {
-            st = CUBLAS_STATUS_NOT_SUPPORTED;
-            goto fail;
-        }
+        cublasLtMatmulAlgo_t algo;
+        if ((st = cuda_lt_heuristic(be, op, la, lb, ld, align, &algo)) != CUBLAS_STATUS_SUCCESS) goto fail;
         plan = &cache->plans[cache->next];
         cache->next = (cache->next + 1) % RM_PLANS;
         plan->used = 1;
         memcpy(plan->key, key, sizeof key);
-        plan->algo = res.algo;
+        plan->algo = algo;
     }
     {
         float alpha = 1.0f, beta = 0.0f;
@@ -124,7 +108,6 @@ extern "C" void cuda_sgemm_rm(h3_backend *be, int ta, int tb, int64_t M, int64_t
 fail:
     cuda_record_error(be, what, cublasLtGetStatusString(st));
 done:
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (ld) cublasLtMatrixLayoutDestroy(ld);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
     if (la) cublasLtMatrixLayoutDestroy(la);

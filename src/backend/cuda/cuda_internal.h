@@ -40,7 +40,6 @@ typedef struct cuda_impl {
     void            *sdpa;        /* cuDNN SDPA state (cuda_sdpa_cudnn.cu), created on first use */
     void            *optime;      /* per-op timing (H3_CUDA_OPTIME=1, cuda_optime.cu) */
     void            *rm_plans;    /* cuda_sgemm_rm's plan cache (cuda_gemm_rm.cu) */
-    int              gemm_tune;   /* H3_GEMM_TUNE (default 0): time the heuristic's candidates on big GEMMs */
     cuda_gemm_plan   plans[CUDA_PLAN_CACHE];
     int              plan_next;
 } cuda_impl;
@@ -69,6 +68,10 @@ extern "C" void *cuda_scratch(h3_backend *be, size_t bytes);
  * epilogue, bias_type CUDA_R_32F or CUDA_R_16BF; bias NULL: none); kind CUDA_GEMM_*. */
 extern "C" void cuda_lt_gemm(h3_backend *be, int kind, const void *w, const void *x, int64_t ldx, void *y, int64_t ldy,
                              int64_t M, int64_t N, int64_t K, const void *bias, cudaDataType_t bias_type);
+/* cuBLASLt's first heuristic choice for a described GEMM (workspace and alignment as preferences). */
+extern "C" cublasStatus_t cuda_lt_heuristic(h3_backend *be, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                                            cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, int align,
+                                            cublasLtMatmulAlgo_t *algo);
 /* Frees cuda_sgemm_rm's plan cache (cuda_gemm_rm.cu). */
 extern "C" void cuda_gemm_rm_release(h3_backend *be);
 /* Reports and frees the per-op timing state (cuda_optime.cu). */
