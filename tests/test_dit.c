@@ -153,6 +153,54 @@ out:
     golden_free(&g);
 }
 
+/* --quant fp8 (docs/fp8.md) on the tiny golden case: both checkpoint layouts give the same bits (per-row
+ * quantization does not see the row order), the error against the fp32 reference is larger than bf16's but
+ * small, and the fp32 mode refuses it. */
+static void test_fp8(h3_backend *be, const char *cas, const char *diff_dir, const char *orig_dir) {
+    char path[512];
+    h3_err e = {{0}};
+    golden g;
+    snprintf(path, sizeof path, FIX "golden/dit/%s.in.safetensors", cas);
+    if (golden_load(path, &g, &e) != 0) {
+        CHECK(0, "%s", e.msg);
+        golden_free(&g);
+        return;
+    }
+    snprintf(path, sizeof path, FIX "golden/dit/%s.out.safetensors", cas);
+    h3_tensor *ref_v = load_out(path, "sample"), *ref_a = load_out(path, "audio_sample");
+    run_out o8[2] = {{0}}, o16 = {0};
+    const char *dirs[2] = {diff_dir, orig_dir};
+    int ok = ref_v && ref_a;
+    CHECK(ok, "%s: golden outputs missing", cas);
+    for (int layout = 0; ok && layout < 2; layout++) {
+        dit_model *m = dit_load(be, dirs[layout], 1, &e);
+        CHECK(m != NULL, "%s", e.msg);
+        if (!m) continue;
+        if (layout == 0) CHECK(run_forward(m, &g, &o16, &e) == 0, "bf16 forward: %s", e.msg);
+        CHECK(dit_quantize_fp8(m, &e) == 0, "dit_quantize_fp8: %s", e.msg);
+        CHECK(dit_quantize_fp8(m, &e) == 0, "a second dit_quantize_fp8 is a no-op: %s", e.msg);
+        CHECK(run_forward(m, &g, &o8[layout], &e) == 0, "fp8 forward: %s", e.msg);
+        dit_free(m);
+    }
+    if (o8[0].video && o8[1].video && o16.video) {
+        CHECK(!memcmp(o8[0].video, o8[1].video, (size_t)o8[0].nv * 4) && !memcmp(o8[0].audio, o8[1].audio, (size_t)o8[0].na * 4),
+              "%s fp8: diffusers and original layouts give different outputs", cas);
+        double e8v = h3_rel_l2(o8[0].video, ref_v->data, (size_t)o8[0].nv), e8a = h3_rel_l2(o8[0].audio, ref_a->data, (size_t)o8[0].na);
+        double e16v = h3_rel_l2(o16.video, ref_v->data, (size_t)o16.nv), e16a = h3_rel_l2(o16.audio, ref_a->data, (size_t)o16.na);
+        printf("  %s fp8 vs the fp32 reference: video %.3e audio %.3e (bf16: %.3e / %.3e)\n", cas, e8v, e8a, e16v, e16a);
+        CHECK(e8v > e16v && e8a > e16a, "%s: fp8 is not less precise than bf16 (%.3e / %.3e vs %.3e / %.3e): is it used?",
+              cas, e8v, e8a, e16v, e16a);
+        CHECK_CLOSE("fp8 video vs fp32 reference", e8v, 1e-1);
+        CHECK_CLOSE("fp8 audio vs fp32 reference", e8a, 1e-1);
+    }
+    dit_model *m32 = dit_load(be, diff_dir, 0, &e);
+    CHECK(m32 && dit_quantize_fp8(m32, &e) != 0 && strstr(e.msg, "bf16"), "fp32 mode accepted --quant fp8");
+    dit_free(m32);
+    run_out_free(&o8[0]), run_out_free(&o8[1]), run_out_free(&o16);
+    h3_tensor_free(ref_v), h3_tensor_free(ref_a);
+    golden_free(&g);
+}
+
 /* AdaLN precompute then release: identical outputs; unknown timesteps then fail cleanly. */
 static void test_adaln_cache(h3_backend *be) {
     h3_err e = {{0}};
@@ -551,6 +599,9 @@ int main(void) {
     test_case(be, "t2va", FIX "tiny/transformer", FIX "tiny/FL2VA/transformer");
     test_case(be, "fl2va", FIX "tiny/transformer", FIX "tiny/FL2VA/transformer");
     test_case(be, "ref2va", FIX "tiny/transformer_ref", FIX "tiny/Ref2VA/transformer");
+    printf("--quant fp8:\n");
+    test_fp8(be, "t2va", FIX "tiny/transformer", FIX "tiny/FL2VA/transformer");
+    test_fp8(be, "ref2va", FIX "tiny/transformer_ref", FIX "tiny/Ref2VA/transformer");
     printf("AdaLN precompute/release:\n");
     test_adaln_cache(be);
     printf("input errors:\n");

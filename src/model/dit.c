@@ -594,8 +594,15 @@ static void free_cache_entry(dit_model *m, dit_adaln_entry *c) {
     h3_free(m->be, c->final);
 }
 
+static void block_free_fp8(h3_backend *be, dit_block_w *w) {
+    h3_fp8_linear *ls[] = {&w->attn.f8_qkv, &w->attn.f8_q, &w->attn.f8_k, &w->attn.f8_v, &w->attn.f8_out, &w->f8_in,
+                           &w->f8_down};
+    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) h3_fp8_linear_free(be, ls[i]);
+}
+
 void dit_free(dit_model *m) {
     if (!m) return;
+    for (int b = 0; m->blocks && b < m->cfg.num_layers; b++) block_free_fp8(m->be, &m->blocks[b]);
     for (int i = 0; i < m->n_cache; i++) free_cache_entry(m, &m->cache[i]);
     free(m->cache);
     for (int i = m->n_owned - 1; i >= 0; i--) {
@@ -829,10 +836,40 @@ int dit_select_layers(dit_model *m, int active, h3_err *e) {
         h3_tensor *ws[] = {w->attn.to_q, w->attn.to_k, w->attn.to_v, w->attn.qkv, w->attn.qkv_planar,
                            w->attn.to_out, w->ff_in, w->ff_down, w->adaln_w, w->adaln_b};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) drop_tensor(m, ws[k]);
+        block_free_fp8(m->be, w);
         dit_block_w kept = {.norm1 = w->norm1, .norm2 = w->norm2};
         *w = kept;
     }
     free(score), free(order);
+    return 0;
+}
+
+/* --quant fp8: the linears of the main blocks become FP8 W8A8 (backend_fp8.h), block by block, each bf16 source
+ * given back as soon as its copy exists (so the peak is the bf16 model plus one matrix). */
+int dit_quantize_fp8(dit_model *m, h3_err *e) {
+    if (m->fp8) return 0;
+    if (!m->bf16) return h3_fail(e, "--quant fp8 needs the bf16 mode (--precision bf16)");
+    for (int b = 0; b < m->cfg.num_layers; b++) {
+        if (dit_layer_skipped(m, b)) continue;
+        dit_block_w *w = &m->blocks[b];
+        struct { h3_tensor **src; h3_fp8_linear *dst; } jobs[] = {
+            {&w->attn.qkv, &w->attn.f8_qkv}, {&w->attn.qkv_planar, &w->attn.f8_qkv}, {&w->attn.to_q, &w->attn.f8_q},
+            {&w->attn.to_k, &w->attn.f8_k},  {&w->attn.to_v, &w->attn.f8_v},         {&w->attn.to_out, &w->attn.f8_out},
+            {&w->ff_in, &w->f8_in},          {&w->ff_down, &w->f8_down}};
+        for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
+            if (!*jobs[j].src) continue;
+            if (h3_fp8_linear_new(m->be, jobs[j].dst, *jobs[j].src, e) != 0 || h3_backend_check(m->be, e) != 0) {
+                char why[sizeof e->msg];
+                snprintf(why, sizeof why, "%s", e->msg);
+                block_free_fp8(m->be, w);
+                return h3_fail(e, "--quant fp8: block %d: %s", b, why);
+            }
+            drop_tensor(m, *jobs[j].src);
+            *jobs[j].src = NULL;
+        }
+        w->ff_value = w->ff_gate = NULL; /* row views of the dropped ff_in */
+    }
+    m->fp8 = 1;
     return 0;
 }
 

@@ -54,6 +54,10 @@ void dit_release_adaln(dit_model *m);
 int dit_select_layers(dit_model *m, int active, h3_err *e);
 int dit_gate_scores(dit_model *m, double *scores, h3_err *e);
 int dit_layer_skipped(const dit_model *m, int block);
+/* --quant fp8 (docs/fp8.md): quantizes the attention and FFN linears of the main blocks to FP8 E4M3 with
+ * per-output-channel scales and runs them as W8A8 GEMMs with per-token activation scales (the token refiner,
+ * AdaLN and I/O projections stay as they are); gives the bf16 weights back. bf16 mode only; once. */
+int dit_quantize_fp8(dit_model *m, h3_err *e);
 /* Block `block`'s AdaLN table rows for a prepared timestep value: [3 modalities][6 slots][hidden] in
  * backend memory, or NULL (for tests). */
 const float *dit_adaln_block_table(const dit_model *m, float t, int block);

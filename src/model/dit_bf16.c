@@ -6,10 +6,12 @@
 #include <string.h>
 
 #include "../backend/backend_bf16.h"
+#include "../backend/backend_fp8.h"
 #include "dit_internal.h"
 
 void dit16_free_scratch(h3_backend *be, dit_scratch16 *s) {
     h3_free(be, s->n), h3_free(be, s->o), h3_free(be, s->big), h3_free(be, s->mid);
+    h3_free(be, s->xq), h3_free(be, s->xs);
     memset(s, 0, sizeof *s);
 }
 
@@ -22,11 +24,28 @@ int dit16_alloc_scratch(dit_model *m, int64_t rows, dit_scratch16 *s) {
     s->o = h3_alloc(m->be, (size_t)(rows * H) * 2);
     s->big = h3_alloc(m->be, (size_t)(rows * big) * 2);
     s->mid = h3_alloc(m->be, (size_t)(rows * mid) * 2);
-    if (!s->n || !s->o || !s->big || !s->mid) {
+    if (m->fp8) {
+        int64_t widest = H > mid ? H : mid;
+        s->xq = h3_alloc(m->be, (size_t)(rows * widest));
+        s->xs = h3_alloc(m->be, (size_t)rows * sizeof(float));
+    }
+    if (!s->n || !s->o || !s->big || !s->mid || (m->fp8 && (!s->xq || !s->xs))) {
         dit16_free_scratch(m->be, s);
         return -1;
     }
     return 0;
+}
+
+/* y = x W^T: through the FP8 copy when --quant fp8 made one (the input rows quantized into the scratch first,
+ * unless `quantized` says they already are), else the bf16 GEMM. */
+static void lin16(dit_model *m, dit_scratch16 *s, h3_bf16 *y, int64_t ldy, const h3_bf16 *x, int64_t ldx, int64_t rows,
+                  const h3_tensor *w, const h3_fp8_linear *q, int quantized) {
+    if (q->q) {
+        if (!quantized) h3_fp8_quant_rows(m->be, s->xq, s->xs, x, rows, q->K, ldx);
+        h3_fp8_matmul(m->be, y, ldy, s->xq, s->xs, rows, q);
+    } else {
+        h3_bf16_matmul(m->be, y, ldy, x, ldx, rows, w, NULL);
+    }
 }
 
 /* Attention sub-layer (spec 4.7) in bf16: one [S, 3I] GEMM output (or three column slices of it),
@@ -39,16 +58,16 @@ static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int
     int64_t H = c->hidden_size, I = (int64_t)NH * D, ld = 3 * I;
     h3_bf16 *q = s->big, *k, *v;
     int64_t hs;
-    if (w->qkv) { /* original layout: per-head [q k v] rows, so per-head [q k v] columns (spec 2.4) */
-        h3_bf16_matmul(be, s->big, ld, n, H, rows, w->qkv, NULL);
+    if (c->original_layout) { /* original layout: per-head [q k v] rows, so per-head [q k v] columns (spec 2.4) */
+        lin16(m, s, s->big, ld, n, H, rows, w->qkv, &w->f8_qkv, 0);
         k = q + D, v = q + 2 * D, hs = 3 * D;
     } else {
-        if (w->qkv_planar) {
-            h3_bf16_matmul(be, s->big, ld, n, H, rows, w->qkv_planar, NULL);
+        if (w->qkv_planar || w->f8_qkv.q) {
+            lin16(m, s, s->big, ld, n, H, rows, w->qkv_planar, &w->f8_qkv, 0);
         } else {
-            h3_bf16_matmul(be, s->big, ld, n, H, rows, w->to_q, NULL);
-            h3_bf16_matmul(be, s->big + I, ld, n, H, rows, w->to_k, NULL);
-            h3_bf16_matmul(be, s->big + 2 * I, ld, n, H, rows, w->to_v, NULL);
+            lin16(m, s, s->big, ld, n, H, rows, w->to_q, &w->f8_q, 0);
+            lin16(m, s, s->big + I, ld, n, H, rows, w->to_k, &w->f8_k, w->f8_q.q != NULL);
+            lin16(m, s, s->big + 2 * I, ld, n, H, rows, w->to_v, &w->f8_v, w->f8_q.q != NULL);
         }
         k = q + I, v = q + 2 * I, hs = D;
     }
@@ -56,7 +75,7 @@ static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int
     h3_bf16_head_norm_rope(be, q, rows, ld, NH, hs, D, w->norm_q, c->qk_norm_eps, rot, cos, sin);
     h3_bf16_head_norm_rope(be, k, rows, ld, NH, hs, D, w->norm_k, c->qk_norm_eps, rot, cos, sin);
     h3_bf16_attention(be, s->mid, I, q, ld, hs, k, ld, hs, v, ld, hs, rows, rows, NH, NH, D, 1.0f / sqrtf((float)D));
-    h3_bf16_matmul(be, out, H, s->mid, I, rows, w->to_out, NULL);
+    lin16(m, s, out, H, s->mid, I, rows, w->to_out, &w->f8_out, 0);
 }
 
 /* SwiGLU FFN (spec 4.8) in bf16: one GEMM for value and gate, then down. */
@@ -64,9 +83,9 @@ static void feed_forward16(dit_model *m, const dit_block_w *b, const h3_bf16 *n,
                            h3_bf16 *out) {
     int64_t H = m->cfg.hidden_size, FF = m->cfg.ffn_dim;
     int gate_first = m->cfg.original_layout; /* mlp.fc1 = [gate; value], ff.net.0.proj = [value; gate] */
-    h3_bf16_matmul(m->be, s->big, 2 * FF, n, H, rows, b->ff_in, NULL);
+    lin16(m, s, s->big, 2 * FF, n, H, rows, b->ff_in, &b->f8_in, 0);
     h3_bf16_swiglu(m->be, s->mid, s->big, rows, FF, 2 * FF, gate_first ? FF : 0, gate_first ? 0 : FF);
-    h3_bf16_matmul(m->be, out, H, s->mid, FF, rows, b->ff_down, NULL);
+    lin16(m, s, out, H, s->mid, FF, rows, b->ff_down, &b->f8_down, 0);
 }
 
 /* Context embedder + token refiner in bf16 -> xt [Nt, H] bf16. */

@@ -4,6 +4,7 @@
 #define H3_DIT_INTERNAL_H
 
 #include "../backend/backend_bf16.h"
+#include "../backend/backend_fp8.h"
 #include "../io/expect.h"
 #include "../io/safetensors.h"
 #include "dit.h"
@@ -17,6 +18,9 @@ typedef struct dit_attn_w {
     h3_tensor *qkv_planar;         /* diffusers layout, CUDA bf16 mode: [to_q; to_k; to_v] in one matrix */
     h3_tensor *to_out;
     float     *norm_q, *norm_k;    /* [head_dim] fp32, backend memory */
+    /* --quant fp8 (dit_quantize_fp8, main blocks only): the quantized linears; their bf16 sources are
+     * given back and set to NULL. f8_qkv holds qkv or qkv_planar, f8_q/k/v the separate matrices. */
+    h3_fp8_linear f8_qkv, f8_q, f8_k, f8_v, f8_out;
 } dit_attn_w;
 
 typedef struct dit_block_w {
@@ -26,6 +30,7 @@ typedef struct dit_block_w {
     h3_tensor *ff_value, *ff_gate; /* row views of ff_in */
     h3_tensor *ff_down;
     h3_tensor *adaln_w, *adaln_b;  /* main blocks only; NULL after dit_release_adaln */
+    h3_fp8_linear f8_in, f8_down;  /* --quant fp8: ff_in / ff_down quantized (ff_value / ff_gate unusable then) */
 } dit_block_w;
 
 /* AdaLN tables of one timestep value (spec 4.5): per block [3 modalities][6 slots][hidden], and the
@@ -40,6 +45,7 @@ struct dit_model {
     h3_backend *be;
     dit_config  cfg;
     int         bf16;
+    int         fp8;  /* dit_quantize_fp8 ran: the main blocks' linears are FP8 W8A8 (backend_fp8.h) */
     st_set     *st;
     h3_expect_list mem_names; /* dit_new_random: weights held in memory instead of st */
     h3_tensor    **mem;
@@ -79,6 +85,8 @@ typedef struct dit_scratch16 {
     h3_bf16 *n, *o; /* [S, H] */
     h3_bf16 *big;   /* [S, max(3I, 2FF)]: q|k|v (per the weight layout), or the FFN's value|gate */
     h3_bf16 *mid;   /* [S, max(I, FF)]: attention output, or the SwiGLU product */
+    uint8_t *xq;    /* fp8 mode: [S, max(H, I, FF)] E4M3 codes of a linear's input rows */
+    float   *xs;    /* fp8 mode: [S] their scales */
 } dit_scratch16;
 
 /* Everything a forward shares between blocks: the AdaLN tables of its K timesteps, the per-row

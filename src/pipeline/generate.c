@@ -332,7 +332,7 @@ static int phase_dit(gen *s, h3_err *e) {
         m = dit_load(be, dir, s->r->bf16, e);
     }
     if (!m) return -1;
-    if (phase_check(be, e)) {
+    if ((s->r->quant_fp8 && dit_quantize_fp8(m, e)) || phase_check(be, e)) {
         dit_free(m);
         return -1;
     }

@@ -107,6 +107,14 @@ for spec in "reuse:--steps 6 --reuse 2" "core-reuse:--steps 6 --core-reuse 2" \
     rm -f "$WORK"/t2va.*.st
 done
 
+# --quant fp8 (docs/fp8.md): the DiT's FP8 W8A8 linears, CUDA (cuBLASLt FP8) vs the CPU twins; the same quantized
+# inputs, so only the GEMMs' summation order and the attention's rounding of P differ, as in bf16
+XARGS=(--quant fp8)
+run t2va bf16 cpu fp8.cpu && run t2va bf16 cuda fp8.cuda &&
+    compare 3e-2 "$WORK/t2va.fp8.cpu.st" "$WORK/t2va.fp8.cuda.st" "t2va/fp8 cuda-vs-cpu"
+XARGS=()
+rm -f "$WORK"/t2va.*.st
+
 # component probes on both backends (the ops of backend_text.h / backend_audio.h / backend_conv.h)
 T=tests/fixtures/tiny G=tests/fixtures/golden
 probe_pair() { # LABEL TOL PROBE-ARGS...: cpu and cuda outputs compared with cmp_dumps

@@ -2,7 +2,7 @@
  * directly in backend memory (no 66 GB file needed).
  *
  *   h3 bench [--backend cuda|cpu] [--shapes 512x512x22,544x960x124,1344x768x124] [--text 256]
- *            [--repeats N] [--vae-repeats N] [--precision bf16|fp32] [--what dit,vae]
+ *            [--repeats N] [--vae-repeats N] [--precision bf16|fp32] [--quant none|fp8] [--what dit,vae]
  *            [--config TRANSFORMER_DIR] [--vae-config VAE_DIR] [--vae-batch N,...]
  *
  * --vae-batch times the bf16 video decoder once per value at every shape (video_vae_set_decode_batch: tiles per
@@ -181,7 +181,7 @@ done:
     return rc;
 }
 
-static int bench_dit(h3_backend *be, const char *config_dir, int bf16, const bench_shape *shapes, int n,
+static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, const bench_shape *shapes, int n,
                      int64_t T, int repeats, bench_result *res, h3_err *e) {
     dit_config cfg;
     if (dit_config_load(config_dir, &cfg, e) != 0) return -1;
@@ -189,7 +189,17 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, const ben
     dit_model *m = dit_new_random(be, &cfg, bf16, 42, e);
     if (!m) return -1;
     h3_sync(be);
-    double t_build = now_s() - t0;
+    double t_build = now_s() - t0, t_quant = 0;
+    if (fp8) { /* --quant fp8: the blocks' linears quantized as a real generation does it at load */
+        t0 = now_s();
+        if (dit_quantize_fp8(m, e) != 0) {
+            dit_free(m);
+            return -1;
+        }
+        h3_sync(be);
+        t_quant = now_s() - t0;
+        printf("dit: --quant fp8: block linears quantized to FP8 E4M3 in %.2f s\n", t_quant);
+    }
     /* every shape uses the same two timestep values: prepare their AdaLN tables once, then drop
      * the AdaLN projections as the pipeline does (docs/dit.md) */
     const float ts[2] = {0.75f, 0.5f};
@@ -312,7 +322,7 @@ done:
 static void usage(void) {
     fprintf(stderr,
             "usage: h3 bench [--backend cuda|cpu] [--shapes WxHxF,...] [--text T] [--repeats N] [--vae-repeats N]\n"
-            "                [--precision bf16|fp32] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
+            "                [--precision bf16|fp32] [--quant none|fp8] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
             "                [--vae-batch N,...]\n"
             "defaults: --backend cuda --shapes 512x512x22,544x960x124,1344x768x124 --text 256 --repeats 2\n"
             "          --vae-repeats 1 --precision bf16 --what dit,vae\n"
@@ -332,7 +342,7 @@ int cmd_bench(int argc, char **argv) {
     const char *backend = "cuda", *shapes_arg = "512x512x22,544x960x124,1344x768x124", *precision = "bf16";
     const char *what = "dit,vae", *config = "tests/fixtures/skeleton/transformer";
     const char *vae_config = "tests/fixtures/skeleton/vae", *text_arg = "256", *rep_arg = "2", *vrep_arg = "1";
-    const char *vbatch_arg = NULL;
+    const char *vbatch_arg = NULL, *quant = "none";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -345,6 +355,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--repeats")) dst = &rep_arg;
         else if (!strcmp(a, "--vae-repeats")) dst = &vrep_arg;
         else if (!strcmp(a, "--precision")) dst = &precision;
+        else if (!strcmp(a, "--quant")) dst = &quant;
         else if (!strcmp(a, "--what")) dst = &what;
         else if (!strcmp(a, "--config")) dst = &config;
         else if (!strcmp(a, "--vae-config")) dst = &vae_config;
@@ -360,6 +371,9 @@ int cmd_bench(int argc, char **argv) {
     if (strcmp(precision, "fp32") && strcmp(precision, "bf16"))
         return cli_error("bench: --precision must be fp32 or bf16, got '%s'", precision);
     int bf16 = !strcmp(precision, "bf16"), T, repeats, vae_repeats;
+    if (strcmp(quant, "none") && strcmp(quant, "fp8")) return cli_error("bench: --quant must be none or fp8, got '%s'", quant);
+    int fp8 = !strcmp(quant, "fp8");
+    if (fp8 && !bf16) return cli_error("bench: --quant fp8 needs --precision bf16");
     if (parse_count("--text", text_arg, 1, 1 << 20, &T) != 0)
         return cli_error("bench: --text must be an integer in 1..1048576, got '%s'", text_arg);
     if (parse_count("--repeats", rep_arg, 1, 1000, &repeats) != 0)
@@ -406,15 +420,15 @@ int cmd_bench(int argc, char **argv) {
         h3_backend_free(be);
         return 1;
     }
-    printf("h3 bench: backend %s, precision %s, text rows %d, repeats %d (DiT) / %d (VAE)", h3_backend_name(be),
-           precision, T, repeats, vae_repeats);
+    printf("h3 bench: backend %s, precision %s%s, text rows %d, repeats %d (DiT) / %d (VAE)", h3_backend_name(be),
+           precision, fp8 ? " + fp8 DiT linears (--quant fp8)" : "", T, repeats, vae_repeats);
     if (ms.total_bytes) printf(", device memory %.1f GiB", gib(ms.total_bytes));
     printf("\n");
     fflush(stdout);
     bench_result res[BENCH_MAX_SHAPES];
     memset(res, 0, sizeof res);
     int rc = 0;
-    if (do_dit && bench_dit(be, config, bf16, shapes, n, T, repeats, res, &e) != 0) {
+    if (do_dit && bench_dit(be, config, bf16, fp8, shapes, n, T, repeats, res, &e) != 0) {
         fprintf(stderr, "h3: bench: DiT: %s\n", e.msg);
         rc = 1;
     }

@@ -34,6 +34,7 @@ static void usage(FILE *f) {
             "  --frames-dir DIR         also write PNG frames; --wav PATH also write the audio\n"
             "  --dump-latents PATH      write final latents, frames and audio (safetensors, docs/probe.md)\n"
             "  --precision bf16|fp32    bf16 as the release runs (default) or the fp32 reference\n"
+            "  --quant none|fp8         fp8: the DiT blocks' linears as FP8 W8A8 (faster, not the reference's numerics)\n"
             "  --backend cpu|cuda       [cpu]    --threads N   CPU threads [all cores]\n"
             "  --profile                per-phase time and peak memory report\n"
             "  --random-weights         no checkpoint: every model made with random weights at the shapes of -d's\n"
@@ -103,6 +104,10 @@ int cmd_generate(int argc, char **argv) {
             if (!strcmp(v, "bf16")) r.bf16 = 1;
             else if (!strcmp(v, "fp32")) r.bf16 = 0;
             else return cli_error("generate: --precision must be bf16 or fp32, got '%s'", v);
+        } else if (!strcmp(a, "--quant")) {
+            if (!strcmp(v, "fp8")) r.quant_fp8 = 1;
+            else if (!strcmp(v, "none")) r.quant_fp8 = 0;
+            else return cli_error("generate: --quant must be none or fp8, got '%s'", v);
         } else if (!strcmp(a, "--backend")) {
             if (!strcmp(v, "cpu")) r.cuda = 0;
             else if (!strcmp(v, "cuda")) r.cuda = 1;

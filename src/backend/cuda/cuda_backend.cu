@@ -34,7 +34,8 @@ int cuda_backend_init(h3_backend *be, h3_err *e) {
     c->widen_tile = 64LL << 20; /* 256 MB of fp32: big enough to keep the SGEMM efficient */
     const char *prec = getenv("H3_CUDA_PRECISION");
     c->force_fp32 = prec && strcmp(prec, "fp32") == 0;
-    c->flash_variant = -1;
+    const char *fv = getenv("H3_FLASH_VARIANT"); /* tuning runs: force one cuda_flash_sm90 variant */
+    c->flash_variant = fv && *fv ? atoi(fv) : -1;
     const char *bn = getenv("H3_FLASH_BN");
     c->flash_bn = bn ? atoi(bn) : 64;
     if ((err = cudaSetDevice(c->device)) != cudaSuccess ||
@@ -73,6 +74,7 @@ void cuda_backend_shutdown(h3_backend *be) {
     cuda_optime_release(be);
     cuda_gemm_rm_release(be);
     cuda_sdpa_release(be);
+    cuda_vae_pin_release(be);
     cudaEventDestroy(c->marks[0]);
     cudaEventDestroy(c->marks[1]);
     if (c->workspace) cudaFree(c->workspace);

@@ -17,11 +17,13 @@ typedef struct cuda_gemm_plan {
     int64_t                M, N, K;
     int64_t                ldx, ldd; /* row strides of x and of the output */
     int                    bias;     /* 0 none, else the epilogue bias's cudaDataType_t + 1 */
+    int                    mode;     /* CUDA_GEMM_FP8 (cuda_w8a8.cu): 1 = no algorithm takes the scale vectors */
     cublasLtMatmulAlgo_t   algo;
 } cuda_gemm_plan;
 
-enum { CUDA_GEMM_F32 = 0, CUDA_GEMM_BF16_F32OUT = 1, CUDA_GEMM_BF16_BF16OUT = 2 };
-enum { CUDA_PLAN_CACHE = 128 };
+enum { CUDA_GEMM_F32 = 0, CUDA_GEMM_BF16_F32OUT = 1, CUDA_GEMM_BF16_BF16OUT = 2, CUDA_GEMM_FP8 = 3,
+       CUDA_GEMM_FP8_F32OUT = 4 };
+enum { CUDA_PLAN_CACHE = 128, CUDA_PIN_CACHE = 8 };
 
 typedef struct cuda_impl {
     int              device;
@@ -42,6 +44,9 @@ typedef struct cuda_impl {
     void            *rm_plans;    /* cuda_sgemm_rm's plan cache (cuda_gemm_rm.cu) */
     cuda_gemm_plan   plans[CUDA_PLAN_CACHE];
     int              plan_next;
+    void            *pin_ptr[CUDA_PIN_CACHE];   /* pinned host buffers this backend made (cuda_vae.cu) */
+    size_t           pin_bytes[CUDA_PIN_CACHE]; /* their sizes */
+    int              pin_used[CUDA_PIN_CACHE];  /* handed out (else kept for reuse) */
 } cuda_impl;
 
 static inline cuda_impl *cuda_of(h3_backend *be) { return (cuda_impl *)be->impl; }
@@ -78,6 +83,7 @@ extern "C" void cuda_gemm_rm_release(h3_backend *be);
 void cuda_optime_release(h3_backend *be);
 /* Frees the cuDNN handle and cached SDPA plans (cuda_sdpa_cudnn.cu). */
 extern "C" void cuda_sdpa_release(h3_backend *be);
+extern "C" void cuda_vae_pin_release(h3_backend *be); /* the pinned host buffers kept by cuda_vae.cu */
 
 /* Grid-stride kernels: at most 8192 blocks, so each thread streams several elements (hundreds of
  * thousands of one-element blocks cost more in block scheduling than in memory traffic). */

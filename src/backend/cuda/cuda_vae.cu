@@ -251,17 +251,58 @@ extern "C" void cuda_vae_tile_attention(h3_backend *be, h3_bf16 *out, const h3_b
 
 /* ---- pinned host buffers, asynchronous downloads ---- */
 
+/* cudaHostAlloc pins page by page (slow: ~0.1 s per GB), so the backend keeps the pinned buffers it made and
+ * a later decoder on the same backend (the next generation of a session) reuses them: a free marks the
+ * buffer unused, an allocation takes the smallest unused buffer that is large enough. All are released at
+ * shutdown (cuda_vae_pin_release). Buffers beyond the table's CUDA_PIN_CACHE entries are not kept. */
 extern "C" void *cuda_vae_host_alloc(h3_backend *be, size_t bytes) {
+    cuda_impl *c = cuda_of(be);
+    if (!bytes) bytes = 1;
+    int best = -1, empty = -1;
+    for (int i = 0; i < CUDA_PIN_CACHE; i++) {
+        if (!c->pin_ptr[i]) {
+            if (empty < 0) empty = i;
+        } else if (!c->pin_used[i] && c->pin_bytes[i] >= bytes && (best < 0 || c->pin_bytes[i] < c->pin_bytes[best])) {
+            best = i;
+        }
+    }
+    if (best >= 0) {
+        c->pin_used[best] = 1;
+        return c->pin_ptr[best];
+    }
+    if (empty < 0) /* table full: drop the largest unused buffer to make room */
+        for (int i = 0; i < CUDA_PIN_CACHE; i++)
+            if (!c->pin_used[i] && (empty < 0 || c->pin_bytes[i] > c->pin_bytes[empty])) empty = i;
+    if (empty >= 0 && c->pin_ptr[empty]) {
+        cudaFreeHost(c->pin_ptr[empty]);
+        c->pin_ptr[empty] = NULL, c->pin_bytes[empty] = 0;
+    }
     void *p = NULL;
-    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
         cudaGetLastError();
         return NULL;
     }
+    if (empty >= 0) c->pin_ptr[empty] = p, c->pin_bytes[empty] = bytes, c->pin_used[empty] = 1;
     return p;
 }
 
 extern "C" void cuda_vae_host_free(h3_backend *be, void *p) {
-    if (p) CUDA_OK(be, cudaFreeHost(p));
+    if (!p) return;
+    cuda_impl *c = cuda_of(be);
+    for (int i = 0; i < CUDA_PIN_CACHE; i++)
+        if (c->pin_ptr[i] == p) {
+            c->pin_used[i] = 0;
+            return;
+        }
+    CUDA_OK(be, cudaFreeHost(p));
+}
+
+extern "C" void cuda_vae_pin_release(h3_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    for (int i = 0; i < CUDA_PIN_CACHE; i++) {
+        if (c->pin_ptr[i]) cudaFreeHost(c->pin_ptr[i]);
+        c->pin_ptr[i] = NULL, c->pin_bytes[i] = 0, c->pin_used[i] = 0;
+    }
 }
 
 typedef struct vae_xfer {

@@ -1,0 +1,199 @@
+/* CUDA twins of the FP8 W8A8 ops (backend_fp8.h).
+ *
+ * Quantization: one block per row, the row's absmax (fmaxf: order-free, so the scale is the CPU twin's bit
+ * for bit), then x / scale (IEEE division) converted with the hardware's RNE saturating E4M3 conversion: the
+ * same codes as the CPU's h3_f32_to_f8e4m3. GEMM: cuBLASLt E4M3 x E4M3 with fp32 accumulation and bf16 output,
+ * the per-output-channel and per-token scales given as cuBLASLt's outer scale vectors
+ * (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F); where the heuristic offers no algorithm for those, an fp32
+ * output and one scale + rounding pass. H3_FP8_FAST_ACCUM=1 turns on cuBLASLt's fast (less precise)
+ * FP8 accumulation (a tuning switch). */
+#include "cuda_internal.h"
+#include "cuda_w8a8.h"
+
+#include <cuda_fp8.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { Q_THREADS = 256 };
+
+static __device__ __forceinline__ uint8_t to_e4m3(float v) {
+    return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+
+/* VEC: dim % 8 == 0, x rows 16-byte aligned, q rows 8-byte aligned. */
+template <int VEC>
+static __global__ void __launch_bounds__(Q_THREADS) k_quant_rows(uint8_t *q, float *scale, const uint16_t *x,
+                                                                 int64_t dim, int64_t ldx) {
+    __shared__ float red[Q_THREADS / 32];
+    const int64_t r = blockIdx.x;
+    const uint16_t *xr = x + r * ldx;
+    uint8_t *qr = q + r * dim;
+    float m = 0.0f;
+    if (VEC) {
+        for (int64_t c8 = threadIdx.x; c8 < dim / 8; c8 += blockDim.x) {
+            uint4 u = ((const uint4 *)xr)[c8];
+            uint32_t wv[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                m = fmaxf(m, fmaxf(fabsf(__uint_as_float(wv[j] << 16)), fabsf(__uint_as_float(wv[j] & 0xffff0000u))));
+        }
+    } else {
+        for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) m = fmaxf(m, fabsf(__uint_as_float((uint32_t)xr[c] << 16)));
+    }
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = 0.0f;
+    for (int i = 0; i < (int)(blockDim.x / 32); i++) m = fmaxf(m, red[i]);
+    const float s = fmaxf(m, H3_FP8_MIN_AMAX) / H3_FP8_MAX;
+    if (threadIdx.x == 0) scale[r] = s;
+    if (VEC) {
+        for (int64_t c8 = threadIdx.x; c8 < dim / 8; c8 += blockDim.x) {
+            uint4 u = ((const uint4 *)xr)[c8];
+            uint32_t wv[4] = {u.x, u.y, u.z, u.w}, o[2] = {0u, 0u};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                uint32_t lo = to_e4m3(__uint_as_float(wv[j] << 16) / s), hi = to_e4m3(__uint_as_float(wv[j] & 0xffff0000u) / s);
+                o[j / 2] |= (lo | (hi << 8)) << (16 * (j & 1));
+            }
+            ((uint2 *)qr)[c8] = make_uint2(o[0], o[1]);
+        }
+    } else {
+        for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) qr[c] = to_e4m3(__uint_as_float((uint32_t)xr[c] << 16) / s);
+    }
+}
+
+extern "C" void cuda_fp8_quant_rows(h3_backend *be, uint8_t *q, float *scale, const h3_bf16 *x, int64_t rows,
+                                    int64_t dim, int64_t ldx) {
+    if (rows <= 0 || dim <= 0) return;
+    if (rows > 2147483647) {
+        cuda_record_error(be, "fp8_quant_rows", "too many rows");
+        return;
+    }
+    cudaStream_t st = cuda_of(be)->stream;
+    int vec = dim % 8 == 0 && ldx % 8 == 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)q & 7u) == 0;
+    if (vec) k_quant_rows<1><<<(unsigned)rows, Q_THREADS, 0, st>>>(q, scale, x, dim, ldx);
+    else k_quant_rows<0><<<(unsigned)rows, Q_THREADS, 0, st>>>(q, scale, x, dim, ldx);
+    CUDA_LAUNCHED(be, "fp8_quant_rows");
+}
+
+/* fallback epilogue: y = bf16(acc * (xs[m] * ws[n])) */
+static __global__ void k_scale_rows_cols(uint16_t *y, int64_t ldy, const float *acc, const float *xs, const float *ws,
+                                         int64_t M, int64_t N) {
+    FOR_ROWS_COLS(m, n, M, N) y[m * ldy + n] = f32_to_bf16_bits(acc[m * N + n] * (xs[m] * ws[n]));
+}
+
+static int ptr_align(const void *p) {
+    uintptr_t u = (uintptr_t)p;
+    int a = 256;
+    while (a > 1 && (u % (uintptr_t)a)) a >>= 1;
+    return a;
+}
+
+/* The cached plan of an FP8 GEMM kind, shape, output stride, alignment and accumulation mode, or NULL. */
+static cuda_gemm_plan *find_plan(cuda_impl *c, int kind, int64_t M, int64_t N, int64_t K, int64_t ldd, int align,
+                                 int fast) {
+    for (int i = 0; i < CUDA_PLAN_CACHE; i++) {
+        cuda_gemm_plan *p = &c->plans[i];
+        if (p->used && p->kind == kind * 1000 + align && p->M == M && p->N == N && p->K == K && p->ldd == ldd &&
+            p->bias == fast)
+            return p;
+    }
+    return NULL;
+}
+
+static cuda_gemm_plan *new_plan(cuda_impl *c, int kind, int64_t M, int64_t N, int64_t K, int64_t ldd, int align,
+                                int fast) {
+    cuda_gemm_plan *p = &c->plans[c->plan_next];
+    c->plan_next = (c->plan_next + 1) % CUDA_PLAN_CACHE;
+    memset(p, 0, sizeof *p);
+    p->used = 1, p->kind = kind * 1000 + align, p->M = M, p->N = N, p->K = K, p->ldx = K, p->ldd = ldd, p->bias = fast;
+    return p;
+}
+
+/* D[N, M] = A^T B in cuBLASLt's column-major terms (A = wq [K x N] op T, B = xq [K x M] op N), D of type dt
+ * (ld ldd); kind CUDA_GEMM_FP8 passes the two outer scale vectors, CUDA_GEMM_FP8_F32OUT none (acc only).
+ * Finds (and caches) the algorithm; CUBLAS_STATUS_NOT_SUPPORTED when the heuristic has none. */
+static cublasStatus_t fp8_gemm(h3_backend *be, int kind, void *y, int64_t ldd, const uint8_t *xq, const float *xs,
+                               int64_t M, const h3_fp8_linear *w, int align, int fast) {
+    cuda_impl *c = cuda_of(be);
+    const int64_t N = w->N, K = w->K;
+    const cudaDataType_t dt = kind == CUDA_GEMM_FP8 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+    cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
+    int8_t fast8 = (int8_t)fast;
+    cublasStatus_t st;
+    cuda_gemm_plan *plan = find_plan(c, kind, M, N, K, ldd, align, fast);
+    if (plan && plan->mode == 1) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if ((st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS) return st;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA);
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB);
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast8, sizeof fast8);
+    if (kind == CUDA_GEMM_FP8) {
+        int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        const void *sa = w->scale, *sb = xs;
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+    }
+    if ((st = cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)N, K)) != CUBLAS_STATUS_SUCCESS ||
+        (st = cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)M, K)) != CUBLAS_STATUS_SUCCESS ||
+        (st = cublasLtMatrixLayoutCreate(&ld, dt, (uint64_t)N, (uint64_t)M, ldd)) != CUBLAS_STATUS_SUCCESS)
+        goto done;
+    if (!plan) {
+        cublasLtMatmulAlgo_t algo;
+        st = cuda_lt_heuristic(be, op, la, lb, ld, align, &algo);
+        plan = new_plan(c, kind, M, N, K, ldd, align, fast);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            plan->mode = 1; /* remembered: the next call goes straight to the fallback */
+            goto done;
+        }
+        plan->algo = algo;
+    }
+    {
+        float alpha = 1.0f, beta = 0.0f;
+        st = cublasLtMatmul(c->lt, op, &alpha, w->q, la, xq, lb, &beta, y, ld, y, ld, &plan->algo, c->workspace,
+                            c->workspace_bytes, c->stream);
+    }
+done:
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatmulDescDestroy(op);
+    return st;
+}
+
+extern "C" void cuda_fp8_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const uint8_t *xq, const float *xs, int64_t M,
+                                const h3_fp8_linear *w) {
+    cuda_impl *c = cuda_of(be);
+    const int64_t N = w->N, K = w->K;
+    if (M <= 0 || N <= 0) return;
+    if (K % 16 || N % 8 || ldy % 8) { /* cuBLASLt's FP8 kernels: 16-byte rows of the operands and outputs */
+        cuda_record_error(be, "fp8_matmul", "K must be a multiple of 16, N and ldy of 8");
+        return;
+    }
+    const char *fa = getenv("H3_FP8_FAST_ACCUM");
+    const int fast = fa && atoi(fa) > 0;
+    int align = ptr_align(w->q);
+    if (ptr_align(xq) < align) align = ptr_align(xq);
+    if (ptr_align(y) < align) align = ptr_align(y);
+    cublasStatus_t st = fp8_gemm(be, CUDA_GEMM_FP8, y, ldy, xq, xs, M, w, align, fast);
+    if (st == CUBLAS_STATUS_SUCCESS) return;
+    /* no algorithm with scale vectors: the fp32 accumulator out, then the scales and the rounding */
+    float *acc = (float *)cuda_scratch(be, (size_t)(M * N) * sizeof(float));
+    if (!acc) return;
+    int a2 = ptr_align(acc) < align ? ptr_align(acc) : align;
+    st = fp8_gemm(be, CUDA_GEMM_FP8_F32OUT, acc, N, xq, xs, M, w, a2, fast);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        char what[128];
+        snprintf(what, sizeof what, "cublasLt fp8 matmul (M %lld N %lld K %lld)", (long long)M, (long long)N, (long long)K);
+        cuda_record_error(be, what, cublasLtGetStatusString(st));
+    } else {
+        k_scale_rows_cols<<<grid_rows_cols(M, N, 256), 256, 0, c->stream>>>(y, ldy, acc, xs, w->scale, M, N);
+        CUDA_LAUNCHED(be, "fp8_matmul (scale pass)");
+    }
+    cuda_free(be, acc);
+}
