@@ -1,19 +1,22 @@
-/* Hopper (sm_90a) flash-attention forward for bf16, head_dim 128, non-causal: cuda_flash_sm90().
+/* Hopper (sm_90a) flash-attention forward for bf16, head_dim 128 or 64, non-causal: cuda_flash_sm90() and
+ * cuda_flash_sm90_batched() (a batch of independent equally shaped problems, e.g. the video decoder's tiles).
  *
- * One CTA = 128 query rows of one head, 384 threads in three warpgroups:
+ * One CTA = 128 query rows of one head of one batch item (grid x / y / z), 384 threads in three warpgroups:
  *   warpgroup 0  producer: setmaxnreg 24; one thread issues the TMA loads (Q once, then K and V tiles of
  *                BN keys into an ST-deep ring of 128B-swizzled shared-memory stages, mbarriers with
  *                transaction counts for "full", per-warp arrivals for "empty");
  *   warpgroups 1, 2  consumers: setmaxnreg 240; 64 query rows each. S = Q K^T with wgmma m64nBNk16
  *                (A = Q and B = K from shared memory), fp32 online softmax in registers (exp2 with
  *                scale*log2e), P rounded to bf16 in registers (cvt.rn.bf16x2) and used as the register A
- *                operand of wgmma m64n128k16 for O += P V (B = V from shared memory, N-major).
+ *                operand of wgmma m64n{HD}k16 for O += P V (B = V from shared memory, N-major).
  * Variants (template parameters, chosen at run time for tuning): OV = 1 overlaps the softmax of tile j
  * with the P V product of tile j-1 inside a warpgroup (S_j and PV_{j-1} issued back to back); PP = 1 adds
  * the ping-pong schedule between the two consumer warpgroups (named barriers: one warpgroup issues its
  * GEMMs while the other does its softmax).
- * Shared-memory tiles: a [rows][128] bf16 tile is stored as two [rows][64] halves (128-byte rows, the
+ * Shared-memory tiles: a [rows][HD] bf16 tile is stored as HD / 64 [rows][64] halves (128-byte rows, the
  * TMA box inner size for SWIZZLE_128B); the 16-byte chunk c of row r sits at chunk c ^ (r & 7).
+ * Tensor maps are 4-D (d, head, row, item) or (d, row, head, item): rows past Sq / Skv of each item are
+ * zero-filled by TMA, so every item sees exactly what an unbatched call on it sees (bit-identical results).
  * Numerics as k_flash_bf16 (cuda_attention.cu): fp32 scores, max and sums in fp32, P rounded to bf16 before
  * P V, fp32 accumulation, output rounded once to bf16 (round to nearest even). */
 #include "cuda_internal.h"
@@ -23,7 +26,6 @@
 
 namespace {
 
-constexpr int HD = 128;      /* head dim */
 constexpr int BM = 128;      /* query rows per CTA */
 constexpr int THREADS = 384; /* producer warpgroup + 2 consumer warpgroups */
 
@@ -62,10 +64,11 @@ __device__ __forceinline__ void mbar_wait_guarded(uint32_t bar, unsigned parity)
         if (++n == 0x80000000u) __trap();
 }
 
-/* ---- TMA: 3-D tiled load into shared memory, completion on an mbarrier ---- */
-__device__ __forceinline__ void tma_load3(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1, int c2) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
-                 ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+/* ---- TMA: 4-D tiled load into shared memory, completion on an mbarrier ---- */
+__device__ __forceinline__ void tma_load4(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1, int c2,
+                                          int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
+                 ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                  : "memory");
 }
 
@@ -149,6 +152,20 @@ static __device__ __forceinline__ void wgmma_rs_n128_tb(float (&d)[64], uint32_t
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(1));
 }
 
+/* O (m64 x 64) += P V for head_dim 64: as wgmma_rs_n128_tb with half the accumulators */
+static __device__ __forceinline__ void wgmma_rs_n64_tb(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{"
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+        "}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(1));
+}
+
 static __device__ __forceinline__ void wgmma_rs_n128_kb_sc(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t db, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\n"
@@ -171,17 +188,25 @@ template <> struct QK<128> {
 template <> struct QK<176> {
     static __device__ __forceinline__ void mma(float (&d)[88], uint64_t da, uint64_t db, int sc) { wgmma_ss_n176(d, da, db, sc); }
 };
+/* P V by head dim: N = HD */
+template <int HD> struct PV;
+template <> struct PV<128> {
+    static __device__ __forceinline__ void mma(float (&d)[64], const uint32_t (&a)[4], uint64_t db) { wgmma_rs_n128_tb(d, a[0], a[1], a[2], a[3], db); }
+};
+template <> struct PV<64> {
+    static __device__ __forceinline__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t db) { wgmma_rs_n64_tb(d, a[0], a[1], a[2], a[3], db); }
+};
 
 struct Params {
     uint16_t *out;
-    int64_t   o_rs, o_hs;
+    int64_t   o_rs, o_hs, o_bs; /* o_bs: element stride between batch items (blockIdx.z) */
     int       Sq, Skv, group, n_tiles;
     float     sl2; /* scale * log2(e) */
     int       q_swap, kv_swap; /* tensor map dims are (d, row, head) instead of (d, head, row) */
 };
 
-/* S (64 x BN, this warpgroup's rows) = Q K^T over the 8 k-steps of head_dim 128 */
-template <int BN>
+/* S (64 x BN, this warpgroup's rows) = Q K^T over the HD / 16 k-steps (4 per 64-column half) */
+template <int HD, int BN>
 __device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q_addr, uint32_t k_addr) {
     constexpr uint32_t QHALF = BM * 128, KHALF = BN * 128;
 #pragma unroll
@@ -194,7 +219,7 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q_addr, uin
 }
 
 /* the same with Q's A fragments in registers (BN 128 only) */
-template <int BN>
+template <int HD, int BN>
 __device__ __forceinline__ void gemm_qk_rq(float (&s)[BN / 2], const uint32_t (&qa)[HD / 16][4], uint32_t k_addr) {
     static_assert(BN == 128, "Q fragments in registers: BN 128 only");
     constexpr uint32_t KHALF = 128 * 128;
@@ -205,7 +230,8 @@ __device__ __forceinline__ void gemm_qk_rq(float (&s)[BN / 2], const uint32_t (&
     }
 }
 
-/* Q's A fragments (rows row0 .. row0+15 of the 128-row tile, all 8 k-steps) from the swizzled tile */
+/* Q's A fragments (rows row0 .. row0+15 of the 128-row tile, all HD / 16 k-steps) from the swizzled tile */
+template <int HD>
 __device__ __forceinline__ void load_q_frags(uint32_t (&qa)[HD / 16][4], uint32_t sQ, int row0, int lane) {
     int r = row0 + (lane & 15);
 #pragma unroll
@@ -218,13 +244,13 @@ __device__ __forceinline__ void load_q_frags(uint32_t (&qa)[HD / 16][4], uint32_
     }
 }
 
-/* O (64 x 128) += P (64 x BN, bf16 registers) V (BN x 128, N-major: LBO = the d-half stride) */
-template <int BN>
-__device__ __forceinline__ void gemm_pv(float (&o)[64], const uint32_t (&pa)[BN / 16][4], uint32_t v_addr) {
+/* O (64 x HD) += P (64 x BN, bf16 registers) V (BN x HD, N-major: LBO = the d-half stride, unused at HD 64) */
+template <int HD, int BN>
+__device__ __forceinline__ void gemm_pv(float (&o)[HD / 2], const uint32_t (&pa)[BN / 16][4], uint32_t v_addr) {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++) {
         uint64_t db = sm_desc(v_addr + kk * 16 * 128, BN * 128, 1024);
-        wgmma_rs_n128_tb(o, pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3], db);
+        PV<HD>::mma(o, pa[kk], db);
     }
 }
 
@@ -277,11 +303,11 @@ __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], float (&m)[2], 
     for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
 }
 
-template <int SR>
-__device__ __forceinline__ void rescale(float (&o)[64], const float (&corr)[2]) {
+template <int HD, int SR>
+__device__ __forceinline__ void rescale(float (&o)[HD / 2], const float (&corr)[2]) {
     if (SR && __all_sync(0xffffffffu, corr[0] == 1.0f && corr[1] == 1.0f)) return;
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < HD / 8; j++) {
         o[4 * j] *= corr[0], o[4 * j + 1] *= corr[0];
         o[4 * j + 2] *= corr[1], o[4 * j + 3] *= corr[1];
     }
@@ -308,7 +334,7 @@ __device__ __forceinline__ void release(uint32_t bar, int lane) {
     if (lane == 0) mbar_arrive(bar);
 }
 
-template <int BN, int ST, int OV, int PP, int QR, int SR>
+template <int HD, int BN, int ST, int OV, int PP, int QR, int SR>
 __global__ void __launch_bounds__(THREADS, 1)
 k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
           const __grid_constant__ CUtensorMap tmV, const Params p) {
@@ -324,8 +350,10 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
     auto v_empty = [&](int s) { return bars + 8u * (1 + 3 * ST + s); };
 
     const int wg = threadIdx.x / 128;
-    const int h = blockIdx.y, hk = h / p.group;
+    const int h = blockIdx.y, hk = h / p.group, item = blockIdx.z;
     const int q0 = blockIdx.x * BM;
+    constexpr int HALVES = HD / 64;                  /* 64-column halves per tile */
+    constexpr uint32_t QH = BM * 128, KVH = BN * 128; /* bytes of one half */
     const int n = p.n_tiles;
 
     if (threadIdx.x == 0) {
@@ -347,9 +375,9 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
             asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmK) : "memory");
             asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmV) : "memory");
             mbar_expect_tx(q_full, QB);
-            for (int half = 0; half < 2; half++) {
-                if (p.q_swap) tma_load3(sQ + half * (QB / 2), &tmQ, q_full, half * 64, q0, h);
-                else tma_load3(sQ + half * (QB / 2), &tmQ, q_full, half * 64, h, q0);
+            for (int half = 0; half < HALVES; half++) {
+                if (p.q_swap) tma_load4(sQ + half * QH, &tmQ, q_full, half * 64, q0, h, item);
+                else tma_load4(sQ + half * QH, &tmQ, q_full, half * 64, h, q0, item);
             }
             for (int j = 0; j < n; j++) {
                 int s = j % ST;
@@ -357,15 +385,15 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
                 int row = j * BN;
                 if (j >= ST) mbar_wait_guarded(k_empty(s), par);
                 mbar_expect_tx(k_full(s), KVB);
-                for (int half = 0; half < 2; half++) {
-                    if (p.kv_swap) tma_load3(sK + s * KVB + half * (KVB / 2), &tmK, k_full(s), half * 64, row, hk);
-                    else tma_load3(sK + s * KVB + half * (KVB / 2), &tmK, k_full(s), half * 64, hk, row);
+                for (int half = 0; half < HALVES; half++) {
+                    if (p.kv_swap) tma_load4(sK + s * KVB + half * KVH, &tmK, k_full(s), half * 64, row, hk, item);
+                    else tma_load4(sK + s * KVB + half * KVH, &tmK, k_full(s), half * 64, hk, row, item);
                 }
                 if (j >= ST) mbar_wait_guarded(v_empty(s), par);
                 mbar_expect_tx(v_full(s), KVB);
-                for (int half = 0; half < 2; half++) {
-                    if (p.kv_swap) tma_load3(sV + s * KVB + half * (KVB / 2), &tmV, v_full(s), half * 64, row, hk);
-                    else tma_load3(sV + s * KVB + half * (KVB / 2), &tmV, v_full(s), half * 64, hk, row);
+                for (int half = 0; half < HALVES; half++) {
+                    if (p.kv_swap) tma_load4(sV + s * KVB + half * KVH, &tmV, v_full(s), half * 64, row, hk, item);
+                    else tma_load4(sV + s * KVB + half * KVH, &tmV, v_full(s), half * 64, hk, row, item);
                 }
             }
         }
@@ -373,12 +401,12 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
         asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
         const int cw = wg - 1; /* consumer warpgroup 0 / 1 */
         const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
-        const uint32_t q_addr = sQ + cw * 64 * 128; /* this warpgroup's 64 rows in both Q halves */
+        const uint32_t q_addr = sQ + cw * 64 * 128; /* this warpgroup's 64 rows in each Q half */
         const float sl2 = p.sl2;
         const int last_valid = p.Skv - (n - 1) * BN; /* keys of the last tile, 1..BN */
-        float o[64];
+        float o[HD / 2];
 #pragma unroll
-        for (int i = 0; i < 64; i++) o[i] = 0.0f;
+        for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
         float s[BN / 2];
         uint32_t pa[BN / 16][4];
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2];
@@ -387,10 +415,10 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
         static_assert(!QR || BN == 128, "Q fragments in registers: BN 128 only");
         uint32_t qa[HD / 16][4];
         mbar_wait(q_full, 0);
-        if (QR) load_q_frags(qa, sQ, cw * 64 + warp * 16, lane);
+        if (QR) load_q_frags<HD>(qa, sQ, cw * 64 + warp * 16, lane);
         auto qk = [&](uint32_t k_addr) {
-            if constexpr (QR) gemm_qk_rq<BN>(s, qa, k_addr);
-            else gemm_qk<BN>(s, q_addr, k_addr);
+            if constexpr (QR) gemm_qk_rq<HD, BN>(s, qa, k_addr);
+            else gemm_qk<HD, BN>(s, q_addr, k_addr);
         };
         if (!OV) {
             for (int j = 0; j < n; j++) {
@@ -406,12 +434,12 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
                 release(k_empty(st), lane);
                 if (j == n - 1 && last_valid < BN) mask_tail<BN>(s, last_valid, lane);
                 softmax_tile<BN, SR>(s, m, l, corr, sl2);
-                rescale<SR>(o, corr);
+                rescale<HD, SR>(o, corr);
                 to_bf16<BN>(pa, s);
                 mbar_wait(v_full(st), par);
                 keep(o);
                 wg_fence();
-                gemm_pv<BN>(o, pa, sV + st * KVB);
+                gemm_pv<HD, BN>(o, pa, sV + st * KVB);
                 wg_commit();
                 wg_wait<0>();
                 keep(o);
@@ -444,7 +472,7 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
                 wg_fence();
                 qk(sK + st * KVB);
                 wg_commit();
-                gemm_pv<BN>(o, pa, sV + pst * KVB);
+                gemm_pv<HD, BN>(o, pa, sV + pst * KVB);
                 wg_commit();
                 if (PP) nbar_arrive(other_bar);
                 wg_wait<1>();
@@ -455,7 +483,7 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
                 wg_wait<0>();
                 keep(o);
                 release(v_empty(pst), lane);
-                rescale<SR>(o, corr);
+                rescale<HD, SR>(o, corr);
                 to_bf16<BN>(pa, s);
             }
             /* P V of the last tile */
@@ -465,7 +493,7 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
             if (PP) nbar_sync(my_bar);
             keep(o);
             wg_fence();
-            gemm_pv<BN>(o, pa, sV + pst * KVB);
+            gemm_pv<HD, BN>(o, pa, sV + pst * KVB);
             wg_commit();
             if (PP && cw == 0) nbar_arrive(other_bar); /* consumer 1's last turn needs no successor */
             wg_wait<0>();
@@ -480,14 +508,14 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
         }
         float inv[2] = {l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f};
         const int row0 = q0 + cw * 64 + warp * 16 + (lane >> 2);
-        uint16_t *ob = p.out + (int64_t)h * p.o_hs + 2 * (lane & 3);
+        uint16_t *ob = p.out + (int64_t)item * p.o_bs + (int64_t)h * p.o_hs + 2 * (lane & 3);
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             int row = row0 + 8 * r;
             if (row < p.Sq) {
                 uint32_t *dst = (uint32_t *)(ob + (int64_t)row * p.o_rs);
 #pragma unroll
-                for (int j = 0; j < 16; j++) dst[4 * j] = bf16x2(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
+                for (int j = 0; j < HD / 8; j++) dst[4 * j] = bf16x2(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
             }
         }
     }
@@ -510,16 +538,27 @@ encode_tiled_fn encoder(void) {
     return nullptr;
 }
 
-/* 3-D map over (d, head, row) or, when the head stride is the larger one, (d, row, head); box 64 x 1 x rows
- * (or 64 x rows x 1): either way a [rows][64] 128B-swizzled tile */
-int make_map(CUtensorMap *m, const uint16_t *ptr, int64_t rows, int heads, int64_t rs, int64_t hs, int box_rows,
-             int *swap) {
+/* one call's problem: batch items of Sq x Skv at element strides (*_bs between items, *_rs rows, *_hs heads) */
+struct Prob {
+    uint16_t       *out;
+    const uint16_t *q, *k, *v;
+    int64_t         o_rs, o_hs, o_bs, q_rs, q_hs, q_bs, k_rs, k_hs, k_bs, v_rs, v_hs, v_bs;
+    int64_t         batch, Sq, Skv;
+    int             Hq, Hkv;
+    float           scale;
+};
+
+/* 4-D map over (d, head, row, item) or, when the head stride is the larger one, (d, row, head, item); box
+ * 64 x 1 x rows x 1 (or 64 x rows x 1 x 1): either way a [rows][64] 128B-swizzled tile of one item. The row
+ * extent is the item's own, so TMA zero-fills rows past it per item. */
+int make_map(CUtensorMap *m, const uint16_t *ptr, int64_t rows, int heads, int64_t batch, int64_t rs, int64_t hs,
+             int64_t bs, int hd, int box_rows, int *swap) {
     encode_tiled_fn enc = encoder();
     if (!enc) return -1;
     if (heads == 1) hs = rs;
-    cuuint64_t dims[3], strides[2];
-    cuuint32_t box[3], es[3] = {1, 1, 1};
-    dims[0] = HD;
+    cuuint64_t dims[4], strides[3];
+    cuuint32_t box[4], es[4] = {1, 1, 1, 1};
+    dims[0] = (cuuint64_t)hd;
     if (hs <= rs) {
         *swap = 0;
         dims[1] = (cuuint64_t)heads, dims[2] = (cuuint64_t)rows;
@@ -531,38 +570,58 @@ int make_map(CUtensorMap *m, const uint16_t *ptr, int64_t rows, int heads, int64
         strides[0] = (cuuint64_t)rs * 2, strides[1] = (cuuint64_t)hs * 2;
         box[0] = 64, box[1] = (cuuint32_t)box_rows, box[2] = 1;
     }
-    CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)ptr, dims, strides, box, es,
+    dims[3] = (cuuint64_t)batch, box[3] = 1;
+    /* one item: the stride is never used; give the encoder the nested extent of the first three dims */
+    strides[2] = batch > 1 ? (cuuint64_t)bs * 2 : strides[1] * dims[2];
+    if (strides[2] >= (1ull << 40)) strides[2] = strides[1];
+    CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, (void *)ptr, dims, strides, box, es,
                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? 0 : -1;
 }
 
-template <int BN, int ST, int OV, int PP, int QR, int SR>
-int launch(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint16_t *q, int64_t q_rs, int64_t q_hs,
-           const uint16_t *k, int64_t k_rs, int64_t k_hs, const uint16_t *v, int64_t v_rs, int64_t v_hs, int64_t Sq,
-           int64_t Skv, int Hq, int Hkv, float scale) {
+template <int HD, int BN, int ST, int OV, int PP, int QR, int SR>
+int launch(h3_backend *be, const Prob &pr) {
     constexpr size_t QB = BM * HD * 2, KVB = BN * HD * 2;
     constexpr size_t smem = QB + 2 * ST * KVB + 8 * (1 + 4 * ST) + 1024;
     static_assert(smem <= 232448, "shared memory");
     CUtensorMap mq, mk, mv;
     Params p;
     int swap_k, swap_v;
-    if (make_map(&mq, q, Sq, Hq, q_rs, q_hs, BM, &p.q_swap) || make_map(&mk, k, Skv, Hkv, k_rs, k_hs, BN, &swap_k) ||
-        make_map(&mv, v, Skv, Hkv, v_rs, v_hs, BN, &swap_v) || swap_k != swap_v)
+    if (make_map(&mq, pr.q, pr.Sq, pr.Hq, pr.batch, pr.q_rs, pr.q_hs, pr.q_bs, HD, BM, &p.q_swap) ||
+        make_map(&mk, pr.k, pr.Skv, pr.Hkv, pr.batch, pr.k_rs, pr.k_hs, pr.k_bs, HD, BN, &swap_k) ||
+        make_map(&mv, pr.v, pr.Skv, pr.Hkv, pr.batch, pr.v_rs, pr.v_hs, pr.v_bs, HD, BN, &swap_v) || swap_k != swap_v)
         return -1;
     p.kv_swap = swap_k;
-    p.out = out, p.o_rs = o_rs, p.o_hs = o_hs;
-    p.Sq = (int)Sq, p.Skv = (int)Skv, p.group = Hq / Hkv;
-    p.n_tiles = (int)((Skv + BN - 1) / BN);
-    p.sl2 = scale * 1.4426950408889634f;
+    p.out = pr.out, p.o_rs = pr.o_rs, p.o_hs = pr.o_hs, p.o_bs = pr.batch > 1 ? pr.o_bs : 0;
+    p.Sq = (int)pr.Sq, p.Skv = (int)pr.Skv, p.group = pr.Hq / pr.Hkv;
+    p.n_tiles = (int)((pr.Skv + BN - 1) / BN);
+    p.sl2 = pr.scale * 1.4426950408889634f;
     /* per launch (cheap), as the own flash kernel does: no process-wide "already set" flag */
-    if (cudaFuncSetAttribute(k_flash90<BN, ST, OV, PP, QR, SR>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-        cudaSuccess)
-        return -1;
-    dim3 grid((unsigned)((Sq + BM - 1) / BM), (unsigned)Hq);
-    k_flash90<BN, ST, OV, PP, QR, SR><<<grid, THREADS, smem, cuda_of(be)->stream>>>(mq, mk, mv, p);
+    auto kern = k_flash90<HD, BN, ST, OV, PP, QR, SR>;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) return -1;
+    dim3 grid((unsigned)((pr.Sq + BM - 1) / BM), (unsigned)pr.Hq, (unsigned)pr.batch);
+    kern<<<grid, THREADS, smem, cuda_of(be)->stream>>>(mq, mk, mv, p);
     CUDA_LAUNCHED(be, "attention (flash sm90)");
     return 0;
+}
+
+template <int HD>
+int dispatch(h3_backend *be, const Prob &pr, int var) {
+    switch (var) { /* BN, stages, overlap, ping-pong, Q in registers, skip-rescale */
+    case 0: return launch<HD, 128, 2, 0, 0, 0, 0>(be, pr);
+    case 1: return launch<HD, 128, 2, 1, 0, 0, 0>(be, pr);
+    case 2: return launch<HD, 128, 2, 1, 1, 0, 0>(be, pr);
+    case 3: return launch<HD, 176, 2, 1, 1, 0, 0>(be, pr);
+    case 4: return launch<HD, 128, 3, 1, 1, 0, 0>(be, pr);
+    case 5: return launch<HD, 128, 2, 1, 0, 1, 0>(be, pr);
+    case 6: return launch<HD, 128, 2, 1, 0, 1, 1>(be, pr);
+    case 7: return launch<HD, 128, 2, 1, 1, 1, 1>(be, pr);
+    case 8: return launch<HD, 176, 2, 1, 0, 0, 1>(be, pr);
+    case 9: return launch<HD, 128, 2, 1, 0, 0, 1>(be, pr);
+    case 10: return launch<HD, 128, 3, 1, 0, 1, 1>(be, pr);
+    default: return launch<HD, 176, 2, 1, 1, 0, 1>(be, pr);
+    }
 }
 
 } /* namespace */
@@ -570,34 +629,35 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint
 extern "C" int cuda_flash_sm90_variants(void) { return 12; }
 extern "C" void cuda_flash_sm90_set_variant(h3_backend *be, int v) { cuda_of(be)->flash_variant = v; }
 
-extern "C" int cuda_flash_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint16_t *q,
-                               int64_t q_rs, int64_t q_hs, const uint16_t *k, int64_t k_rs, int64_t k_hs,
-                               const uint16_t *v, int64_t v_rs, int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv,
-                               int D, float scale) {
-    if (cuda_of(be)->sm_arch != 90 || D != HD || Sq < 1 || Skv < 1 || Hq < 1 || Hkv < 1 || Hq % Hkv || !(scale > 0.0f)) return -1;
+extern "C" int cuda_flash_sm90_batched(h3_backend *be, int64_t batch, int64_t q_bs, int64_t k_bs, int64_t v_bs,
+                                       int64_t o_bs, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint16_t *q,
+                                       int64_t q_rs, int64_t q_hs, const uint16_t *k, int64_t k_rs, int64_t k_hs,
+                                       const uint16_t *v, int64_t v_rs, int64_t v_hs, int64_t Sq, int64_t Skv, int Hq,
+                                       int Hkv, int D, float scale) {
+    if (cuda_of(be)->sm_arch != 90 || (D != 128 && D != 64) || Sq < 1 || Skv < 1 || Hq < 1 || Hkv < 1 || Hq % Hkv ||
+        !(scale > 0.0f))
+        return -1;
     if (Sq >= (1LL << 31) - BM || Skv >= (1LL << 31) - 256 || Hq > 65535) return -1;
+    if (batch < 1 || batch > 65535) return -1; /* grid.z */
     /* TMA: 16-byte aligned bases and strides; output: 4-byte stores of bf16 pairs */
     if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15) return -1;
     if ((q_rs | q_hs | k_rs | k_hs | v_rs | v_hs) & 7) return -1;
     if (q_rs <= 0 || k_rs <= 0 || v_rs <= 0 || q_hs < 0 || k_hs < 0 || v_hs < 0) return -1;
     if (((uintptr_t)out & 3) || (o_rs & 1) || (o_hs & 1)) return -1;
-    /* default (measured on the H200, docs/cuda.md): 176-key tiles with skip-rescale and ping-pong for long
-     * key sequences, 128-key tiles in 3 stages with ping-pong for short ones */
+    if (batch > 1 && (((q_bs | k_bs | v_bs) & 7) || (o_bs & 1) || q_bs <= 0 || k_bs <= 0 || v_bs <= 0 || o_bs <= 0))
+        return -1;
+    const Prob pr = {out, q, k, v, o_rs, o_hs, o_bs, q_rs, q_hs, q_bs, k_rs, k_hs, k_bs, v_rs, v_hs, v_bs,
+                     batch, Sq, Skv, Hq, Hkv, scale};
+    /* default (measured on the H200 at head_dim 128, docs/cuda.md): 176-key tiles with skip-rescale and
+     * ping-pong for long key sequences, 128-key tiles in 3 stages with ping-pong for short ones */
     int fv = cuda_of(be)->flash_variant, var = fv >= 0 ? fv : Skv >= 8192 ? 11 : 4;
-#define L(...) return launch<__VA_ARGS__>(be, out, o_rs, o_hs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq, Hkv, scale)
-    switch (var) { /* BN, stages, overlap, ping-pong, Q in registers, skip-rescale */
-    case 0: L(128, 2, 0, 0, 0, 0);
-    case 1: L(128, 2, 1, 0, 0, 0);
-    case 2: L(128, 2, 1, 1, 0, 0);
-    case 3: L(176, 2, 1, 1, 0, 0);
-    case 4: L(128, 3, 1, 1, 0, 0);
-    case 5: L(128, 2, 1, 0, 1, 0);
-    case 6: L(128, 2, 1, 0, 1, 1);
-    case 7: L(128, 2, 1, 1, 1, 1);
-    case 8: L(176, 2, 1, 0, 0, 1);
-    case 9: L(128, 2, 1, 0, 0, 1);
-    case 10: L(128, 3, 1, 0, 1, 1);
-    default: L(176, 2, 1, 1, 0, 1);
-    }
-#undef L
+    return D == 128 ? dispatch<128>(be, pr, var) : dispatch<64>(be, pr, var);
+}
+
+extern "C" int cuda_flash_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint16_t *q,
+                               int64_t q_rs, int64_t q_hs, const uint16_t *k, int64_t k_rs, int64_t k_hs,
+                               const uint16_t *v, int64_t v_rs, int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv,
+                               int D, float scale) {
+    return cuda_flash_sm90_batched(be, 1, 0, 0, 0, 0, out, o_rs, o_hs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq,
+                                   Skv, Hq, Hkv, D, scale);
 }

@@ -91,7 +91,7 @@ int  cuda_cudnn_attention_bf16_strided(h3_backend *be, uint16_t *o, int64_t o_rs
                                        int64_t q_hs, const uint16_t *k, int64_t k_rs, int64_t k_hs, const uint16_t *v,
                                        int64_t v_rs, int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv, int D,
                                        float scale);
-/* Hopper wgmma flash attention (cuda_flash_sm90.cu): non-causal, bf16, head_dim 128, Hq % Hkv == 0.
+/* Hopper wgmma flash attention (cuda_flash_sm90.cu): non-causal, bf16, head_dim D 128 or 64, Hq % Hkv == 0.
  * q/k/v/out are device bf16 with element strides: element (row s, head h, channel d) of q is
  * q[s*q_rs + h*q_hs + d], likewise k, v, out. fp32 scores and online softmax (exp2 with scale*log2e),
  * P rounded to bf16 before P V, fp32 accumulation, output rounded once to bf16 (nearest even).
@@ -100,6 +100,14 @@ int  cuda_cudnn_attention_bf16_strided(h3_backend *be, uint16_t *o, int64_t o_rs
 int  cuda_flash_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, int64_t o_hs, const uint16_t *q, int64_t q_rs,
                      int64_t q_hs, const uint16_t *k, int64_t k_rs, int64_t k_hs, const uint16_t *v, int64_t v_rs,
                      int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale);
+/* The same over `batch` (1..65535) independent problems of one shape in one launch: item b's q/k/v/out
+ * start b*q_bs / k_bs / v_bs / o_bs elements after item 0's (multiples of 8, out: even; ignored when
+ * batch == 1). Rows past Sq / Skv of an item are never read or written, so each item's result is
+ * bit-identical to a cuda_flash_sm90 call on it. cuda_flash_sm90 is batch 1. */
+int  cuda_flash_sm90_batched(h3_backend *be, int64_t batch, int64_t q_bs, int64_t k_bs, int64_t v_bs, int64_t o_bs,
+                             uint16_t *out, int64_t o_rs, int64_t o_hs, const uint16_t *q, int64_t q_rs, int64_t q_hs,
+                             const uint16_t *k, int64_t k_rs, int64_t k_hs, const uint16_t *v, int64_t v_rs,
+                             int64_t v_hs, int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale);
 /* tuning / tests: number of compiled variants of cuda_flash_sm90 and the one to use (-1: default) */
 int  cuda_flash_sm90_variants(void);
 void cuda_flash_sm90_set_variant(h3_backend *be, int v);

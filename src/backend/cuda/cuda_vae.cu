@@ -231,21 +231,34 @@ extern "C" void cuda_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, 
 
 /* ---- attention over the tiles of a batch ---- */
 
+/* Tile t's q/k/v rows at qkv + t*N*3D (k at +D, v at +2D, head stride head_dim), its output at out + t*N*D.
+ * Order: the own Hopper kernel over all tiles in one launch (head_dim 64 / 128), one batched cuDNN SDPA,
+ * then per tile. H3_VAE_ATTN=cudnn skips the own kernel (the cuDNN batched path as before); =tile runs one
+ * call per tile (the own kernel per tile, else h3_bf16_attention's chain): a comparison for the batched
+ * results (the own kernel's batched and per-tile results are bit-identical). */
 extern "C" void cuda_vae_tile_attention(h3_backend *be, h3_bf16 *out, const h3_bf16 *qkv, int64_t tiles, int64_t N,
                                         int heads, int head_dim, float scale) {
     if (tiles <= 0 || N <= 0) return;
     const int64_t D = (int64_t)heads * head_dim, ld = 3 * D;
     const int64_t bst[4] = {N * ld, N * ld, N * ld, N * D};
-    const char *mode = getenv("H3_VAE_ATTN"); /* "tile": per-tile calls (comparison) */
-    int per_tile = mode && !strcmp(mode, "tile");
+    const char *mode = getenv("H3_VAE_ATTN");
+    const int per_tile = mode && !strcmp(mode, "tile"), use_cudnn = mode && !strcmp(mode, "cudnn");
+    if (!per_tile && !use_cudnn &&
+        cuda_flash_sm90_batched(be, tiles, N * ld, N * ld, N * ld, N * D, out, D, head_dim, qkv, ld, head_dim, qkv + D,
+                                ld, head_dim, qkv + 2 * D, ld, head_dim, N, N, heads, heads, head_dim, scale) == 0)
+        return;
     if (!per_tile && cuda_cudnn_attention_bf16_batched(be, tiles, bst, out, D, qkv, ld, head_dim, qkv + D, ld, head_dim,
                                                        qkv + 2 * D, ld, head_dim, N, N, heads, heads, head_dim,
                                                        scale) == 0)
         return;
     for (int64_t t = 0; t < tiles; t++) {
         const h3_bf16 *q = qkv + t * N * ld;
-        cuda_bf16_attention(be, out + t * N * D, D, q, ld, head_dim, q + D, ld, head_dim, q + 2 * D, ld, head_dim, N, N,
-                            heads, heads, head_dim, scale);
+        h3_bf16 *o = out + t * N * D;
+        if (!use_cudnn && cuda_flash_sm90(be, o, D, head_dim, q, ld, head_dim, q + D, ld, head_dim, q + 2 * D, ld,
+                                          head_dim, N, N, heads, heads, head_dim, scale) == 0)
+            continue;
+        cuda_bf16_attention(be, o, D, q, ld, head_dim, q + D, ld, head_dim, q + 2 * D, ld, head_dim, N, N, heads, heads,
+                            head_dim, scale);
     }
 }
 
