@@ -85,10 +85,10 @@ static void test_fixture(h3_backend *be) {
     printf("  matmul vs torch._scaled_mm: %lld of %lld bf16 outputs differ (max_abs %.2e); torch vs float64 %.3e\n",
            (long long)flips, (long long)(M * N), h3_max_abs(got, ref, (size_t)(M * N)),
            h3_rel_l2(ref, ref64, (size_t)(M * N)));
-    /* only the fp32 summation order differs: single bf16 roundings flip, nothing more */
+    /* only the fp32 summation order differs (single bf16 roundings flip, nothing more): the CPU's sum is within
+     * 1e-4 of the exact product, _scaled_mm (cuBLASLt) within its own rounding of it */
     CHECK_CLOSE("fp8 matmul vs torch._scaled_mm", h3_rel_l2(got, ref, (size_t)(M * N)), 2e-3);
-    CHECK_CLOSE("fp8 matmul vs the float64 product", h3_rel_l2(got, ref64, (size_t)(M * N)), 2e-3);
-    CHECK(flips * 20 <= M * N, "%lld of %lld outputs differ from torch (more than 5%%)", (long long)flips, (long long)(M * N));
+    CHECK_CLOSE("fp8 matmul vs the float64 product", h3_rel_l2(got, ref64, (size_t)(M * N)), 1e-4);
     h3_fp8_linear_free(be, &lw);
     free(q), free(sc), free(out), free(got), free(ref), free(ref64);
     st_set_free(s);
