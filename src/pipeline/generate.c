@@ -682,7 +682,53 @@ static int phase_encode(gen *s, h3_err *e) {
     return 0;
 }
 
-int h3_generate(const h3_request *r, h3_err *e) {
+/* ---- the backends, made once per context (a session keeps them between generations) ---- */
+struct h3_gen_ctx {
+    int         cuda, threads;   /* the backend every request of this context must ask for */
+    h3_backend *be, *cpu;        /* NULL until started; cpu == be with --backend cpu */
+};
+
+h3_gen_ctx *h3_gen_ctx_new(const h3_request *r, h3_err *e) {
+    h3_gen_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    c->cuda = r->cuda;
+    c->threads = r->threads;
+    return c;
+}
+
+static void gen_ctx_stop(h3_gen_ctx *c) {
+    if (c->cpu != c->be) h3_backend_free(c->cpu);
+    h3_backend_free(c->be);
+    c->be = c->cpu = NULL;
+}
+
+int h3_gen_ctx_start(h3_gen_ctx *c, h3_err *e) {
+    if (c->be) return 0;
+    c->be = h3_backend_new(c->cuda ? H3_BACKEND_CUDA : H3_BACKEND_CPU, c->threads, e);
+    if (c->be) c->cpu = c->cuda ? h3_backend_new(H3_BACKEND_CPU, c->threads, e) : c->be;
+    if (!c->cpu) {
+        h3_backend_free(c->be);
+        c->be = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int h3_gen_ctx_started(const h3_gen_ctx *c) { return c && c->be != NULL; }
+
+void h3_gen_ctx_free(h3_gen_ctx *c) {
+    if (!c) return;
+    gen_ctx_stop(c);
+    free(c);
+}
+
+int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
+    if (r->cuda != c->cuda || r->threads != c->threads)
+        return h3_fail(e, "--backend/--threads: the request asks for %s with %d threads, the context runs %s with %d",
+                       r->cuda ? "cuda" : "cpu", r->threads, c->cuda ? "cuda" : "cpu", c->threads);
     gen s;
     memset(&s, 0, sizeof s);
     s.r = r;
@@ -698,14 +744,14 @@ int h3_generate(const h3_request *r, h3_err *e) {
             return h3_fail(e, "-o/--frames-dir/--wav: this build has no FFmpeg (MEDIA=0); use -o '' --dump-latents");
         }
     }
-    s.be = h3_backend_new(r->cuda ? H3_BACKEND_CUDA : H3_BACKEND_CPU, r->threads, e);
-    if (s.be) s.cpu = r->cuda ? h3_backend_new(H3_BACKEND_CPU, r->threads, e) : s.be;
-    if (r->cuda) s.pg.device = s.be; /* --profile's peak GPU memory per phase */
-    if (!s.cpu) {
-        h3_backend_free(s.be);
+    /* made here on the first request, after its inputs were checked (a bad request starts no GPU) */
+    if (h3_gen_ctx_start(c, e)) {
         cond_set_free(&s.cond);
         return -1;
     }
+    s.be = c->be;
+    s.cpu = c->cpu;
+    if (r->cuda) s.pg.device = s.be; /* --profile's peak GPU memory per phase */
     char canvas[64];
     if (s.out_w != s.g.width || s.out_h != s.g.height)
         snprintf(canvas, sizeof canvas, "%dx%d (rendered at %dx%d)", s.out_w, s.out_h, s.g.width, s.g.height);
@@ -737,7 +783,16 @@ int h3_generate(const h3_request *r, h3_err *e) {
     free(s.audio_latents);
     free(s.frames);
     free(s.audio);
-    if (s.cpu != s.be) h3_backend_free(s.cpu);
-    h3_backend_free(s.be);
+    h3_err sticky;
+    if (rc && (h3_backend_check(c->be, &sticky) || h3_backend_check(c->cpu, &sticky)))
+        gen_ctx_stop(c); /* a backend with a recorded failure is not reused: the next request makes new ones */
+    return rc;
+}
+
+int h3_generate(const h3_request *r, h3_err *e) {
+    h3_gen_ctx *c = h3_gen_ctx_new(r, e);
+    if (!c) return -1;
+    int rc = h3_generate_in(c, r, e);
+    h3_gen_ctx_free(c);
     return rc;
 }

@@ -10,7 +10,7 @@ IMG=tests/fixtures/media/rgb.png
 check() { # check DESCRIPTION PATTERN -- ARGS...
     local desc=$1 pat=$2; shift 3
     local out rc
-    out=$("$H3" generate "$@" 2>&1); rc=$?
+    out=$("$H3" generate "$@" 2>&1 </dev/null); rc=$?
     if [ "$rc" -ne 2 ]; then echo "FAIL $desc: exit $rc, want 2: $out"; fail=$((fail + 1)); return; fi
     if [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ]; then echo "FAIL $desc: more than one line: $out"; fail=$((fail + 1)); return; fi
     if ! grep -qF -- "$pat" <<<"$out"; then echo "FAIL $desc: '$out' lacks '$pat'"; fail=$((fail + 1)); return; fi
@@ -20,7 +20,7 @@ check() { # check DESCRIPTION PATTERN -- ARGS...
 mkdir -p "$tmp/out"
 O="$tmp/out/x.mp4"
 check "no model" "-d SNAPSHOT_DIR is required" -- -p hi -o "$O"
-check "no prompt" "-p PROMPT is required" -- -d "$TINY" -o "$O"
+check "no prompt: a session, which takes no -o FILE" "a session writes video-NNNN.mp4" -- -d "$TINY" -o "$O"
 check "empty prompt" "-p: the prompt is empty" -- -d "$TINY" -p "" -o "$O"
 check "width alone" "--width and --height must be given together" -- -d "$TINY" -p hi -o "$O" --width 64
 check "not multiple of 32" "multiples of 32" -- -d "$TINY" -p hi -o "$O" --width 100 --height 64

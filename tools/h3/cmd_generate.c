@@ -1,5 +1,6 @@
 /* `h3 generate`: parses the flags into an h3_request, validates them, and runs the pipeline
- * (src/pipeline/generate.c). Flag errors exit 2 with one line; generation errors exit 1. */
+ * (src/pipeline/generate.c). Flag errors exit 2 with one line; generation errors exit 1.
+ * Without -p (but with -d) the flags seed an interactive session instead (cmd_session.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: h3 generate -d SNAPSHOT -p PROMPT [-o OUT.mp4] [options]\n"
+            "       h3 generate -d SNAPSHOT [options]   interactive session: one prompt per line on stdin,\n"
+            "                           videos numbered in a fresh $TMPDIR/h3-XXXXXX (docs/session.md; !help)\n"
             "  -d, --model-dir DIR      MiniMax-H3 snapshot (diffusers layout at the root)\n"
             "  -p, --prompt TEXT        the prompt (used verbatim, no template)\n"
             "  -o, --output PATH        MP4 (H.264 + AAC 32 kHz stereo); '' writes no MP4 [h3.mp4]\n"
@@ -55,6 +58,7 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, int *out
 int cmd_generate(int argc, char **argv) {
     h3_request r;
     h3_request_init(&r);
+    int seed_given = 0, output_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -73,7 +77,7 @@ int cmd_generate(int argc, char **argv) {
         const char *v = argv[++i];
         if (!strcmp(a, "-d") || !strcmp(a, "--model-dir")) r.model_dir = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) r.prompt = v;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) r.output = v;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) r.output = v, output_given = 1;
         else if (!strcmp(a, "--frames-dir")) r.frames_dir = v;
         else if (!strcmp(a, "--wav")) r.wav = v;
         else if (!strcmp(a, "--dump-latents")) r.dump_latents = v;
@@ -100,6 +104,7 @@ int cmd_generate(int argc, char **argv) {
             if (v[0] == '-') return cli_error("generate: --seed expects an unsigned 64-bit integer, got '%s'", v);
             r.seed = strtoull(v, &end, 10);
             if (errno || *end || end == v) return cli_error("generate: --seed expects an unsigned 64-bit integer, got '%s'", v);
+            seed_given = 1;
         } else if (!strcmp(a, "--precision")) {
             if (!strcmp(v, "bf16")) r.bf16 = 1;
             else if (!strcmp(v, "fp32")) r.bf16 = 0;
@@ -133,6 +138,7 @@ int cmd_generate(int argc, char **argv) {
             return cli_error("generate: unknown option '%s' (see h3 generate --help)", a);
         }
     }
+    if (!r.prompt && r.model_dir && r.model_dir[0]) return cmd_session(&r, seed_given, output_given);
     int aligned;
     h3_err e = {{0}};
     if (h3_request_validate(&r, &aligned, &e) != 0) return cli_error("generate: %s", e.msg);

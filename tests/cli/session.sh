@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The interactive session (`h3 generate -d DIR` without -p; features.md 3, docs/session.md), fed
+# through a pipe on the tiny fixture:
+#  - every session generation's outputs (latents dump, MP4, PNG frames) are byte-identical to the
+#    one-shot `h3 generate -p ...` with the same seed and flags, including a random seed read back
+#    from the session's "video-NNNN: seed N" line and !again;
+#  - outputs are numbered (video-NNNN.mp4 in the $TMPDIR/h3-XXXXXX session directory, --dump-latents
+#    P.safetensors -> P-NNNN.safetensors, --frames-dir D -> D/video-NNNN/);
+#  - an unknown command or a bad value prints one error line and the session goes on;
+#  - a failed generation prints "h3: <message>", the session goes on, and the exit status is 1;
+#  - end of input (or !quit) ends it with status 0 when no generation failed;
+#  - a non-empty -o at start-up is refused (exit 2, one line).
+# The MP4/PNG parts are skipped in a MEDIA=0 build (the latents dump needs no FFmpeg).
+set -u
+H3=${H3:-build/h3}
+TINY=tests/fixtures/tiny
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+same() { # name, file a, file b (or directories)
+    if [ -e "$2" ] && [ -e "$3" ] && { if [ -d "$2" ]; then diff -r "$2" "$3" >/dev/null; else cmp -s "$2" "$3"; fi; }; then ok
+    else bad "$1: $2 and $3 differ or are missing"; fi
+}
+BASE=(-d "$TINY" --width 64 --height 32 --frames 120 --steps 4)
+
+media=1
+"$H3" generate "${BASE[@]}" -p "A red fox." --seed 7 --steps 2 -o "$tmp/one2.mp4" \
+    --dump-latents "$tmp/one2.safetensors" --frames-dir "$tmp/one2.frames" 2>"$tmp/err" || {
+    if grep -q "MEDIA=0" "$tmp/err"; then media=0; else bad "one-shot: $(tail -1 "$tmp/err")"; fi; }
+oneshot() { # name, args...: the latents dump (+ MP4 and frames with FFmpeg) of one one-shot run
+    local name=$1; shift
+    if [ $media = 1 ]; then
+        "$H3" generate "${BASE[@]}" "$@" -o "$tmp/$name.mp4" --dump-latents "$tmp/$name.safetensors" \
+            --frames-dir "$tmp/$name.frames" 2>"$tmp/err" || bad "one-shot $name: $(tail -1 "$tmp/err")"
+    else
+        "$H3" generate "${BASE[@]}" "$@" -o '' --dump-latents "$tmp/$name.safetensors" 2>"$tmp/err" ||
+            bad "one-shot $name: $(tail -1 "$tmp/err")"
+    fi
+}
+[ $media = 0 ] && oneshot one2 -p "A red fox." --seed 7 --steps 2
+oneshot one3 -p "A cat in snow." --seed 7 --steps 2 --frames 140
+
+# 1. a session: random seed first, then fixed; commands between the prompts; ends at EOF
+mkdir -p "$tmp/t"
+if [ $media = 1 ]; then OUT=(--frames-dir "$tmp/frames"); else OUT=(-o ''); fi
+printf '%s\n' "A red fox." "!seed 7" "!steps 2" "!bogus" "!steps abc" "" "A red fox." "!frames 140" \
+    "A cat in snow." "!again" "!seed random" "!status" |
+    TMPDIR="$tmp/t" "$H3" generate "${BASE[@]}" --dump-latents "$tmp/lat.safetensors" "${OUT[@]}" \
+    >"$tmp/out1" 2>"$tmp/err1"
+rc=$?
+if [ $rc -eq 0 ]; then ok; else bad "session 1: exit $rc at EOF: $(tail -3 "$tmp/err1")"; fi
+if [ "$(grep -c '^video-000[1-4]: seed ' "$tmp/out1")" -eq 4 ]; then ok; else bad "session 1: not 4 generations: $(cat "$tmp/out1")"; fi
+seed1=$(sed -n 's/^video-0001: seed \([0-9]*\),.*/\1/p' "$tmp/out1")
+if [ -n "$seed1" ]; then oneshot one1 -p "A red fox." --seed "$seed1"; else bad "session 1: no seed printed for video-0001"; fi
+same "random-seed generation = one-shot --seed $seed1" "$tmp/one1.safetensors" "$tmp/lat-0001.safetensors"
+same "!seed 7 !steps 2 = one-shot" "$tmp/one2.safetensors" "$tmp/lat-0002.safetensors"
+same "!frames 140 = one-shot --frames 140" "$tmp/one3.safetensors" "$tmp/lat-0003.safetensors"
+same "!again = the same generation" "$tmp/lat-0003.safetensors" "$tmp/lat-0004.safetensors"
+if [ ! -e "$tmp/lat-0005.safetensors" ]; then ok; else bad "session 1: a fifth latents file"; fi
+# each bad command: exactly one error line; the session went on (later generations ran)
+errs=$(grep -c "^h3: unknown command '!bogus'\|^h3: !steps expects an integer in 1..1000, got 'abc'" "$tmp/err1")
+if [ "$errs" -eq 2 ]; then ok; else bad "session 1: $errs error lines for 2 bad commands"; fi
+if grep -q "seed random per generation (last 7)" "$tmp/out1"; then ok; else bad "session 1: !status after !seed random"; fi
+if [ $media = 1 ]; then
+    sdir=$(sed -n 's/^h3 session: outputs in \([^;]*\);.*/\1/p' "$tmp/out1")
+    case "$sdir" in "$tmp"/t/h3-??????) ok ;; *) bad "session 1: session directory '$sdir' not \$TMPDIR/h3-XXXXXX" ;; esac
+    for n in 1 2 3 4; do
+        if [ -s "$sdir/video-000$n.mp4" ] && [ -d "$tmp/frames/video-000$n" ]; then ok; else bad "session 1: video-000$n outputs missing"; fi
+    done
+    if [ "$(ls "$sdir" | wc -l)" -eq 4 ]; then ok; else bad "session 1: $sdir holds $(ls "$sdir")"; fi
+    same "session MP4 = one-shot MP4" "$tmp/one2.mp4" "$sdir/video-0002.mp4"
+    same "session frames = one-shot frames" "$tmp/one2.frames" "$tmp/frames/video-0002"
+    same "session MP4 (frames 140) = one-shot" "$tmp/one3.mp4" "$sdir/video-0003.mp4"
+    same "random-seed MP4 = one-shot" "$tmp/one1.mp4" "$sdir/video-0001.mp4"
+fi
+
+# 2. commands only: each bad command/value is one error line (stderr holds those and the closing
+# line only), the good ones still answer, !quit leaves before the lines after it
+printf '%s\n' "!bogus" "!steps 0" "!seed -5" "!size 64x32x" "!seconds nan" "!quit now" "!layers 40" "!frames" \
+    "!render-size native" "!output $tmp/outdir/sub" "!quit" "!bogus" | TMPDIR="$tmp/t" "$H3" generate -d "$TINY" -o '' \
+    --dump-latents "$tmp/x.safetensors" >"$tmp/out2" 2>"$tmp/err2"
+rc=$?
+if [ $rc -eq 0 ]; then ok; else bad "session 2: exit $rc"; fi
+if [ "$(grep -c '^h3: ' "$tmp/err2")" -eq 7 ] && [ "$(wc -l <"$tmp/err2")" -eq 7 ] &&
+    [ "$(grep -c "unknown command '!bogus'" "$tmp/err2")" -eq 1 ] && grep -q "^h3: session ended: 0 generated, 0 failed" "$tmp/err2"
+then ok; else bad "session 2: stderr: $(cat "$tmp/err2")"; fi
+if grep -q '^layers 40$' "$tmp/out2" && grep -q '^frames default -> 124 generated' "$tmp/out2" &&
+    grep -q "^output $tmp/outdir/sub\$" "$tmp/out2" && [ -d "$tmp/outdir/sub" ]; then ok; else bad "session 2: stdout: $(cat "$tmp/out2")"; fi
+
+# 3. a failed generation (the request's own rules, checked at generation) is reported, the session
+# goes on, and the exit status is 1; the failure takes no number
+printf '%s\n' "!size 100x64" "A red fox." "!size 64x32" "!steps 2" "A red fox." | TMPDIR="$tmp/t" "$H3" generate \
+    "${BASE[@]}" -o '' --seed 7 --dump-latents "$tmp/f.safetensors" >"$tmp/out3" 2>"$tmp/err3"
+rc=$?
+if [ $rc -eq 1 ] && grep -q "^h3: --width 100 --height 64: both must be multiples of 32" "$tmp/err3"; then ok
+else bad "session 3: exit $rc: $(cat "$tmp/err3")"; fi
+same "after a failure: video-0001 = one-shot" "$tmp/one2.safetensors" "$tmp/f-0001.safetensors"
+
+# 4. start-up flags are checked as the one-shot's: exit 2, one line, no session directory left
+mkdir -p "$tmp/t4"
+out=$(TMPDIR="$tmp/t4" "$H3" generate -d "$TINY" -o "$tmp/x.mp4" </dev/null 2>&1); rc=$?
+if [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && grep -q "a session writes video-NNNN.mp4" <<<"$out" &&
+    [ -z "$(ls -A "$tmp/t4")" ]; then ok; else bad "session -o: exit $rc: $out"; fi
+out=$(TMPDIR="$tmp/t4" "$H3" generate -d "$TINY" --width 100 --height 64 </dev/null 2>&1); rc=$?
+if [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && grep -q "multiples of 32" <<<"$out" &&
+    [ -z "$(ls -A "$tmp/t4")" ]; then ok; else bad "session bad start-up flag: exit $rc: $out"; fi
+# an empty session removes its directory
+TMPDIR="$tmp/t4" "$H3" generate -d "$TINY" </dev/null >/dev/null 2>&1; rc=$?
+if [ $rc -eq 0 ] && [ -z "$(ls -A "$tmp/t4")" ]; then ok; else bad "empty session: exit $rc, left $(ls "$tmp/t4")"; fi
+
+echo "RESULT $pass $fail"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,509 @@
+/* `h3 generate -d DIR` without -p: the interactive session (features.md 3; docs/session.md).
+ *
+ * One line of stdin at a time: a line starting with '!' is a command, any other non-blank line is a
+ * prompt that generates at once with the current state (seeded by the start-up flags). The backend
+ * (CUDA context, cuBLASLt/cuDNN plans, memory pool) is made once and kept between generations
+ * (h3_gen_ctx); every generation still loads and frees each phase's weights, no cache yet.
+ *
+ * Outputs of generation n go to the output directory (a fresh $TMPDIR/h3-XXXXXX, or !output's) as
+ * video-NNNN.mp4; a start-up --frames-dir DIR becomes DIR/video-NNNN/, --wav A.wav and
+ * --dump-latents B.safetensors become A-NNNN.wav and B-NNNN.safetensors. n is the lowest number
+ * from the last success + 1 whose outputs do not exist yet, so nothing is overwritten.
+ *
+ * Command replies go to stdout, errors (one line, "h3: ...") and progress to stderr. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "media/media.h"
+#include "pipeline/generate.h"
+#include "pipeline/progress.h"
+#include "pipeline/request.h"
+
+#define PATH_CAP 4096
+#define MAX_NUMBER 999999
+
+typedef struct session {
+    h3_request  st;          /* the state; prompt, seed and output paths are filled per generation */
+    int         seed_fixed;  /* --seed / !seed N; else a fresh random seed per generation */
+    int         mux;         /* an MP4 per generation (-o '' at start-up: none for the whole session) */
+    char        out_dir[PATH_CAP];  /* where video-NNNN.mp4 go (!output) */
+    char        tmp_dir[PATH_CAP];  /* the mkdtemp directory, removed at the end when left empty */
+    const char *frames_base, *wav_base, *dump_base; /* start-up --frames-dir / --wav / --dump-latents */
+    int         next;        /* the lowest number the next generation may take */
+    int         done, failed;
+    uint64_t    last_seed;
+    char       *last_prompt;
+    h3_gen_ctx *ctx;
+} session;
+
+typedef struct gen_paths {
+    char mp4[PATH_CAP], frames[PATH_CAP], wav[PATH_CAP], dump[PATH_CAP];
+} gen_paths;
+
+/* One error line on stderr; returns -1 (the command failed, the session goes on). */
+__attribute__((format(printf, 1, 2))) static int say_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("h3: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- paths ---- */
+
+/* base with "-NNNN" before the extension of its last component: out/a.wav -> out/a-0001.wav. */
+static int numbered(const char *base, int n, char *out, size_t cap) {
+    const char *slash = strrchr(base, '/'), *name = slash ? slash + 1 : base, *dot = strrchr(name, '.');
+    if (!dot || dot == name) dot = base + strlen(base);
+    int len = snprintf(out, cap, "%.*s-%04d%s", (int)(dot - base), base, n, dot);
+    return len < 0 || (size_t)len >= cap ? -1 : 0;
+}
+
+static int paths_for(const session *s, int n, gen_paths *p) {
+    memset(p, 0, sizeof *p);
+    int a = snprintf(p->mp4, sizeof p->mp4, "%s/video-%04d.mp4", s->out_dir, n);
+    int b = s->frames_base ? snprintf(p->frames, sizeof p->frames, "%s/video-%04d", s->frames_base, n) : 0;
+    if (a < 0 || a >= PATH_CAP || b < 0 || b >= PATH_CAP || (s->wav_base && numbered(s->wav_base, n, p->wav, PATH_CAP)) ||
+        (s->dump_base && numbered(s->dump_base, n, p->dump, PATH_CAP)))
+        return say_error("output paths of generation %d are longer than %d bytes", n, PATH_CAP - 1);
+    return 0;
+}
+
+static int exists(const char *p) {
+    struct stat sb;
+    return p[0] && stat(p, &sb) == 0;
+}
+
+static int paths_taken(const session *s, const gen_paths *p) {
+    return (s->mux && exists(p->mp4)) || exists(p->frames) || exists(p->wav) || exists(p->dump);
+}
+
+/* The request of one generation: the state plus its prompt, seed and numbered outputs. */
+static void request_for(const session *s, const char *prompt, uint64_t seed, const gen_paths *p, h3_request *q) {
+    *q = s->st;
+    q->prompt = prompt;
+    q->seed = seed;
+    q->output = s->mux ? p->mp4 : "";
+    q->frames_dir = s->frames_base ? p->frames : NULL;
+    q->wav = s->wav_base ? p->wav : NULL;
+    q->dump_latents = s->dump_base ? p->dump : NULL;
+}
+
+/* mkdir -p; 0 when path is (now) a directory. */
+static int make_dirs(const char *path, h3_err *e) {
+    char p[PATH_CAP];
+    int len = snprintf(p, sizeof p, "%s", path);
+    if (len <= 0 || len >= (int)sizeof p) return h3_fail(e, "%s: bad directory name", path);
+    for (char *c = p + 1; *c; c++) {
+        if (*c != '/') continue;
+        *c = 0;
+        if (mkdir(p, 0777) && errno != EEXIST) return h3_fail(e, "%s: cannot create: %s", p, strerror(errno));
+        *c = '/';
+    }
+    if (mkdir(p, 0777) && errno != EEXIST) return h3_fail(e, "%s: cannot create: %s", p, strerror(errno));
+    struct stat sb;
+    if (stat(p, &sb) || !S_ISDIR(sb.st_mode)) return h3_fail(e, "%s: not a directory", p);
+    return 0;
+}
+
+/* ---- values ---- */
+
+static uint64_t random_seed(void) {
+    uint32_t v;
+    if (getrandom(&v, sizeof v, 0) == (ssize_t)sizeof v) return v;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint32_t)(ts.tv_nsec ^ ts.tv_sec * 2654435761u ^ (unsigned)getpid());
+}
+
+static int parse_int(const char *cmd, const char *s, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi)
+        return say_error("!%s expects an integer in %ld..%ld, got '%s'", cmd, lo, hi, s);
+    *out = (int)v;
+    return 0;
+}
+
+/* "WxH" with both sides 1..2^20 (the one-shot flags' parse range; the rules are checked at generation). */
+static int parse_wxh(const char *cmd, const char *s, int *w, int *h) {
+    char *end;
+    errno = 0;
+    long a = strtol(s, &end, 10), b = 0;
+    int ok = !errno && end != s && (*end == 'x' || *end == 'X');
+    if (ok) {
+        const char *t = end + 1;
+        b = strtol(t, &end, 10);
+        ok = !errno && end != t && !*end && a >= 1 && b >= 1 && a <= 1 << 20 && b <= 1 << 20;
+    }
+    if (!ok || !isdigit((unsigned char)s[0])) return say_error("!%s expects WxH (e.g. 864x480), got '%s'", cmd, s);
+    *w = (int)a, *h = (int)b;
+    return 0;
+}
+
+/* The frame count a request would generate, by the request's own validation; -1 with e filled when
+ * the requested length breaks a rule, 1 when ref2va has no length yet. */
+static int generated_frames(const h3_request *st, int *aligned, h3_err *e) {
+    if (st->nrefs && !st->frames && st->seconds == 0) return 1;
+    h3_request t;
+    h3_request_init(&t);
+    t.model_dir = t.prompt = "-";
+    t.output = "";
+    t.dump_latents = "-";
+    t.frames = st->frames, t.seconds = st->seconds;
+    return h3_request_validate(&t, aligned, e);
+}
+
+static void show_frames(const h3_request *st) {
+    int aligned;
+    h3_err e = {{0}};
+    int rc = generated_frames(st, &aligned, &e);
+    if (st->seconds != 0) printf("seconds %g = %d frames requested", st->seconds, h3_seconds_to_frames(st->seconds));
+    else if (st->frames) printf("frames %d requested", st->frames);
+    else printf("frames default");
+    if (rc == 1) printf(" (ref2va needs !frames or !seconds)\n");
+    else if (rc) printf(" (generation will fail: %s)\n", e.msg);
+    else printf(" -> %d generated (%.3f s at 24 fps)\n", aligned, aligned / 24.0);
+}
+
+static void show_size(const h3_request *st) {
+    if (st->width) printf("size %dx%d", st->width, st->height);
+    else printf("size default (t2va/ref2va 1344x768; fl2va from the first keyframe)");
+    if (st->render_width) printf(", render size %dx%d\n", st->render_width, st->render_height);
+    else printf(", render size native\n");
+}
+
+static void show_seed(const session *s) {
+    if (s->seed_fixed) printf("seed %llu (fixed)\n", (unsigned long long)s->st.seed);
+    else if (s->done) printf("seed random per generation (last %llu)\n", (unsigned long long)s->last_seed);
+    else printf("seed random per generation\n");
+}
+
+/* ---- commands ---- */
+
+typedef int (*command_fn)(session *s, const char *arg); /* 0, -1 (error printed) or 1 (leave) */
+
+static int c_help(session *s, const char *arg);
+
+static int c_status(session *s, const char *arg) {
+    const h3_request *st = &s->st;
+    static const char *const kinds[] = {"image", "silent video", "video", "video + audio", "audio"};
+    show_size(st);
+    show_frames(st);
+    printf("steps %d, reuse %d, layers %d, core reuse %d\n", st->steps, st->reuse, st->layers, st->core_reuse);
+    show_seed(s);
+    printf("precision %s, backend %s%s (%s)\n", st->bf16 ? "bf16" : "fp32", st->cuda ? "cuda" : "cpu",
+           st->random_weights ? ", random weights" : "",
+           h3_gen_ctx_started(s->ctx) ? "started, kept between generations" : "not started");
+    if (st->first_frame || st->last_frame)
+        printf("fl2va: first %s, last %s\n", st->first_frame ? st->first_frame : "-", st->last_frame ? st->last_frame : "-");
+    else if (!st->nrefs)
+        printf("t2va (no keyframes, no references)\n");
+    for (int i = 0; i < st->nrefs; i++)
+        printf("reference %d: %s %s%s%s\n", i + 1, kinds[st->refs[i].kind], st->refs[i].path,
+               st->refs[i].audio_path ? " + " : "", st->refs[i].audio_path ? st->refs[i].audio_path : "");
+    printf("output %s (%s)\n", s->out_dir, s->mux ? "video-NNNN.mp4" : "no MP4: -o ''");
+    if (s->frames_base) printf("frames %s/video-NNNN/\n", s->frames_base);
+    if (s->wav_base) printf("wav %s, numbered\n", s->wav_base);
+    if (s->dump_base) printf("latents %s, numbered\n", s->dump_base);
+    printf("profile %s; %d generated, %d failed; caches: none (each generation loads every phase's weights)\n",
+           st->profile ? "on" : "off", s->done, s->failed);
+    return 0;
+}
+
+static int c_seed(session *s, const char *arg) {
+    if (arg) {
+        if (!strcmp(arg, "random") || !strcmp(arg, "-1")) {
+            s->seed_fixed = 0;
+        } else {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(arg, &end, 10);
+            if (!isdigit((unsigned char)arg[0]) || errno || *end)
+                return say_error("!seed expects an unsigned 64-bit integer or 'random', got '%s'", arg);
+            s->st.seed = v;
+            s->seed_fixed = 1;
+        }
+    }
+    show_seed(s);
+    return 0;
+}
+
+static int c_size(session *s, const char *arg) {
+    if (arg && !strcmp(arg, "default")) s->st.width = s->st.height = 0;
+    else if (arg && parse_wxh("size", arg, &s->st.width, &s->st.height)) return -1;
+    show_size(&s->st);
+    return 0;
+}
+
+static int c_render_size(session *s, const char *arg) {
+    if (arg && !strcmp(arg, "native")) s->st.render_width = s->st.render_height = 0;
+    else if (arg && parse_wxh("render-size", arg, &s->st.render_width, &s->st.render_height)) return -1;
+    show_size(&s->st);
+    return 0;
+}
+
+static int c_frames(session *s, const char *arg) {
+    if (arg) {
+        if (parse_int("frames", arg, 1, 1 << 20, &s->st.frames)) return -1;
+        s->st.seconds = 0;
+    }
+    show_frames(&s->st);
+    return 0;
+}
+
+static int c_seconds(session *s, const char *arg) {
+    if (arg) {
+        char *end;
+        double v = strtod(arg, &end);
+        if (*end || end == arg || !isfinite(v) || v <= 0)
+            return say_error("!seconds expects a finite number > 0, got '%s'", arg);
+        if (h3_seconds_to_frames(v) < 1) return say_error("!seconds %g gives no frame at 24 fps", v);
+        s->st.seconds = v;
+        s->st.frames = 0;
+    }
+    show_frames(&s->st);
+    return 0;
+}
+
+/* !steps / !reuse / !layers / !core-reuse: the ranges features.md 3 accepts here; generation
+ * checks the request's own rules (steps 2.., reuse 1..3, core reuse not with reuse). */
+static int set_int(const char *cmd, const char *arg, long lo, long hi, int *v) {
+    if (arg && parse_int(cmd, arg, lo, hi, v)) return -1;
+    printf("%s %d\n", cmd, *v);
+    return 0;
+}
+static int c_steps(session *s, const char *arg) { return set_int("steps", arg, 1, 1000, &s->st.steps); }
+static int c_reuse(session *s, const char *arg) { return set_int("reuse", arg, 1, 32, &s->st.reuse); }
+static int c_layers(session *s, const char *arg) { return set_int("layers", arg, 35, 50, &s->st.layers); }
+static int c_core_reuse(session *s, const char *arg) { return set_int("core-reuse", arg, 1, 6, &s->st.core_reuse); }
+
+static int c_output(session *s, const char *arg) {
+    if (arg) {
+        h3_err e = {{0}};
+        char dir[PATH_CAP];
+        size_t len = strlen(arg);
+        while (len > 1 && arg[len - 1] == '/') len--;
+        if (len >= sizeof dir - 32) return say_error("!output: the path is too long");
+        memcpy(dir, arg, len);
+        dir[len] = 0;
+        if (make_dirs(dir, &e)) return say_error("!output %s", e.msg);
+        memcpy(s->out_dir, dir, len + 1);
+    }
+    printf("output %s\n", s->out_dir);
+    return 0;
+}
+
+static void generate(session *s, const char *prompt);
+
+static int c_again(session *s, const char *arg) {
+    if (!s->last_prompt) return say_error("!again: no prompt yet");
+    generate(s, s->last_prompt);
+    return 0;
+}
+
+static int c_quit(session *s, const char *arg) { return 1; }
+
+static const struct {
+    const char *name, *args, *help;
+    command_fn  fn;
+    int         takes_arg;
+} commands[] = {
+    {"help", "", "list the commands", c_help, 0},
+    {"status", "", "show the state the next prompt generates with", c_status, 0},
+    {"seed", "[N|random]", "show; fix the seed; or a fresh random seed per generation (-1 too)", c_seed, 1},
+    {"size", "[WxH|default]", "show/set the output canvas (checked when generating)", c_size, 1},
+    {"render-size", "[WxH|native]", "set/clear the internal render canvas (features.md 5.6)", c_render_size, 1},
+    {"frames", "[N]", "show/set the requested frames (aligned up to 17n+5)", c_frames, 1},
+    {"seconds", "[S]", "set frames = round(S x 24); shows the aligned frame count", c_seconds, 1},
+    {"steps", "[N]", "denoising passes, 1..1000 (generation needs >= 2)", c_steps, 1},
+    {"reuse", "[N]", "velocity reuse, 1..32 (generation needs 1..3)", c_reuse, 1},
+    {"layers", "[N]", "DiT blocks kept, 35..50", c_layers, 1},
+    {"core-reuse", "[N]", "core residual refresh interval, 1..6", c_core_reuse, 1},
+    {"again", "", "repeat the last prompt", c_again, 0},
+    {"output", "[DIR]", "show/set the output directory (created)", c_output, 1},
+    {"quit", "", "leave (so do !exit and end of input)", c_quit, 0},
+    {"exit", "", "leave", c_quit, 0},
+};
+#define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
+
+static int c_help(session *s, const char *arg) {
+    printf("a line not starting with '!' is a prompt: it generates at once with the current state\n");
+    for (int i = 0; i < NCOMMANDS; i++) {
+        char head[48];
+        snprintf(head, sizeof head, "!%s %s", commands[i].name, commands[i].args);
+        printf("  %-28s %s\n", head, commands[i].help);
+    }
+    return 0;
+}
+
+/* line: the text after '!'. */
+static int run_command(session *s, char *line) {
+    char *name = line, *arg = line + strcspn(line, " \t");
+    if (*arg) *arg++ = 0;
+    arg += strspn(arg, " \t");
+    for (size_t n = strlen(arg); n && (arg[n - 1] == ' ' || arg[n - 1] == '\t'); n--) arg[n - 1] = 0;
+    for (int i = 0; i < NCOMMANDS; i++) {
+        if (strcmp(name, commands[i].name)) continue;
+        if (*arg && !commands[i].takes_arg) return say_error("!%s takes no value, got '%s'", name, arg);
+        return commands[i].fn(s, *arg ? arg : NULL);
+    }
+    return say_error("unknown command '!%s' (!help lists them)", name);
+}
+
+/* ---- generation ---- */
+
+static void generate(session *s, const char *prompt) {
+    if (prompt != s->last_prompt) {
+        char *copy = strdup(prompt);
+        if (!copy) {
+            say_error("out of memory");
+            s->failed++;
+            return;
+        }
+        free(s->last_prompt);
+        s->last_prompt = copy;
+        prompt = copy;
+    }
+    gen_paths p;
+    int n = s->next;
+    for (;; n++) {
+        if (n > MAX_NUMBER || paths_for(s, n, &p)) {
+            if (n > MAX_NUMBER) say_error("no free output number up to %d in %s", MAX_NUMBER, s->out_dir);
+            s->failed++;
+            return;
+        }
+        if (!paths_taken(s, &p)) break;
+    }
+    uint64_t seed = s->seed_fixed ? s->st.seed : random_seed();
+    h3_request q;
+    request_for(s, prompt, seed, &p, &q);
+    h3_err e = {{0}};
+    int aligned;
+    double t0 = progress_now();
+    /* the one-shot path's checks: the CLI's validation, then h3_generate's own */
+    if (h3_request_validate(&q, &aligned, &e) || h3_generate_in(s->ctx, &q, &e)) {
+        say_error("%s", e.msg);
+        s->failed++;
+        return;
+    }
+    s->done++;
+    s->next = n + 1;
+    s->last_seed = seed;
+    printf("video-%04d: seed %llu, %.2f s", n, (unsigned long long)seed, progress_now() - t0);
+    if (s->mux) printf(", %s", p.mp4);
+    if (q.frames_dir) printf(", frames %s", p.frames);
+    if (q.wav) printf(", %s", p.wav);
+    if (q.dump_latents) printf(", %s", p.dump);
+    printf("\n");
+}
+
+/* ---- start-up and the loop ---- */
+
+static int make_session_dir(session *s, h3_err *e) {
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !tmp[0]) tmp = "/tmp";
+    size_t len = strlen(tmp);
+    while (len > 1 && tmp[len - 1] == '/') len--;
+    if (len + 12 >= sizeof s->tmp_dir) return h3_fail(e, "TMPDIR %s: too long", tmp);
+    snprintf(s->tmp_dir, sizeof s->tmp_dir, "%.*s/h3-XXXXXX", (int)len, tmp);
+    if (!mkdtemp(s->tmp_dir)) {
+        h3_fail(e, "%s: cannot create the session directory: %s", s->tmp_dir, strerror(errno));
+        s->tmp_dir[0] = 0;
+        return -1;
+    }
+    memcpy(s->out_dir, s->tmp_dir, sizeof s->out_dir);
+    return 0;
+}
+
+static void session_free(session *s) {
+    h3_gen_ctx_free(s->ctx);
+    free(s->last_prompt);
+}
+
+int cmd_session(const h3_request *r, int seed_given, int output_given) {
+    if (output_given && r->output && r->output[0])
+        return cli_error("generate: -o %s: a session writes video-NNNN.mp4 into its own directory (!output DIR); "
+                         "give -p for one video, or -o '' for no MP4", r->output);
+    session s;
+    memset(&s, 0, sizeof s);
+    s.st = *r;
+    s.seed_fixed = seed_given;
+    s.mux = !(r->output && !r->output[0]);
+    s.frames_base = r->frames_dir, s.wav_base = r->wav, s.dump_base = r->dump_latents;
+    s.next = 1;
+    h3_err e = {{0}};
+    if (make_session_dir(&s, &e)) return cli_error("generate: %s", e.msg);
+    /* the start-up flags, checked as the first generation's request would be */
+    gen_paths p;
+    h3_request q;
+    int aligned;
+    if (paths_for(&s, 1, &p)) {
+        rmdir(s.tmp_dir);
+        return 2;
+    }
+    request_for(&s, "-", r->seed, &p, &q);
+    if (h3_request_validate(&q, &aligned, &e)) {
+        rmdir(s.tmp_dir);
+        return cli_error("generate: %s", e.msg);
+    }
+    if (s.frames_base && make_dirs(s.frames_base, &e)) {
+        rmdir(s.tmp_dir);
+        return cli_error("generate: --frames-dir %s", e.msg);
+    }
+    if ((s.mux || s.frames_base || s.wav_base) && !h3_media_available()) {
+        rmdir(s.tmp_dir);
+        fprintf(stderr, "h3: generate: -o/--frames-dir/--wav: this build has no FFmpeg (MEDIA=0); use -o '' --dump-latents\n");
+        return 1;
+    }
+    if (!(s.ctx = h3_gen_ctx_new(r, &e)) || h3_gen_ctx_start(s.ctx, &e)) {
+        rmdir(s.tmp_dir);
+        session_free(&s);
+        fprintf(stderr, "h3: generate: %s\n", e.msg);
+        return 1;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* replies stay in order with stderr's lines in a pipe */
+    int tty = isatty(STDIN_FILENO);
+    printf("h3 session: outputs in %s; a line is a prompt, !help lists the commands\n", s.out_dir);
+    char *line = NULL;
+    size_t cap = 0;
+    for (;;) {
+        if (tty) {
+            fputs("h3> ", stdout);
+            fflush(stdout);
+        }
+        ssize_t n = getline(&line, &cap, stdin);
+        if (n < 0) {
+            if (tty) fputc('\n', stdout);
+            break;
+        }
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        if (!line[strspn(line, " \t")]) continue; /* blank */
+        if (line[0] == '!') {
+            if (run_command(&s, line + 1) == 1) break;
+        } else {
+            generate(&s, line);
+        }
+    }
+    free(line);
+    int removed = rmdir(s.tmp_dir) == 0; /* only when nothing was written there */
+    fprintf(stderr, "h3: session ended: %d generated, %d failed%s%s\n", s.done, s.failed,
+            removed ? "; removed the empty " : "", removed ? s.tmp_dir : "");
+    int rc = s.failed ? 1 : 0;
+    session_free(&s);
+    return rc;
+}
