@@ -155,6 +155,7 @@ static __device__ __forceinline__ void load8f(float (&d)[8], const float *p) {
     float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
     d[0] = a.x, d[1] = a.y, d[2] = a.z, d[3] = a.w, d[4] = b.x, d[5] = b.y, d[6] = b.z, d[7] = b.w;
 }
+template <int HW>
 static __global__ void __launch_bounds__(1024) k_rmsnorm_mod_cached(uint16_t *y, const uint16_t *x, int64_t dim,
                                                                      const float *w, float eps, const float *table,
                                                                      int64_t tstride, const int32_t *ridx,
@@ -201,16 +202,16 @@ static __global__ void __launch_bounds__(1024) k_rmsnorm_mod_cached(uint16_t *y,
         for (int k = 0; k < 8; k++) { /* norm_mod with the vectors in registers */
             float t = v[k] * inv;
             if (w) t = t * wf[k];
-            t = round_bf16(t);
+            t = rbf16<HW>(t);
             if (table) {
-                float one_plus = round_bf16(1.0f + sc[k]);
-                float prod = round_bf16(t * one_plus);
+                float one_plus = rbf16<HW>(1.0f + sc[k]);
+                float prod = rbf16<HW>(t * one_plus);
                 t = prod + sh[k];
             }
             v[k] = t;
         }
 #pragma unroll
-        for (int j = 0; j < 4; j++) o[j] = (uint32_t)pk(v[2 * j]) | ((uint32_t)pk(v[2 * j + 1]) << 16);
+        for (int j = 0; j < 4; j++) o[j] = (uint32_t)pbf16<HW>(v[2 * j]) | ((uint32_t)pbf16<HW>(v[2 * j + 1]) << 16);
         yr[c8] = make_uint4(o[0], o[1], o[2], o[3]);
     }
 }
@@ -232,8 +233,12 @@ extern "C" void cuda_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_
                    (!table || (aligned16(table) && table_stride % 4 == 0 && shift_off % 4 == 0 && scale_off % 4 == 0));
     if (dim % 8 == 0 && nvec <= (int64_t)RMC_V * 1024 && aligned16(x) && aligned16(y) && params16) {
         unsigned threads = (unsigned)(((nvec + RMC_V - 1) / RMC_V + 31) / 32 * 32);
-        k_rmsnorm_mod_cached<<<(unsigned)rows, threads, 0, st>>>(y, x, dim, w, eps, table, table_stride, row_index,
-                                                                 shift_off, scale_off);
+        if (cuda_of(be)->bf16_hw_round)
+            k_rmsnorm_mod_cached<1><<<(unsigned)rows, threads, 0, st>>>(y, x, dim, w, eps, table, table_stride,
+                                                                        row_index, shift_off, scale_off);
+        else
+            k_rmsnorm_mod_cached<0><<<(unsigned)rows, threads, 0, st>>>(y, x, dim, w, eps, table, table_stride,
+                                                                        row_index, shift_off, scale_off);
     } else if (dim % 8 == 0 && aligned16(x) && aligned16(y))
         k_rmsnorm_mod<1><<<(unsigned)rows, RM_THREADS, 0, st>>>(y, x, dim, w, eps, table, table_stride, row_index,
                                                                shift_off, scale_off);
@@ -361,6 +366,7 @@ static __global__ void __launch_bounds__(256) k_head_norm_rope_row(uint16_t *x, 
  * flight: 0.46 ms per call at 19540 x 56 heads, ~1.2 TB/s). Same arithmetic as k_head_norm_rope<4, 1>; the
  * sum of squares is a double (as the twin), so its summation order does not reach the float result. */
 enum { HR_U = 4 };
+template <int HW>
 static __global__ void __launch_bounds__(256) k_head_norm_rope_row8(uint16_t *x, int64_t rows, int64_t rs, int heads,
                                                                     int64_t hs, const float *w, float eps, int rot,
                                                                     const float *cos, const float *sin) {
@@ -373,8 +379,8 @@ static __global__ void __launch_bounds__(256) k_head_norm_rope_row8(uint16_t *x,
 #pragma unroll
     for (int j = 0; j < E; j++) {
         wg[j] = w ? w[d0 + j] : 1.0f;
-        c[j] = rotl ? round_bf16(cos[r * rot + d0 + j]) : 0.0f;
-        sn[j] = rotl ? round_bf16(sin[r * rot + d0 + j]) : 0.0f;
+        c[j] = rotl ? rbf16<HW>(cos[r * rot + d0 + j]) : 0.0f;
+        sn[j] = rotl ? rbf16<HW>(sin[r * rot + d0 + j]) : 0.0f;
     }
     /* the partner channel d +- half lives `shift` lanes away inside the same half-warp */
     const int src = (lane & 16) | (sub < shift ? sub + shift : sub - shift);
@@ -404,7 +410,7 @@ static __global__ void __launch_bounds__(256) k_head_norm_rope_row8(uint16_t *x,
             for (int j = 0; j < E; j++) {
                 float t = v[j] * inv;
                 if (w) t = t * wg[j];
-                n[j] = round_bf16(t);
+                n[j] = rbf16<HW>(t);
             }
             if (cos) {
                 float p[E];
@@ -414,14 +420,14 @@ static __global__ void __launch_bounds__(256) k_head_norm_rope_row8(uint16_t *x,
 #pragma unroll
                     for (int j = 0; j < E; j++) {
                         float rv = d0 + j < half ? -p[j] : p[j];
-                        n[j] = round_bf16(n[j] * c[j]) + round_bf16(rv * sn[j]);
+                        n[j] = rbf16<HW>(n[j] * c[j]) + rbf16<HW>(rv * sn[j]);
                     }
                 }
             }
             if (h < heads) {
                 uint32_t o[4];
 #pragma unroll
-                for (int j = 0; j < 4; j++) o[j] = (uint32_t)pk(n[2 * j]) | ((uint32_t)pk(n[2 * j + 1]) << 16);
+                for (int j = 0; j < 4; j++) o[j] = (uint32_t)pbf16<HW>(n[2 * j]) | ((uint32_t)pbf16<HW>(n[2 * j + 1]) << 16);
                 *(uint4 *)(xr + h * hs) = make_uint4(o[0], o[1], o[2], o[3]);
             }
         }
@@ -488,8 +494,12 @@ extern "C" void cuda_bf16_head_norm_rope(h3_backend *be, h3_bf16 *x, int64_t row
     cudaStream_t st = cuda_of(be)->stream;
     int vec16 = E == 4 && aligned16(x) && row_stride % 8 == 0 && head_stride % 8 == 0 && (!cos || (rot_dim / 2) % 8 == 0);
     if (vec16)
-        k_head_norm_rope_row8<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w,
-                                                                          eps, rot_dim, cos, sin);
+        if (cuda_of(be)->bf16_hw_round)
+            k_head_norm_rope_row8<1><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(x, rows, row_stride, heads, head_stride,
+                                                                                 w, eps, rot_dim, cos, sin);
+        else
+            k_head_norm_rope_row8<0><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(x, rows, row_stride, heads, head_stride,
+                                                                                 w, eps, rot_dim, cos, sin);
     else if (E == 4 && vec) /* one warp per row (0.46 ms per call at 19540 rows x 56 heads vs 0.69 one warp per head) */
         k_head_norm_rope_row<<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(x, rows, row_stride, heads, head_stride, w, eps,
                                                                          rot_dim, cos, sin);
@@ -582,7 +592,7 @@ extern "C" void cuda_bf16_attention(h3_backend *be, h3_bf16 *out, int64_t o_rs, 
 /* ---- gated residual, SwiGLU ---- */
 
 /* x = bf16(x + bf16(gate * branch)); rows x dim, blockIdx.y strides rows, 8 channels per thread. */
-template <int VEC>
+template <int VEC, int HW>
 static __global__ void k_gated_residual(uint16_t *x, const uint16_t *br, int64_t rows, int64_t dim, const float *table,
                                         int64_t tstride, const int32_t *ridx, int64_t gate_off) {
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -599,8 +609,8 @@ static __global__ void k_gated_residual(uint16_t *x, const uint16_t *br, int64_t
                     int64_t c = c8 * 8 + 2 * j;
                     float x0 = __uint_as_float(a[j] << 16), x1 = __uint_as_float(a[j] & 0xffff0000u);
                     float b0 = __uint_as_float(b[j] << 16), b1 = __uint_as_float(b[j] & 0xffff0000u);
-                    if (gate) b0 = round_bf16(gate[c] * b0), b1 = round_bf16(gate[c + 1] * b1);
-                    o[j] = (uint32_t)pk(x0 + b0) | ((uint32_t)pk(x1 + b1) << 16);
+                    if (gate) b0 = rbf16<HW>(gate[c] * b0), b1 = rbf16<HW>(gate[c + 1] * b1);
+                    o[j] = (uint32_t)pbf16<HW>(x0 + b0) | ((uint32_t)pbf16<HW>(x1 + b1) << 16);
                 }
                 ((uint4 *)xr)[c8] = make_uint4(o[0], o[1], o[2], o[3]);
             }
@@ -619,21 +629,24 @@ extern "C" void cuda_bf16_gated_residual(h3_backend *be, h3_bf16 *x, const h3_bf
                                          int64_t gate_off) {
     if (rows <= 0 || dim <= 0) return;
     cudaStream_t st = cuda_of(be)->stream;
-    if (dim % 8 == 0 && aligned16(x) && aligned16(branch))
-        k_gated_residual<1><<<grid_rows_cols(rows, dim / 8, 256), 256, 0, st>>>(x, branch, rows, dim, table,
-                                                                              table_stride, row_index, gate_off);
+    if (dim % 8 == 0 && aligned16(x) && aligned16(branch) && cuda_of(be)->bf16_hw_round)
+        k_gated_residual<1, 1><<<grid_rows_cols(rows, dim / 8, 256), 256, 0, st>>>(x, branch, rows, dim, table,
+                                                                                 table_stride, row_index, gate_off);
+    else if (dim % 8 == 0 && aligned16(x) && aligned16(branch))
+        k_gated_residual<1, 0><<<grid_rows_cols(rows, dim / 8, 256), 256, 0, st>>>(x, branch, rows, dim, table,
+                                                                                 table_stride, row_index, gate_off);
     else
-        k_gated_residual<0><<<grid_rows_cols(rows, dim, 256), 256, 0, st>>>(x, branch, rows, dim, table, table_stride,
+        k_gated_residual<0, 0><<<grid_rows_cols(rows, dim, 256), 256, 0, st>>>(x, branch, rows, dim, table, table_stride,
                                                                           row_index, gate_off);
     CUDA_LAUNCHED(be, "bf16_gated_residual");
 }
 
-static __device__ __forceinline__ float swiglu1(float val, float g) {
-    float s = round_bf16(g / (1.0f + expf(-g)));
+template <int HW> static __device__ __forceinline__ float swiglu1(float val, float g) {
+    float s = rbf16<HW>(g / (1.0f + expf(-g)));
     return val * s;
 }
 
-template <int VEC>
+template <int VEC, int HW>
 static __global__ void k_swiglu(uint16_t *y, const uint16_t *z, int64_t rows, int64_t ff, int64_t ldz, int64_t voff,
                                 int64_t goff) {
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -646,15 +659,15 @@ static __global__ void k_swiglu(uint16_t *y, const uint16_t *z, int64_t rows, in
                 uint32_t a[4] = {uv.x, uv.y, uv.z, uv.w}, g[4] = {ug.x, ug.y, ug.z, ug.w}, o[4];
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    float v0 = swiglu1(__uint_as_float(a[j] << 16), __uint_as_float(g[j] << 16));
-                    float v1 = swiglu1(__uint_as_float(a[j] & 0xffff0000u), __uint_as_float(g[j] & 0xffff0000u));
-                    o[j] = (uint32_t)pk(v0) | ((uint32_t)pk(v1) << 16);
+                    float v0 = swiglu1<HW>(__uint_as_float(a[j] << 16), __uint_as_float(g[j] << 16));
+                    float v1 = swiglu1<HW>(__uint_as_float(a[j] & 0xffff0000u), __uint_as_float(g[j] & 0xffff0000u));
+                    o[j] = (uint32_t)pbf16<HW>(v0) | ((uint32_t)pbf16<HW>(v1) << 16);
                 }
                 ((uint4 *)yr)[c8] = make_uint4(o[0], o[1], o[2], o[3]);
             }
         } else {
             for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < ff; c += (int64_t)gridDim.x * blockDim.x)
-                yr[c] = pk(swiglu1(bf(val[c]), bf(gate[c])));
+                yr[c] = pk(swiglu1<0>(bf(val[c]), bf(gate[c])));
         }
     }
 }
@@ -664,10 +677,12 @@ extern "C" void cuda_bf16_swiglu(h3_backend *be, h3_bf16 *y, const h3_bf16 *z, i
     if (rows <= 0 || ff <= 0) return;
     cudaStream_t st = cuda_of(be)->stream;
     int vec = ff % 8 == 0 && ldz % 8 == 0 && val_off % 8 == 0 && gate_off % 8 == 0 && aligned16(z) && aligned16(y);
-    if (vec)
-        k_swiglu<1><<<grid_rows_cols(rows, ff / 8, 256), 256, 0, st>>>(y, z, rows, ff, ldz, val_off, gate_off);
+    if (vec && cuda_of(be)->bf16_hw_round)
+        k_swiglu<1, 1><<<grid_rows_cols(rows, ff / 8, 256), 256, 0, st>>>(y, z, rows, ff, ldz, val_off, gate_off);
+    else if (vec)
+        k_swiglu<1, 0><<<grid_rows_cols(rows, ff / 8, 256), 256, 0, st>>>(y, z, rows, ff, ldz, val_off, gate_off);
     else
-        k_swiglu<0><<<grid_rows_cols(rows, ff, 256), 256, 0, st>>>(y, z, rows, ff, ldz, val_off, gate_off);
+        k_swiglu<0, 0><<<grid_rows_cols(rows, ff, 256), 256, 0, st>>>(y, z, rows, ff, ldz, val_off, gate_off);
     CUDA_LAUNCHED(be, "bf16_swiglu");
 }
 

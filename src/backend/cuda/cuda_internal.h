@@ -34,6 +34,7 @@ typedef struct cuda_impl {
     int              force_fp32;  /* H3_CUDA_PRECISION=fp32 */
     int              flash_bn;    /* H3_FLASH_BN: keys per flash tile at head_dim 128 (tuning) */
     int              flash_variant; /* cuda_flash_sm90's compiled variant (tests/tuning); -1: by shape */
+    int              bf16_hw_round; /* H3_BF16_ROUND: 1 (default) hardware bf16 rounding in cuda_bf16.cu's kernels, 0 integer */
     int              sm_arch;     /* compute capability * 10 + minor (90 on H100/H200) */
     int64_t          widen_tile;  /* elements of a widened weight tile (fp32 matmul path) */
     int              failed;      /* sticky first error */
@@ -133,6 +134,20 @@ static __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
+}
+
+/* The same bits as f32_to_bf16_bits / round_bf16 for every input: non-NaN values through the hardware's RNE
+ * conversion (cvt.rn.bf16.f32, one instruction instead of the integer rounding), NaN by the CPU's quiet-NaN
+ * rule. HW selects it in the element-wise kernels of cuda_bf16.cu (H3_BF16_ROUND=sw keeps the integer form). */
+static __device__ __forceinline__ uint16_t f32_to_bf16_bits_hw(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+static __device__ __forceinline__ float round_bf16_hw(float f) { return __uint_as_float((uint32_t)f32_to_bf16_bits_hw(f) << 16); }
+template <int HW> static __device__ __forceinline__ float rbf16(float f) { return HW ? round_bf16_hw(f) : round_bf16(f); }
+template <int HW> static __device__ __forceinline__ uint16_t pbf16(float f) {
+    return HW ? f32_to_bf16_bits_hw(f) : f32_to_bf16_bits(f);
 }
 
 #endif
