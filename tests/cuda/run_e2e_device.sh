@@ -107,11 +107,14 @@ for spec in "reuse:--steps 6 --reuse 2" "core-reuse:--steps 6 --core-reuse 2" \
     rm -f "$WORK"/t2va.*.st
 done
 
-# --quant fp8 (docs/fp8.md): the DiT's FP8 W8A8 linears, CUDA (cuBLASLt FP8) vs the CPU twins; the same quantized
-# inputs, so only the GEMMs' summation order and the attention's rounding of P differ, as in bf16
+# --quant fp8 (docs/fp8.md): the DiT's FP8 W8A8 linears, CUDA (cuBLASLt FP8) vs the CPU twins. The backends differ
+# as in bf16 (GEMM summation order, the rounding of P), but a one-ulp difference of an activation can move its E4M3
+# code by a whole step (2^-4 relative), so the bar is fp8's own error scale: the tiny DiT forward is 2.2e-2 from the
+# fp32 reference in fp8 (tests/test_dit.c), and the audio decoder amplifies latent differences ~7x (bf16: 2.8e-3
+# latents -> 1.9e-2 audio). Measured 2026-12-01: latents 9.1e-3 / 1.1e-2, frames 5.3e-3, audio 6.0e-2.
 XARGS=(--quant fp8)
 run t2va bf16 cpu fp8.cpu && run t2va bf16 cuda fp8.cuda &&
-    compare 3e-2 "$WORK/t2va.fp8.cpu.st" "$WORK/t2va.fp8.cuda.st" "t2va/fp8 cuda-vs-cpu"
+    compare 1e-1 "$WORK/t2va.fp8.cpu.st" "$WORK/t2va.fp8.cuda.st" "t2va/fp8 cuda-vs-cpu"
 XARGS=()
 rm -f "$WORK"/t2va.*.st
 
