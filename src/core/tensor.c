@@ -94,3 +94,13 @@ double h3_max_abs(const float *a, const float *ref, size_t n) {
     }
     return m;
 }
+
+void h3_memcpy_par(void *dst, const void *src, size_t n) {
+    const size_t piece = (size_t)8 << 20;
+    const int64_t np = (int64_t)((n + piece - 1) / piece);
+#pragma omp parallel for schedule(dynamic, 1) if (np > 1)
+    for (int64_t i = 0; i < np; i++) {
+        size_t off = (size_t)i * piece, len = n - off < piece ? n - off : piece;
+        memcpy((char *)dst + off, (const char *)src + off, len);
+    }
+}

@@ -16,7 +16,7 @@ export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
 T="$O/tests.log"
 : >"$T"
-for t in test_cuda_bf16 test_cuda_ops test_cuda_ops2 vae_decode_cuda test_cuda_bench test_cuda_fp8; do
+for t in test_cuda_bf16 test_cuda_ops test_cuda_ops2 vae_decode_cuda test_cuda_bench test_cuda_fp8 test_cuda_upload; do
     s=$(date +%s)
     "$B/tests/cuda/$t" >>"$T" 2>&1
     echo "== $t: rc $? ($(( $(date +%s) - s )) s) $(grep '^RESULT' "$T" | tail -1)"

@@ -2,6 +2,9 @@
  * All work goes to one stream per backend, so every op is ordered after the previous one without
  * host synchronization; only h3_download and h3_sync wait. */
 #include "cuda_internal.h"
+extern "C" {
+#include "../../core/tensor.h" /* h3_memcpy_par */
+}
 
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +69,8 @@ int cuda_backend_init(h3_backend *be, h3_err *e) {
     if (cudaMalloc(&c->workspace, c->workspace_bytes) != cudaSuccess) c->workspace_bytes = 0, c->workspace = NULL;
     cudaEventCreate(&c->marks[0]);
     cudaEventCreate(&c->marks[1]);
+    cudaEventCreateWithFlags(&c->up_done[0], cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&c->up_done[1], cudaEventDisableTiming);
     return 0;
 }
 
@@ -79,6 +84,8 @@ void cuda_backend_shutdown(h3_backend *be) {
     cuda_vae_pin_release(be);
     cudaEventDestroy(c->marks[0]);
     cudaEventDestroy(c->marks[1]);
+    cudaEventDestroy(c->up_done[0]);
+    cudaEventDestroy(c->up_done[1]);
     if (c->workspace) cudaFree(c->workspace);
     cublasLtDestroy(c->lt);
     cudaStreamDestroy(c->stream);
@@ -117,7 +124,47 @@ void cuda_free(h3_backend *be, void *p) {
     if (p) CUDA_OK(be, cudaFreeAsync(p, cuda_of(be)->stream));
 }
 
+/* Large uploads from pageable memory (weights out of a file mapping) go through two pinned staging buffers of
+ * UP_CHUNK bytes: the host fills chunk i+1 with OpenMP threads (h3_memcpy_par: the mapping's page faults, i.e. the
+ * file reads, run in parallel) while chunk i's DMA runs; the driver's own pageable path stages with one thread.
+ * H3_UPLOAD_STAGED=0 keeps the plain path (A/B). Either way the call returns once src is no longer read. */
+enum { UP_STAGED_MIN = 16 << 20, UP_CHUNK = 64 << 20 };
+
+static int host_pinned(const void *p) {
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return a.type == cudaMemoryTypeHost;
+}
+
+static int staged_upload(h3_backend *be, char *dst, const char *src, size_t bytes) {
+    cuda_impl *c = cuda_of(be);
+    void *buf[2] = {cuda_vae_host_alloc(be, UP_CHUNK), cuda_vae_host_alloc(be, UP_CHUNK)};
+    if (!buf[0] || !buf[1]) {
+        cuda_vae_host_free(be, buf[0]), cuda_vae_host_free(be, buf[1]);
+        return -1;
+    }
+    int i = 0;
+    for (size_t off = 0; off < bytes; off += UP_CHUNK, i++) {
+        const size_t n = bytes - off < (size_t)UP_CHUNK ? bytes - off : (size_t)UP_CHUNK;
+        const int b = i & 1;
+        if (i >= 2) CUDA_OK(be, cudaEventSynchronize(c->up_done[b])); /* its previous DMA has finished */
+        h3_memcpy_par(buf[b], src + off, n);
+        CUDA_OK(be, cudaMemcpyAsync(dst + off, buf[b], n, cudaMemcpyHostToDevice, c->stream));
+        CUDA_OK(be, cudaEventRecord(c->up_done[b], c->stream));
+    }
+    for (int b = 0; b < 2 && b < i; b++) CUDA_OK(be, cudaEventSynchronize(c->up_done[b])); /* buffers free again */
+    cuda_vae_host_free(be, buf[0]), cuda_vae_host_free(be, buf[1]);
+    return 0;
+}
+
 void cuda_upload(h3_backend *be, void *dst, const void *src, size_t bytes) {
+    const char *st = getenv("H3_UPLOAD_STAGED");
+    if (bytes >= UP_STAGED_MIN && !(st && !strcmp(st, "0")) && !host_pinned(src) &&
+        staged_upload(be, (char *)dst, (const char *)src, bytes) == 0)
+        return;
     /* From pageable memory this returns once src has been staged, so src may be freed after. */
     CUDA_OK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_of(be)->stream));
 }

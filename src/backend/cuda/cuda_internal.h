@@ -40,6 +40,7 @@ typedef struct cuda_impl {
     int              failed;      /* sticky first error */
     char             errmsg[512];
     cudaEvent_t      marks[2];
+    cudaEvent_t      up_done[2];  /* staged uploads: the DMA of each pinned staging buffer (cuda_upload) */
     void            *sdpa;        /* cuDNN SDPA state (cuda_sdpa_cudnn.cu), created on first use */
     void            *optime;      /* per-op timing (H3_CUDA_OPTIME=1, cuda_optime.cu) */
     void            *rm_plans;    /* cuda_sgemm_rm's plan cache (cuda_gemm_rm.cu) */
@@ -85,6 +86,8 @@ void cuda_optime_release(h3_backend *be);
 /* Frees the cuDNN handle and cached SDPA plans (cuda_sdpa_cudnn.cu). */
 extern "C" void cuda_sdpa_release(h3_backend *be);
 extern "C" void cuda_vae_pin_release(h3_backend *be); /* the pinned host buffers kept by cuda_vae.cu */
+extern "C" void *cuda_vae_host_alloc(h3_backend *be, size_t bytes);
+extern "C" void cuda_vae_host_free(h3_backend *be, void *p);
 
 /* Grid-stride kernels: at most 8192 blocks, so each thread streams several elements (hundreds of
  * thousands of one-element blocks cost more in block scheduling than in memory traffic). */
