@@ -706,6 +706,16 @@ static dit_adaln_entry *find_cached(dit_model *m, float t) {
     return NULL;
 }
 
+int dit_timesteps_available(const dit_model *m, const float *t, int n) {
+    if (!m->adaln_released) return 1;
+    for (int i = 0; i < n; i++) {
+        int have = 0;
+        for (int j = 0; j < m->n_cache && !have; j++) have = m->cache[j].t == t[i];
+        if (!have) return 0;
+    }
+    return 1;
+}
+
 int dit_prepare_timesteps(dit_model *m, const float *t, int n, h3_err *e) {
     float *fresh = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     if (!fresh) return h3_fail(e, "out of memory");
@@ -804,7 +814,12 @@ int dit_gate_scores(dit_model *m, double *scores, h3_err *e) {
 int dit_select_layers(dit_model *m, int active, h3_err *e) {
     const int L = m->cfg.num_layers;
     if (active >= L) return 0;
-    if (m->skip) return h3_fail(e, "dit: layers already selected");
+    if (m->skip) { /* a resident model (sessions): the same selection again is a no-op */
+        int kept = 0;
+        for (int b = 0; b < L; b++) kept += !m->skip[b];
+        if (kept == active) return 0;
+        return h3_fail(e, "dit: %d layers already selected, cannot select %d", kept, active);
+    }
     if (L - active > L - 3)
         return h3_fail(e, "--layers %d: at most %d of the %d blocks can be skipped (blocks 0, 1 and %d are kept)",
                        active, L - 3, L, L - 1);

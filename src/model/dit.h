@@ -45,6 +45,8 @@ const dit_config *dit_get_config(const dit_model *m);
 /* AdaLN tables (spec 4.5) for these timestep values; later forwards with these values use the
  * tables. After dit_release_adaln, forwards only accept precomputed values. */
 int  dit_prepare_timesteps(dit_model *m, const float *t, int n, h3_err *e);
+/* 1 when dit_prepare_timesteps(t, n) can succeed: the AdaLN weights are still there, or every value has its table. */
+int  dit_timesteps_available(const dit_model *m, const float *t, int n);
 void dit_release_adaln(dit_model *m);
 /* --layers (features.md 5.3): keeps `active` of the blocks. A block's score is the mean |value| of its
  * attention and MLP gate rows (AdaLN slots 2 and 5) over every prepared timestep and all three modalities;

@@ -6,11 +6,8 @@
 
 #include "noise.h"
 
-/* Every timestep value the loop will present to the DiT, so the AdaLN tables can be built once. */
-static int prepare_all_timesteps(dit_model *m, const layout *L, const sched *sv, const sched *sa, int steps,
-                                 int reuse, h3_err *e) {
-    float *vals = malloc(sizeof(float) * (size_t)(steps * LAYOUT_MAX_TIMESTEPS));
-    if (!vals) return h3_fail(e, "denoise: out of memory");
+/* Every timestep value the loop will present to the DiT (vals: steps * LAYOUT_MAX_TIMESTEPS room); returns the count. */
+static int all_timesteps(const layout *L, const sched *sv, const sched *sa, int steps, int reuse, float *vals) {
     int n = 0;
     for (int i = 0; i < steps; i++) {
         float ts[LAYOUT_MAX_TIMESTEPS];
@@ -23,9 +20,31 @@ static int prepare_all_timesteps(dit_model *m, const layout *L, const sched *sv,
             if (!dup) vals[n++] = ts[k];
         }
     }
-    int rc = dit_prepare_timesteps(m, vals, n, e);
+    return n;
+}
+
+static int steps_of(const sched *sv, const sched *sa) {
+    int steps = sched_evaluations(sv);
+    return sched_evaluations(sa) < steps ? sched_evaluations(sa) : steps;
+}
+
+/* The AdaLN tables of every timestep the loop will present, built in one pass. */
+static int prepare_all_timesteps(dit_model *m, const layout *L, const sched *sv, const sched *sa, int steps,
+                                 int reuse, h3_err *e) {
+    float *vals = malloc(sizeof(float) * (size_t)(steps * LAYOUT_MAX_TIMESTEPS));
+    if (!vals) return h3_fail(e, "denoise: out of memory");
+    int rc = dit_prepare_timesteps(m, vals, all_timesteps(L, sv, sa, steps, reuse, vals), e);
     free(vals);
     return rc;
+}
+
+int denoise_model_ready(const dit_model *m, const denoise_args *a) {
+    const int steps = steps_of(a->video_sched, a->audio_sched), reuse = a->reuse > 1 ? a->reuse : 1;
+    float *vals = malloc(sizeof(float) * (size_t)(steps * LAYOUT_MAX_TIMESTEPS + 1));
+    if (!vals) return 0;
+    int ok = dit_timesteps_available(m, vals, all_timesteps(a->L, a->video_sched, a->audio_sched, steps, reuse, vals));
+    free(vals);
+    return ok;
 }
 
 int denoise_pass_is_fresh(int i, int passes, int reuse) {

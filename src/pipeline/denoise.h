@@ -39,6 +39,9 @@ typedef struct denoise_args {
 /* Runs min(video, audio) passes (the two schedules have the same length in practice), each a model
  * evaluation unless --reuse skips it. */
 int denoise_run(dit_model *m, const denoise_args *a, h3_err *e);
+/* 1 when m can run a's loop: its AdaLN weights are still loaded, or the tables of every timestep the loop
+ * presents were built before they were released (a model kept from an earlier request, docs/session.md). */
+int denoise_model_ready(const dit_model *m, const denoise_args *a);
 
 /* --core-reuse (features.md 5.4): whether forward f (of a loop whose last pass is `last`) runs the core. */
 int denoise_core_is_fresh(int f, int is_last_pass, int core_reuse);

@@ -62,7 +62,69 @@ typedef struct gen {
     h3_mp4_writer    *mp4;
     int64_t           mp4_frames, mp4_samples;
     int               out_h, out_w;  /* output canvas; the model runs at g's (the render canvas, 5.6) */
+    struct resident  *res;           /* --resident (sessions): the models kept between requests, else NULL */
 } gen;
+
+/* ---- --resident (sessions, docs/session.md): a phase's model kept for the next request ----
+ * A phase takes its model out of the cache when the key (what it would load: folder, precision, --quant,
+ * --layers, the seed of --random-weights) matches, else drops the cached one and loads; after a successful
+ * phase the model goes back. A failed phase frees its model. */
+enum { RKEY = 4400 };
+typedef struct resident {
+    text_encoder *te;
+    h3_tokenizer *tok;
+    dit_model    *dit;
+    audio_vae    *avae;
+    video_vae    *vvae;
+    char          te_key[RKEY], dit_key[RKEY], avae_key[RKEY], vvae_key[RKEY];
+} resident;
+
+static void resident_drop(resident *r) {
+    text_encoder_free(r->te);
+    tokenizer_free(r->tok);
+    dit_free(r->dit);
+    audio_vae_free(r->avae);
+    video_vae_free(r->vvae);
+    memset(r, 0, sizeof *r);
+}
+
+/* "folder|settings|weights": random weights are keyed by their seed */
+static void model_key(const gen *s, const char *dir, const char *settings, uint64_t salt, char *key) {
+    if (s->r->random_weights)
+        snprintf(key, RKEY, "%s|%s|random %llx", dir, settings, (unsigned long long)(s->r->seed ^ salt));
+    else
+        snprintf(key, RKEY, "%s|%s|file", dir, settings);
+}
+
+static void free_te(void *p) { text_encoder_free(p); }
+static void free_tok(void *p) { tokenizer_free(p); }
+static void free_dit(void *p) { dit_free(p); }
+static void free_avae(void *p) { audio_vae_free(p); }
+static void free_vvae(void *p) { video_vae_free(p); }
+
+/* The cached model of a slot, taken out of the cache, when it was cached under key; else NULL (and a cached
+ * model of another key is freed, so the phase's own load has the memory). */
+static void *resident_take(resident *r, void **slot, const char *slot_key, const char *key, void (*free_fn)(void *)) {
+    if (!r || !*slot) return NULL;
+    void *p = *slot;
+    *slot = NULL;
+    if (strcmp(slot_key, key)) {
+        free_fn(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* After the phase: the model goes (back) into the cache when --resident, else it is freed. */
+static void resident_keep(resident *r, void **slot, char *slot_key, void *p, const char *key, void (*free_fn)(void *)) {
+    if (!r || !p) {
+        if (p) free_fn(p);
+        return;
+    }
+    if (*slot) free_fn(*slot);
+    *slot = p;
+    snprintf(slot_key, RKEY, "%s", key);
+}
 
 static void path_in(const gen *s, const char *sub, char *out, size_t cap) { snapshot_path(out, cap, s->r->model_dir, sub); }
 
@@ -250,8 +312,22 @@ static int phase_text(gen *s, h3_err *e) {
     char dir[4096];
     path_in(s, "tokenizer", dir, sizeof dir);
     h3_backend *be = phase_backend(s, s->task == H3_T2VA ? "text encoder" : "text encoder + vision tower", 1, "");
-    text_encoder *te = NULL;
-    if (s->r->random_weights) {
+    char key[RKEY], tdir0[4096];
+    path_in(s, "text_encoder", tdir0, sizeof tdir0);
+    model_key(s, tdir0, s->r->bf16 ? "bf16" : "fp32", RANDOM_TEXT, key);
+    resident *res = s->res;
+    text_encoder *te = res ? resident_take(res, (void **)&res->te, res->te_key, key, free_te) : NULL;
+    h3_tokenizer *tok = te ? resident_take(res, (void **)&res->tok, res->te_key, key, free_tok) : NULL;
+    if (te && !tok) { /* keep the pair together */
+        text_encoder_free(te);
+        te = NULL;
+    }
+    if (!te && res) { /* another model was cached: given back before this one loads */
+        tokenizer_free(res->tok);
+        res->tok = NULL;
+    }
+    if (te) fprintf(stderr, "h3: text encoder resident (kept from the previous generation)\n");
+    if (!te && s->r->random_weights) {
         char tdir[4096];
         te_config tcfg;
         path_in(s, "text_encoder", tdir, sizeof tdir);
@@ -263,13 +339,15 @@ static int phase_text(gen *s, h3_err *e) {
         }
         progress_end(&s->pg);
     }
-    begin_on(s, "load tokenizer", be, 0);
-    h3_tokenizer *tok = tokenizer_load(dir, e);
     if (!tok) {
-        text_encoder_free(te);
-        return -1;
+        begin_on(s, "load tokenizer", be, 0);
+        tok = tokenizer_load(dir, e);
+        if (!tok) {
+            text_encoder_free(te);
+            return -1;
+        }
+        progress_end(&s->pg);
     }
-    progress_end(&s->pg);
     begin_on(s, "text encoder", be, 0);
     int rc = -1;
     int64_t *pos = NULL;
@@ -305,8 +383,14 @@ static int phase_text(gen *s, h3_err *e) {
 done:
     vision_inputs_free(&vis);
     free(pos);
-    text_encoder_free(te); /* released before the DiT loads */
-    tokenizer_free(tok);
+    /* released before the DiT loads, unless --resident keeps it */
+    if (rc == 0 && res) {
+        resident_keep(res, (void **)&res->te, res->te_key, te, key, free_te);
+        resident_keep(res, (void **)&res->tok, res->te_key, tok, key, free_tok);
+    } else {
+        text_encoder_free(te);
+        tokenizer_free(tok);
+    }
     if (rc == 0) progress_end(&s->pg);
     return rc;
 }
@@ -319,10 +403,8 @@ static int denoise_progress(void *user, int step, int steps) {
     return 0;
 }
 
-static int phase_dit(gen *s, h3_err *e) {
-    char dir[4096];
-    if (snapshot_dit_dir(s->r->model_dir, s->task == H3_REF2VA, dir, sizeof dir, e)) return -1;
-    h3_backend *be = phase_backend(s, "DiT", 1, "");
+/* The transformer as the request wants it: made from random weights or loaded, --quant fp8 applied. */
+static dit_model *dit_make(gen *s, h3_backend *be, const char *dir, h3_err *e) {
     begin_on(s, s->r->random_weights ? "make random transformer" : "load transformer", be, 0);
     dit_model *m = NULL;
     if (s->r->random_weights) {
@@ -331,12 +413,27 @@ static int phase_dit(gen *s, h3_err *e) {
     } else {
         m = dit_load(be, dir, s->r->bf16, e);
     }
-    if (!m) return -1;
+    if (!m) return NULL;
     if ((s->r->quant_fp8 && dit_quantize_fp8(m, e)) || phase_check(be, e)) {
         dit_free(m);
-        return -1;
+        return NULL;
     }
     progress_end(&s->pg);
+    return m;
+}
+
+static int phase_dit(gen *s, h3_err *e) {
+    char dir[4096];
+    if (snapshot_dit_dir(s->r->model_dir, s->task == H3_REF2VA, dir, sizeof dir, e)) return -1;
+    h3_backend *be = phase_backend(s, "DiT", 1, "");
+    char key[RKEY], settings[96];
+    snprintf(settings, sizeof settings, "%s|quant %s|layers %d", s->r->bf16 ? "bf16" : "fp32",
+             s->r->quant_fp8 ? "fp8" : "none", s->r->layers);
+    model_key(s, dir, settings, RANDOM_DIT, key);
+    resident *res = s->res;
+    dit_model *m = res ? resident_take(res, (void **)&res->dit, res->dit_key, key, free_dit) : NULL;
+    if (m) fprintf(stderr, "h3: transformer resident (kept from the previous generation)\n");
+    if (!m && !(m = dit_make(s, be, dir, e))) return -1;
     const dit_config *c = dit_get_config(m);
     int rc = -1, n_inf;
     sched vs = {0}, as = {0};
@@ -403,11 +500,17 @@ static int phase_dit(gen *s, h3_err *e) {
         .expected_condition_audio_rows = L->num_condition_audio_rows,
     };
     if (noise_prepare_rows(&nr, vrows, arows, e)) goto done;
-    begin_on(s, "denoise", be, sched_evaluations(&vs));
     denoise_args da = {.L = L, .text = s->text, .video_sched = &vs, .audio_sched = &as, .video_rows = vrows,
                        .audio_rows = arows, .progress = denoise_progress, .progress_user = s, .reuse = s->r->reuse,
                        .layers = s->r->layers, .core_reuse = s->r->core_reuse,
                        .release_adaln = 1 /* spec 4.5: tables cached, 39% of the weights dropped */};
+    if (!denoise_model_ready(m, &da)) { /* a kept model lacks this schedule's AdaLN tables (weights released) */
+        fprintf(stderr, "h3: the resident transformer has no AdaLN tables for these timesteps: loading it again\n");
+        dit_free(m);
+        if (!(m = dit_make(s, be, dir, e))) goto done;
+        c = dit_get_config(m);
+    }
+    begin_on(s, "denoise", be, sched_evaluations(&vs));
     if (denoise_run(m, &da, e) || phase_check(be, e)) goto done;
     progress_end(&s->pg);
     if (s->r->layers < c->num_layers) { /* which blocks --layers dropped */
@@ -433,7 +536,9 @@ done:
     layout_free(L);
     sched_free(&vs);
     sched_free(&as);
-    dit_free(m); /* released before the decoders load */
+    /* released before the decoders load, unless --resident keeps it */
+    if (rc == 0 && res) resident_keep(res, (void **)&res->dit, res->dit_key, m, key, free_dit);
+    else dit_free(m);
     return rc;
 }
 
@@ -442,8 +547,12 @@ static int phase_audio(gen *s, h3_err *e) {
     char dir[4096];
     path_in(s, "audio_vae", dir, sizeof dir);
     h3_backend *be = phase_backend(s, "audio VAE decoder", 1, "");
-    audio_vae *m = NULL;
-    if (s->r->random_weights) {
+    char key[RKEY];
+    model_key(s, dir, "decoder", RANDOM_AUDIO, key);
+    resident *res = s->res;
+    audio_vae *m = res ? resident_take(res, (void **)&res->avae, res->avae_key, key, free_avae) : NULL;
+    if (m) {
+    } else if (s->r->random_weights) {
         audio_vae_config ac;
         begin_on(s, "make random audio VAE", be, 0);
         if (audio_vae_config_load(dir, &ac, e) == 0) m = audio_vae_new_random(be, &ac, AVAE_DECODER, s->r->seed ^ RANDOM_AUDIO, e);
@@ -474,7 +583,8 @@ static int phase_audio(gen *s, h3_err *e) {
     progress_end(&s->pg);
 done:
     free(z);
-    audio_vae_free(m);
+    if (rc == 0 && res) resident_keep(res, (void **)&res->avae, res->avae_key, m, key, free_avae);
+    else audio_vae_free(m);
     return rc;
 }
 
@@ -521,8 +631,13 @@ static int phase_video(gen *s, h3_err *e) {
     /* On the GPU, --precision bf16 decodes with the bf16 decoder (the reference decodes under
      * autocast); the CPU keeps the fp32 decoder, the numerical reference. */
     int parts = VIDEO_VAE_DECODER | (s->r->bf16 && be->kind == H3_BACKEND_CUDA ? VIDEO_VAE_BF16 : 0);
-    video_vae *v = NULL;
-    if (s->r->random_weights) {
+    char key[RKEY], settings[32];
+    snprintf(settings, sizeof settings, "parts %d", parts);
+    model_key(s, dir, settings, RANDOM_VIDEO, key);
+    resident *res = s->res;
+    video_vae *v = res ? resident_take(res, (void **)&res->vvae, res->vvae_key, key, free_vvae) : NULL;
+    if (v) {
+    } else if (s->r->random_weights) {
         video_vae_config vc;
         begin_on(s, "make random video VAE", be, 0);
         if (video_vae_config_load(dir, &vc, e) == 0) v = video_vae_new_random(be, &vc, parts, s->r->seed ^ RANDOM_VIDEO, e);
@@ -569,7 +684,8 @@ static int phase_video(gen *s, h3_err *e) {
 done:
     free(z);
     free(fc.render);
-    video_vae_free(v);
+    if (rc == 0 && res) resident_keep(res, (void **)&res->vvae, res->vvae_key, v, key, free_vvae);
+    else video_vae_free(v);
     return rc;
 }
 
@@ -686,6 +802,7 @@ static int phase_encode(gen *s, h3_err *e) {
 struct h3_gen_ctx {
     int         cuda, threads;   /* the backend every request of this context must ask for */
     h3_backend *be, *cpu;        /* NULL until started; cpu == be with --backend cpu */
+    resident    res;             /* --resident: the models kept between requests (on be / cpu) */
 };
 
 h3_gen_ctx *h3_gen_ctx_new(const h3_request *r, h3_err *e) {
@@ -700,6 +817,7 @@ h3_gen_ctx *h3_gen_ctx_new(const h3_request *r, h3_err *e) {
 }
 
 static void gen_ctx_stop(h3_gen_ctx *c) {
+    resident_drop(&c->res); /* its models live on the backends */
     if (c->cpu != c->be) h3_backend_free(c->cpu);
     h3_backend_free(c->be);
     c->be = c->cpu = NULL;
@@ -718,6 +836,26 @@ int h3_gen_ctx_start(h3_gen_ctx *c, h3_err *e) {
 }
 
 int h3_gen_ctx_started(const h3_gen_ctx *c) { return c && c->be != NULL; }
+
+void h3_gen_ctx_drop_models(h3_gen_ctx *c) {
+    if (c) resident_drop(&c->res);
+}
+
+int h3_gen_ctx_models(const h3_gen_ctx *c, char *buf, size_t cap) {
+    const resident *r = &c->res;
+    int n = 0;
+    if (cap) buf[0] = 0;
+    const char *names[4] = {"text encoder", "transformer", "audio VAE decoder", "video VAE decoder"};
+    const void *ms[4] = {r->te, r->dit, r->avae, r->vvae};
+    const char *keys[4] = {r->te_key, r->dit_key, r->avae_key, r->vvae_key};
+    size_t off = 0;
+    for (int i = 0; i < 4; i++) {
+        if (!ms[i]) continue;
+        int k = snprintf(buf + off, off < cap ? cap - off : 0, "%s%s (%s)", n++ ? "; " : "", names[i], keys[i]);
+        if (k > 0) off += (size_t)k;
+    }
+    return n;
+}
 
 void h3_gen_ctx_free(h3_gen_ctx *c) {
     if (!c) return;
@@ -751,6 +889,8 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     }
     s.be = c->be;
     s.cpu = c->cpu;
+    if (r->resident) s.res = &c->res;
+    else resident_drop(&c->res); /* !resident off: the kept models go */
     if (r->cuda) s.pg.device = s.be; /* --profile's peak GPU memory per phase */
     char canvas[64];
     if (s.out_w != s.g.width || s.out_h != s.g.height)

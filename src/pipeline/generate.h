@@ -3,6 +3,8 @@
 #ifndef H3_GENERATE_H
 #define H3_GENERATE_H
 
+#include <stddef.h>
+
 #include "../core/error.h"
 #include "request.h"
 
@@ -17,8 +19,8 @@ int h3_generate(const h3_request *r, h3_err *e);
 
 /* A generation context: the backend(s) of --backend/--threads, kept from one request to the next
  * (the interactive session, docs/session.md), so CUDA's context, cuBLASLt/cuDNN plans and memory
- * pool are made once. Each request still loads and frees every phase's weights (features.md 7.1);
- * nothing else is cached between requests in this version.
+ * pool are made once. Each request loads and frees every phase's weights (features.md 7.1), unless it
+ * asks for --resident: then each phase's model stays loaded for the next request that needs the same one.
  *
  * h3_gen_ctx_new records r's --backend and --threads and makes no backend yet; the backends are made
  * by h3_gen_ctx_start, or by the first h3_generate_in once its request's inputs were checked (so a
@@ -35,5 +37,9 @@ int  h3_gen_ctx_started(const h3_gen_ctx *c);
  * and the next request makes new ones. Returns as h3_generate. */
 int  h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e);
 void h3_gen_ctx_free(h3_gen_ctx *c);
+/* --resident (request.h): the models kept between requests. h3_gen_ctx_models describes them into buf
+ * ("text encoder (key); transformer (key); ...") and returns their count; h3_gen_ctx_drop_models frees them. */
+int  h3_gen_ctx_models(const h3_gen_ctx *c, char *buf, size_t cap);
+void h3_gen_ctx_drop_models(h3_gen_ctx *c);
 
 #endif

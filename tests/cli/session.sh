@@ -9,7 +9,8 @@
 #  - an unknown command or a bad value prints one error line and the session goes on;
 #  - a failed generation prints "h3: <message>", the session goes on, and the exit status is 1;
 #  - end of input (or !quit) ends it with status 0 when no generation failed;
-#  - a non-empty -o at start-up is refused (exit 2, one line).
+#  - a non-empty -o at start-up is refused (exit 2, one line);
+#  - --resident keeps the models between generations with the same outputs (section 5).
 # The MP4/PNG parts are skipped in a MEDIA=0 build (the latents dump needs no FFmpeg).
 set -u
 H3=${H3:-build/h3}
@@ -109,6 +110,27 @@ if [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && grep -q "mult
 # an empty session removes its directory
 TMPDIR="$tmp/t4" "$H3" generate -d "$TINY" </dev/null >/dev/null 2>&1; rc=$?
 if [ $rc -eq 0 ] && [ -z "$(ls -A "$tmp/t4")" ]; then ok; else bad "empty session: exit $rc, left $(ls "$tmp/t4")"; fi
+
+# 5. --resident: each phase's model stays loaded (the second generation loads none) and the outputs are the
+# one-shot's; a new --steps needs AdaLN tables the kept transformer can no longer build (its AdaLN weights were
+# released): it is loaded again; !cache lists / frees the kept models; a one-shot --resident is refused
+oneshot one4 -p "A cat in snow." --seed 7 --steps 3
+printf '%s\n' "!seed 7" "!steps 2" "A red fox." "!cache" "A red fox." "!steps 3" "A cat in snow." "!cache clear" "!cache" |
+    TMPDIR="$tmp/t" "$H3" generate "${BASE[@]}" -o '' --resident --profile --dump-latents "$tmp/r.safetensors" \
+    >"$tmp/out5" 2>"$tmp/err5"
+rc=$?
+if [ $rc -eq 0 ]; then ok; else bad "session 5: exit $rc: $(tail -3 "$tmp/err5")"; fi
+same "resident, first generation = one-shot" "$tmp/one2.safetensors" "$tmp/r-0001.safetensors"
+same "resident, models kept = one-shot" "$tmp/one2.safetensors" "$tmp/r-0002.safetensors"
+same "resident, !steps 3 (transformer loaded again) = one-shot --steps 3" "$tmp/one4.safetensors" "$tmp/r-0003.safetensors"
+n_load=$(grep -c "^load transformer \[" "$tmp/err5"); n_kept=$(grep -c "^h3: transformer resident" "$tmp/err5")
+n_again=$(grep -c "loading it again" "$tmp/err5"); n_te=$(grep -c "^h3: text encoder resident" "$tmp/err5")
+if [ "$n_load" -eq 2 ] && [ "$n_kept" -eq 2 ] && [ "$n_again" -eq 1 ] && [ "$n_te" -eq 2 ]; then ok
+else bad "session 5: transformer loads $n_load (want 2), kept $n_kept (2), reloads $n_again (1), text encoder kept $n_te (2)"; fi
+if grep -q "^cache: 4 models resident: text encoder" "$tmp/out5" && grep -q "^cache: empty$" "$tmp/out5"; then ok
+else bad "session 5: !cache: $(grep '^cache' "$tmp/out5")"; fi
+out=$("$H3" generate "${BASE[@]}" -p "A red fox." -o '' --resident 2>&1); rc=$?
+if [ $rc -eq 2 ] && grep -q "^h3: generate: --resident keeps the models" <<<"$out"; then ok; else bad "one-shot --resident: exit $rc: $out"; fi
 
 echo "RESULT $pass $fail"
 [ "$fail" -eq 0 ]

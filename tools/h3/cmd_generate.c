@@ -38,6 +38,7 @@ static void usage(FILE *f) {
             "  --dump-latents PATH      write final latents, frames and audio (safetensors, docs/probe.md)\n"
             "  --precision bf16|fp32    bf16 as the release runs (default) or the fp32 reference\n"
             "  --quant none|fp8         fp8: the DiT blocks' linears as FP8 W8A8 (faster, not the reference's numerics)\n"
+            "  --resident               sessions: keep each phase's model loaded for the next generation (!resident)\n"
             "  --backend cpu|cuda       [cpu]    --threads N   CPU threads [all cores]\n"
             "  --profile                per-phase time and peak memory report\n"
             "  --random-weights         no checkpoint: every model made with random weights at the shapes of -d's\n"
@@ -71,6 +72,10 @@ int cmd_generate(int argc, char **argv) {
         }
         if (!strcmp(a, "--random-weights")) {
             r.random_weights = 1;
+            continue;
+        }
+        if (!strcmp(a, "--resident")) {
+            r.resident = 1;
             continue;
         }
         if (i + 1 >= argc) return cli_error("generate: %s needs a value (see h3 generate --help)", a);
@@ -139,6 +144,7 @@ int cmd_generate(int argc, char **argv) {
         }
     }
     if (!r.prompt && r.model_dir && r.model_dir[0]) return cmd_session(&r, seed_given, output_given);
+    if (r.resident) return cli_error("generate: --resident keeps the models between a session's generations: start a session (no -p)");
     int aligned;
     h3_err e = {{0}};
     if (h3_request_validate(&r, &aligned, &e) != 0) return cli_error("generate: %s", e.msg);

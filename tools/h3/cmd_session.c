@@ -3,7 +3,8 @@
  * One line of stdin at a time: a line starting with '!' is a command, any other non-blank line is a
  * prompt that generates at once with the current state (seeded by the start-up flags). The backend
  * (CUDA context, cuBLASLt/cuDNN plans, memory pool) is made once and kept between generations
- * (h3_gen_ctx); every generation still loads and frees each phase's weights, no cache yet.
+ * (h3_gen_ctx); every generation loads and frees each phase's weights, unless --resident / !resident on
+ * keeps each phase's model for the next generation that needs the same one.
  *
  * Outputs of generation n go to the output directory (a fresh $TMPDIR/h3-XXXXXX, or !output's) as
  * video-NNNN.mp4; a start-up --frames-dir DIR becomes DIR/video-NNNN/, --wav A.wav and
@@ -220,8 +221,9 @@ static int c_status(session *s, const char *arg) {
     if (s->frames_base) printf("frames %s/video-NNNN/\n", s->frames_base);
     if (s->wav_base) printf("wav %s, numbered\n", s->wav_base);
     if (s->dump_base) printf("latents %s, numbered\n", s->dump_base);
-    printf("profile %s; %d generated, %d failed; caches: none (each generation loads every phase's weights)\n",
-           st->profile ? "on" : "off", s->done, s->failed);
+    printf("profile %s; %d generated, %d failed; resident %s, quant %s\n", st->profile ? "on" : "off", s->done,
+           s->failed, st->resident ? "on (!cache lists the kept models)" : "off (each generation loads every phase's weights)",
+           st->quant_fp8 ? "fp8" : "none");
     return 0;
 }
 
@@ -318,6 +320,29 @@ static int c_again(session *s, const char *arg) {
 
 static int c_quit(session *s, const char *arg) { return 1; }
 
+/* !resident [on|off]: --resident, the models kept between generations (off frees them at the next one) */
+static int c_resident(session *s, const char *arg) {
+    if (arg) {
+        if (!strcmp(arg, "on")) s->st.resident = 1;
+        else if (!strcmp(arg, "off")) s->st.resident = 0, h3_gen_ctx_drop_models(s->ctx);
+        else return say_error("!resident expects on or off, got '%s'", arg);
+    }
+    printf("resident %s\n", s->st.resident ? "on: each phase's model stays loaded for the next generation"
+                                            : "off: each generation loads and frees every phase's weights");
+    return 0;
+}
+
+/* !cache [clear]: the models kept by --resident / frees them */
+static int c_cache(session *s, const char *arg) {
+    if (arg && strcmp(arg, "clear")) return say_error("!cache takes no value or 'clear', got '%s'", arg);
+    if (arg) h3_gen_ctx_drop_models(s->ctx);
+    char buf[4 * 4600];
+    int n = h3_gen_ctx_models(s->ctx, buf, sizeof buf);
+    if (n) printf("cache: %d model%s resident: %s\n", n, n == 1 ? "" : "s", buf);
+    else printf("cache: empty%s\n", s->st.resident ? "" : " (!resident is off)");
+    return 0;
+}
+
 static const struct {
     const char *name, *args, *help;
     command_fn  fn;
@@ -334,6 +359,8 @@ static const struct {
     {"reuse", "[N]", "velocity reuse, 1..32 (generation needs 1..3)", c_reuse, 1},
     {"layers", "[N]", "DiT blocks kept, 35..50", c_layers, 1},
     {"core-reuse", "[N]", "core residual refresh interval, 1..6", c_core_reuse, 1},
+    {"resident", "[on|off]", "keep each phase's model loaded between generations (--resident)", c_resident, 1},
+    {"cache", "[clear]", "show / free the models kept by !resident", c_cache, 1},
     {"again", "", "repeat the last prompt", c_again, 0},
     {"output", "[DIR]", "show/set the output directory (created)", c_output, 1},
     {"quit", "", "leave (so do !exit and end of input)", c_quit, 0},
