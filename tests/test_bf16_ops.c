@@ -191,6 +191,59 @@ static void test_rows(void) {
     free(src), free(ref), free(dst), free(g), free(gr), free(p);
 }
 
+/* --token-reduction's row ops: the pooled row is the mean of its pair rounded once to bf16 (the fp32 sum of two
+ * bf16 values is exact here, so the mean is compared with a float64 one); a singleton is copied; the restore
+ * adds scale x (reduced - base) in fp32 and rounds once, copies the prefix rows, and gives x back exactly
+ * where nothing changed (reduced == base). */
+static void test_token_reduction_ops(void) {
+    enum { S = 23, PREFIX = 5, SR = 14, D = 40 };
+    int32_t pairs[2 * SR], parent[S];
+    for (int i = 0; i < SR; i++) {
+        int a = i < PREFIX ? i : PREFIX + 2 * (i - PREFIX), b = i < PREFIX ? i : a + 1 < S ? a + 1 : a;
+        pairs[2 * i] = a, pairs[2 * i + 1] = b;
+    }
+    for (int r = 0; r < S; r++) parent[r] = r < PREFIX ? r : PREFIX + (r - PREFIX) / 2;
+    h3_bf16 *x, *red, *base;
+    float *xf, *rf, *bf;
+    rand_pair(S * D, 3.0f, &x, &xf);
+    rand_pair(SR * D, 3.0f, &red, &rf);
+    rand_pair(SR * D, 3.0f, &base, &bf);
+    h3_bf16 *y = malloc((size_t)(SR * D) * 2);
+    h3_bf16_rows_pool_pairs(be, y, x, pairs, SR, D);
+    int64_t bad = 0;
+    for (int i = 0; i < SR; i++)
+        for (int c = 0; c < D; c++) {
+            int a = pairs[2 * i], b = pairs[2 * i + 1];
+            uint16_t want = a == b ? x[a * D + c] : h3_f32_to_bf16((float)(((double)xf[a * D + c] + xf[b * D + c]) / 2.0));
+            bad += y[i * D + c] != want;
+        }
+    printf("  %-56s %lld of %d differ\n", "rows_pool_pairs vs the float64 mean", (long long)bad, SR * D);
+    CHECK(bad == 0, "rows_pool_pairs: %lld elements differ from the rounded mean", (long long)bad);
+    const float scales[2] = {1.0f, 0.625f};
+    for (int k = 0; k < 2; k++) {
+        h3_bf16 *xe = malloc((size_t)(S * D) * 2);
+        memcpy(xe, x, (size_t)(S * D) * 2);
+        h3_bf16_rows_expand_delta(be, xe, red, base, parent, S, PREFIX, D, scales[k]);
+        bad = 0;
+        for (int r = 0; r < S; r++)
+            for (int c = 0; c < D; c++) {
+                int p = parent[r];
+                float upd = rf[p * D + c] - bf[p * D + c], sc = scales[k] * upd;
+                uint16_t want = r < PREFIX ? red[p * D + c] : h3_f32_to_bf16(xf[r * D + c] + sc);
+                bad += xe[r * D + c] != want;
+            }
+        CHECK(bad == 0, "rows_expand_delta (scale %g): %lld elements differ", (double)scales[k], (long long)bad);
+        free(xe);
+    }
+    /* nothing changed in the reduced stack: every full row comes back as it was */
+    h3_bf16 *xe = malloc((size_t)(S * D) * 2), *pooled = malloc((size_t)(SR * D) * 2);
+    memcpy(xe, x, (size_t)(S * D) * 2);
+    h3_bf16_rows_pool_pairs(be, pooled, x, pairs, SR, D);
+    h3_bf16_rows_expand_delta(be, xe, pooled, pooled, parent, S, PREFIX, D, 1.0f);
+    CHECK(!memcmp(xe, x, (size_t)(S * D) * 2), "pool then expand with an unchanged stack changed the rows");
+    free(x), free(xf), free(red), free(rf), free(base), free(bf), free(y), free(xe), free(pooled);
+}
+
 int main(void) {
     h3_err e;
     be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
@@ -207,6 +260,7 @@ int main(void) {
     test_head_norm_rope(4, 2, 128, 96);
     test_attention_swiglu();
     test_rows();
+    test_token_reduction_ops();
     h3_backend_free(be);
     TEST_END();
 }

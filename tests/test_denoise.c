@@ -420,8 +420,48 @@ static void test_probe_op(void) {
     }
 }
 
+/* --token-reduction's block schedule (features.md 5.5): the defaults for 50 blocks, the environment overrides,
+ * and one-line errors for bad values. */
+static void test_token_reduction_schedule(void) {
+    h3_err e = {{0}};
+    unsetenv("H3_TOKEN_REDUCTION_BLOCKS"), unsetenv("H3_TOKEN_REDUCTION_EARLY"), unsetenv("H3_TOKEN_REDUCTION_SCALE");
+    denoise_args a;
+    memset(&a, 0, sizeof a);
+    CHECK(denoise_token_reduction(&a, 50, &e) == 0, "%s", e.msg);
+    CHECK(a.reduce_begin == 4 && a.reduce_end == 30 && a.reduce_early_passes == 10 && a.reduce_early_end == 40 &&
+              a.reduce_scale == 1.0f,
+          "defaults %d..%d, early %d:%d, scale %g", a.reduce_begin, a.reduce_end, a.reduce_early_passes,
+          a.reduce_early_end, (double)a.reduce_scale);
+    CHECK(denoise_token_reduction(&a, 2, &e) != 0 && strstr(e.msg, "H3_TOKEN_REDUCTION_BLOCKS"),
+          "defaults accepted on a 2-block model");
+    setenv("H3_TOKEN_REDUCTION_BLOCKS", "6:42", 1); /* END >= 40: no early schedule */
+    CHECK(denoise_token_reduction(&a, 50, &e) == 0 && a.reduce_begin == 6 && a.reduce_end == 42 &&
+              a.reduce_early_passes == 0,
+          "6:42 -> %d..%d early %d", a.reduce_begin, a.reduce_end, a.reduce_early_passes);
+    setenv("H3_TOKEN_REDUCTION_BLOCKS", "4:30", 1);
+    setenv("H3_TOKEN_REDUCTION_EARLY", "5:45", 1);
+    setenv("H3_TOKEN_REDUCTION_SCALE", "0.5", 1);
+    CHECK(denoise_token_reduction(&a, 50, &e) == 0 && a.reduce_early_passes == 5 && a.reduce_early_end == 45 &&
+              a.reduce_scale == 0.5f,
+          "early 5:45 scale 0.5 -> %d:%d %g", a.reduce_early_passes, a.reduce_early_end, (double)a.reduce_scale);
+    setenv("H3_TOKEN_REDUCTION_EARLY", "0", 1);
+    CHECK(denoise_token_reduction(&a, 50, &e) == 0 && a.reduce_early_passes == 0, "EARLY=0 kept an early schedule");
+    const char *bad[][2] = {{"H3_TOKEN_REDUCTION_BLOCKS", "30:4"}, {"H3_TOKEN_REDUCTION_BLOCKS", "4:51"},
+                            {"H3_TOKEN_REDUCTION_BLOCKS", "x"},    {"H3_TOKEN_REDUCTION_EARLY", "10:20"},
+                            {"H3_TOKEN_REDUCTION_SCALE", "3"},     {"H3_TOKEN_REDUCTION_SCALE", "nan"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        unsetenv("H3_TOKEN_REDUCTION_BLOCKS"), unsetenv("H3_TOKEN_REDUCTION_EARLY"), unsetenv("H3_TOKEN_REDUCTION_SCALE");
+        setenv(bad[i][0], bad[i][1], 1);
+        int rc = denoise_token_reduction(&a, 50, &e);
+        CHECK(rc != 0 && strstr(e.msg, bad[i][0]) && !strchr(e.msg, '\n'), "%s=%s accepted (%s)", bad[i][0], bad[i][1],
+              rc ? e.msg : "");
+    }
+    unsetenv("H3_TOKEN_REDUCTION_BLOCKS"), unsetenv("H3_TOKEN_REDUCTION_EARLY"), unsetenv("H3_TOKEN_REDUCTION_SCALE");
+}
+
 int main(void) {
     test_probe_op();
+    test_token_reduction_schedule();
     h3_err e = {{0}};
     h3_backend *be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
     CHECK(be != NULL, "backend: %s", e.msg);

@@ -201,6 +201,81 @@ static void test_fp8(h3_backend *be, const char *cas, const char *diff_dir, cons
     golden_free(&g);
 }
 
+/* --token-reduction (features.md 5.5) on a tiny golden case: an empty block range is the plain forward bit for
+ * bit; a range changes the output (the blocks saw the pooled rows) by a bounded amount, the same in both checkpoint
+ * layouts up to bf16 roundings; a range through the last block restores after the loop; the fp32 mode and a target video that is not
+ * the packed tail are refused. Grid: 7 frames of 2 x 3 tokens (an odd width: a singleton per line). */
+static void test_token_reduction(h3_backend *be, const char *cas, const char *diff_dir, const char *orig_dir,
+                                 int64_t F, int64_t gh, int64_t gw) {
+    char path[512];
+    h3_err e = {{0}};
+    golden g;
+    snprintf(path, sizeof path, FIX "golden/dit/%s.in.safetensors", cas);
+    if (golden_load(path, &g, &e) != 0) {
+        CHECK(0, "%s", e.msg);
+        golden_free(&g);
+        return;
+    }
+    const char *dirs[2] = {diff_dir, orig_dir};
+    run_out plain = {0}, same = {0}, part[2] = {{0}}, tail = {0};
+    for (int layout = 0; layout < 2; layout++) {
+        dit_model *m = dit_load(be, dirs[layout], 1, &e);
+        CHECK(m != NULL, "%s", e.msg);
+        if (!m) continue;
+        dit_inputs in;
+        CHECK(dit_inputs_from_tensors(dit_get_config(m), &g.dt, 0, &in, &e) == 0, "%s", e.msg);
+        const dit_config *c = dit_get_config(m);
+        in.reduce_frames = F, in.reduce_h = gh, in.reduce_w = gw, in.reduce_scale = 1.0f;
+        run_out *targets[4] = {&plain, &same, &part[layout], &tail};
+        int ranges[4][2] = {{0, 0}, {1, 1}, {0, 1}, {1, c->num_layers}};
+        for (int k = layout ? 2 : 0; k < (layout ? 3 : 4); k++) {
+            run_out *o = targets[k];
+            o->nv = in.Nv * c->in_channels * 4, o->na = in.Na * c->audio_in_channels;
+            o->video = malloc((size_t)o->nv * sizeof(float)), o->audio = malloc((size_t)o->na * sizeof(float));
+            in.reduce_begin = ranges[k][0], in.reduce_end = ranges[k][1];
+            CHECK(dit_forward(m, &in, o->video, o->audio, &e) == 0, "%s reduce %d..%d: %s", cas, ranges[k][0],
+                  ranges[k][1], e.msg);
+        }
+        if (layout == 0) { /* the target video must be the packed tail */
+            dit_inputs bad = in;
+            bad.reduce_begin = 0, bad.reduce_end = 1, bad.reduce_h = gh + 1;
+            float *v = malloc((size_t)plain.nv * sizeof(float)), *a = malloc((size_t)plain.na * sizeof(float));
+            CHECK(dit_forward(m, &bad, v, a, &e) != 0 && strstr(e.msg, "token-reduction"), "%s: a wrong grid was accepted", cas);
+            free(v), free(a);
+        }
+        dit_free(m);
+    }
+    if (plain.video && same.video && part[0].video && part[1].video && tail.video) {
+        CHECK(!memcmp(plain.video, same.video, (size_t)plain.nv * 4) && !memcmp(plain.audio, same.audio, (size_t)plain.na * 4),
+              "%s: an empty reduction range changed the output", cas);
+        /* the layouts' GEMMs differ in shape (separate q/k/v vs fused), and at the reduced row count OpenBLAS may
+         * sum in another order: the same up to bf16 roundings */
+        double lv = h3_rel_l2(part[1].video, part[0].video, (size_t)plain.nv);
+        double la = h3_rel_l2(part[1].audio, part[0].audio, (size_t)plain.na);
+        printf("  %s token reduction, original vs diffusers layout: video %.3e audio %.3e\n", cas, lv, la);
+        CHECK(lv < 1e-2 && la < 1e-2, "%s: token reduction differs between the checkpoint layouts (%.3e / %.3e)", cas, lv, la);
+        double dv = h3_rel_l2(part[0].video, plain.video, (size_t)plain.nv);
+        double da = h3_rel_l2(part[0].audio, plain.audio, (size_t)plain.na);
+        double dt = h3_rel_l2(tail.video, plain.video, (size_t)plain.nv);
+        printf("  %s token reduction vs the plain forward: blocks 0..0 video %.3e audio %.3e; blocks 1..end video %.3e\n",
+               cas, dv, da, dt);
+        CHECK(dv > 0 && dt > 0, "%s: the reduction did not change the video output", cas);
+        CHECK(dv < 0.5 && da < 0.5 && dt < 0.5, "%s: the reduction moved the output by more than half its norm", cas);
+    }
+    dit_model *m32 = dit_load(be, diff_dir, 0, &e);
+    if (m32) {
+        dit_inputs in;
+        CHECK(dit_inputs_from_tensors(dit_get_config(m32), &g.dt, 0, &in, &e) == 0, "%s", e.msg);
+        in.reduce_frames = F, in.reduce_h = gh, in.reduce_w = gw, in.reduce_begin = 0, in.reduce_end = 1;
+        float *v = malloc((size_t)plain.nv * sizeof(float)), *a = malloc((size_t)plain.na * sizeof(float));
+        CHECK(dit_forward(m32, &in, v, a, &e) != 0 && strstr(e.msg, "bf16"), "fp32 mode accepted token reduction");
+        free(v), free(a);
+        dit_free(m32);
+    }
+    run_out_free(&plain), run_out_free(&same), run_out_free(&part[0]), run_out_free(&part[1]), run_out_free(&tail);
+    golden_free(&g);
+}
+
 /* AdaLN precompute then release: identical outputs; unknown timesteps then fail cleanly. */
 static void test_adaln_cache(h3_backend *be) {
     h3_err e = {{0}};
@@ -602,6 +677,9 @@ int main(void) {
     printf("--quant fp8:\n");
     test_fp8(be, "t2va", FIX "tiny/transformer", FIX "tiny/FL2VA/transformer");
     test_fp8(be, "ref2va", FIX "tiny/transformer_ref", FIX "tiny/Ref2VA/transformer");
+    printf("--token-reduction:\n");
+    test_token_reduction(be, "t2va", FIX "tiny/transformer", FIX "tiny/FL2VA/transformer", 7, 2, 3);
+    test_token_reduction(be, "ref2va", FIX "tiny/transformer_ref", FIX "tiny/Ref2VA/transformer", 7, 2, 2);
     printf("AdaLN precompute/release:\n");
     test_adaln_cache(be);
     printf("input errors:\n");

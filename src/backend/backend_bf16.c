@@ -76,3 +76,13 @@ void h3_bf16_rows_gather_f32(h3_backend *be, float *dst, const h3_bf16 *src, con
                              int64_t dim) {
     BF16_DISPATCH(be, bf16_rows_gather_f32, be, dst, src, index, n, dim);
 }
+
+void h3_bf16_rows_pool_pairs(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, const int32_t *pairs, int64_t rows,
+                             int64_t dim) {
+    BF16_DISPATCH(be, bf16_rows_pool_pairs, be, y, x, pairs, rows, dim);
+}
+
+void h3_bf16_rows_expand_delta(h3_backend *be, h3_bf16 *x, const h3_bf16 *reduced, const h3_bf16 *base,
+                               const int32_t *parent, int64_t rows, int64_t prefix, int64_t dim, float scale) {
+    BF16_DISPATCH(be, bf16_rows_expand_delta, be, x, reduced, base, parent, rows, prefix, dim, scale);
+}

@@ -76,4 +76,13 @@ void h3_bf16_rows_scatter_f32(h3_backend *be, h3_bf16 *dst, const float *src, co
 void h3_bf16_rows_gather_f32(h3_backend *be, float *dst, const h3_bf16 *src, const int32_t *index, int64_t n,
                              int64_t dim);
 
+/* --token-reduction (features.md 5.5). pool: y[r] = x[a] when a == b, else bf16( (x[a] + x[b]) * 0.5 ) (fp32 sum and
+ * product), with (a, b) = pairs[2r], pairs[2r + 1]. expand_delta: for r < prefix x[r] = reduced[parent[r]], else
+ * x[r] = bf16( x[r] + scale * (reduced[p] - base[p]) ), p = parent[r], computed in fp32 one op at a time (difference,
+ * product, sum). Rows of dim contiguous elements; pairs / parent are int32 in backend memory. */
+void h3_bf16_rows_pool_pairs(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, const int32_t *pairs, int64_t rows,
+                             int64_t dim);
+void h3_bf16_rows_expand_delta(h3_backend *be, h3_bf16 *x, const h3_bf16 *reduced, const h3_bf16 *base,
+                               const int32_t *parent, int64_t rows, int64_t prefix, int64_t dim, float scale);
+
 #endif

@@ -1070,7 +1070,7 @@ static int32_t *upload_index(h3_backend *be, const int64_t *src, int64_t n, int6
 
 /* Rotary tables [S, 6F] (spec 4.1): angle = fp32(fp32(pos) * inv_freq[k]) for the t, h and w blocks,
  * duplicated for the rotate-half pairs. */
-static void rope_tables(const dit_model *m, const double *pos, int64_t S, float *cos_h, float *sin_h) {
+void dit_rope_tables(const dit_model *m, const double *pos, int64_t S, float *cos_h, float *sin_h) {
     int F = m->cfg.rope_freq_dim, R = 6 * F;
 #pragma omp parallel for schedule(static)
     for (int64_t s = 0; s < S; s++) {
@@ -1141,7 +1141,7 @@ static int fwd_ctx_init(dit_model *m, const dit_inputs *in, fwd_ctx *x, h3_err *
     x->cos = h3_alloc(be, (size_t)(S * R) * f);
     x->sin = h3_alloc(be, (size_t)(S * R) * f);
     if (!x->ada_idx || !x->t_idx || !cos_h || !sin_h || !x->cos || !x->sin) goto oom;
-    rope_tables(m, in->position_ids, S, cos_h, sin_h);
+    dit_rope_tables(m, in->position_ids, S, cos_h, sin_h);
     h3_upload(be, x->cos, cos_h, (size_t)(S * R) * f);
     h3_upload(be, x->sin, sin_h, (size_t)(S * R) * f);
     if (m->bf16 ? dit16_alloc_scratch(m, S, &x->s16) != 0 : alloc_scratch(m, S, &x->s) != 0) goto oom;
@@ -1280,11 +1280,32 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
     } else {
         float *X0 = NULL; /* --core-reuse: the core's input, fp32 */
         if (in->core == DIT_CORE_RUN_STORE && !(X0 = core_input(m, X, S))) goto oom;
+        const int reduce = in->reduce_end > in->reduce_begin && in->reduce_begin < L;
+        dit_reduction red;
+        memset(&red, 0, sizeof red);
+        if (reduce && dit_reduce_new(m, in, &x, &red, e) != 0) {
+            h3_free(be, X0);
+            goto done;
+        }
+        int reduced = 0;
         for (int64_t b = 0; b < L; b++) {
+            if (reduce && b == in->reduce_begin) { /* features.md 5.5: enter, the full rows kept in X as the bypass */
+                h3_bf16_rows_pool_pairs(be, red.X, (h3_bf16 *)X, red.pairs, red.S_red, H);
+                h3_copy(be, red.base, red.X, (size_t)(red.S_red * H) * 2);
+                reduced = 1;
+            }
+            if (reduced && b == in->reduce_end) { /* restore: own value + scale x the reduced stack's update */
+                h3_bf16_rows_expand_delta(be, (h3_bf16 *)X, red.X, red.base, red.parent, S, red.prefix, H, in->reduce_scale);
+                reduced = 0;
+            }
             if (m->skip && m->skip[b]) continue; /* --layers (features.md 5.3) */
-            if (m->bf16) dit16_run_block(m, &x, b, (h3_bf16 *)X);
+            if (reduced) dit16_run_block(m, &red.ctx, b, red.X);
+            else if (m->bf16) dit16_run_block(m, &x, b, (h3_bf16 *)X);
             else run_block(m, &x, b, X);
         }
+        if (reduced)
+            h3_bf16_rows_expand_delta(be, (h3_bf16 *)X, red.X, red.base, red.parent, S, red.prefix, H, in->reduce_scale);
+        dit_reduce_free(m, &red);
         if (X0 && core_store(m, X, X0, S) != 0) goto oom;
     }
 

@@ -85,6 +85,14 @@ typedef struct dit_inputs {
     const int64_t *audio_indices;    /* [Na] */
     const int64_t *text_indices;     /* [Nt] */
     int            core;             /* dit_core_mode (features.md 5.4 --core-reuse); 0: run the core */
+    /* --token-reduction (features.md 5.5, bf16 mode only): blocks reduce_begin .. reduce_end - 1 run on a shorter
+     * sequence in which each pair of horizontally adjacent target-video tokens is replaced by its average; the full
+     * rows are restored before block reduce_end as their own value + reduce_scale x (pooled output - pooled input).
+     * reduce_end <= reduce_begin: off. The target video must be the last reduce_frames x reduce_h x reduce_w packed
+     * rows (its 2x2-patch token grid, row-major per frame). */
+    int            reduce_begin, reduce_end;
+    float          reduce_scale;
+    int64_t        reduce_frames, reduce_h, reduce_w;
 } dit_inputs;
 
 /* --core-reuse (features.md 5.4): what a forward does with the transformer core (every active block).

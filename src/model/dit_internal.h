@@ -105,6 +105,23 @@ typedef struct fwd_ctx {
     int              n_tmp;
 } fwd_ctx;
 
+/* --token-reduction (dit_reduce.c): the reduced sequence of one forward. ctx is the forward's context with the
+ * reduced rows' AdaLN indices and rotary tables (the other fields shared with the full context). */
+typedef struct dit_reduction {
+    int64_t  S_full, S_red, prefix; /* prefix: rows before the target video (kept one to one) */
+    int32_t *pairs;                 /* [S_red][2] source rows of each reduced row (backend) */
+    int32_t *parent;                /* [S_full] the reduced row of each full row (backend) */
+    h3_bf16 *X, *base;              /* [S_red, H]: the reduced rows, and their pooled input */
+    fwd_ctx  ctx;
+    int32_t *ada_idx;               /* owned by this struct (ctx.ada_idx), likewise cos / sin */
+    float   *cos, *sin;
+} dit_reduction;
+
+int  dit_reduce_new(dit_model *m, const dit_inputs *in, const fwd_ctx *x, dit_reduction *r, h3_err *e);
+void dit_reduce_free(dit_model *m, dit_reduction *r);
+/* rotary tables [S, 6F] of positions pos [S, 3] (dit.c) */
+void dit_rope_tables(const dit_model *m, const double *pos, int64_t S, float *cos_h, float *sin_h);
+
 /* dit_bf16.c: the bf16 mode (spec 4 with every "[bf16]" rounding, on h3_bf16 activations). */
 void dit16_free_scratch(h3_backend *be, dit_scratch16 *s);
 int  dit16_alloc_scratch(dit_model *m, int64_t rows, dit_scratch16 *s);

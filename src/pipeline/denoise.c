@@ -150,6 +150,10 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
             .audio_indices = L->audio_indices,
             .text_indices = L->text_indices,
             .core = core,
+            .reduce_begin = a->reduce_begin,
+            .reduce_end = a->reduce_early_passes && i < a->reduce_early_passes ? a->reduce_early_end : a->reduce_end,
+            .reduce_scale = a->reduce_scale,
+            .reduce_frames = L->num_latent_frames, .reduce_h = L->latent_height / 2, .reduce_w = L->latent_width / 2,
         };
         const float sv_i = a->video_sched->sigmas[i], sa_i = a->audio_sched->sigmas[i];
         if (denoise_pass_is_fresh(i, steps, reuse)) {
@@ -188,5 +192,53 @@ int denoise_unpack(const layout *L, int C, int Ca, const float *video_rows, cons
                          video_latents, e))
         return -1;
     noise_audio_rows_to_latents(audio_rows + nca * Ca, Ca, L->num_audio_latents, audio_latents);
+    return 0;
+}
+
+/* "A:B" -> two unsigned integers; 0 on success */
+static int parse_pair(const char *s, long *a, long *b) {
+    char *mid, *end;
+    *a = strtol(s, &mid, 10);
+    if (mid == s || *mid != ':') return -1;
+    *b = strtol(mid + 1, &end, 10);
+    return end == mid + 1 || *end ? -1 : 0;
+}
+
+int denoise_token_reduction(denoise_args *a, int num_layers, h3_err *e) {
+    long begin = 4, end = 30, early_steps, early_end;
+    const char *blocks = getenv("H3_TOKEN_REDUCTION_BLOCKS");
+    if (blocks && *blocks) {
+        if (parse_pair(blocks, &begin, &end) || begin < 0 || begin >= end || end > num_layers)
+            return h3_fail(e, "H3_TOKEN_REDUCTION_BLOCKS must be BEGIN:END with 0 <= BEGIN < END <= %d, got '%s'",
+                           num_layers, blocks);
+    } else if (end > num_layers) {
+        return h3_fail(e, "--token-reduction: the default blocks 4..29 need a 30-block model (this one has %d): "
+                          "set H3_TOKEN_REDUCTION_BLOCKS=BEGIN:END", num_layers);
+    }
+    /* coarse structure tolerates a deeper reduced stack while the first noisy samples form (features.md 5.5) */
+    early_steps = end < 40 ? 10 : 0;
+    early_end = end < 40 ? 40 : end;
+    if (early_end > num_layers) early_steps = 0, early_end = end;
+    const char *early = getenv("H3_TOKEN_REDUCTION_EARLY");
+    if (early && *early) {
+        if (!strcmp(early, "0")) {
+            early_steps = 0, early_end = end;
+        } else if (parse_pair(early, &early_steps, &early_end) || early_steps < 1 || early_steps > 1000 ||
+                   early_end <= end || early_end > num_layers) {
+            return h3_fail(e, "H3_TOKEN_REDUCTION_EARLY must be 0 or STEPS:END with 1 <= STEPS <= 1000 and "
+                              "%ld < END <= %d, got '%s'", end, num_layers, early);
+        }
+    }
+    float scale = 1.0f;
+    const char *sc = getenv("H3_TOKEN_REDUCTION_SCALE");
+    if (sc && *sc) {
+        char *tail;
+        scale = strtof(sc, &tail);
+        if (tail == sc || *tail || !(scale >= 0.0f && scale <= 2.0f))
+            return h3_fail(e, "H3_TOKEN_REDUCTION_SCALE must be a number in [0, 2], got '%s'", sc);
+    }
+    a->reduce_begin = (int)begin, a->reduce_end = (int)end;
+    a->reduce_early_passes = (int)early_steps, a->reduce_early_end = (int)early_end;
+    a->reduce_scale = scale;
     return 0;
 }

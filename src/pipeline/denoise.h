@@ -32,9 +32,20 @@ typedef struct denoise_args {
                                     forward, every C-th and the last; the others add its stored residual */
     int           layers;        /* features.md 5.3 (--layers L): blocks kept, gate-ranked (dit_select_layers)
                                     once the tables are built; 0 or >= num_layers: all */
+    /* --token-reduction (features.md 5.5; denoise_token_reduction fills these): blocks reduce_begin ..
+     * reduce_end - 1 run on the pooled target video (reduce_end <= reduce_begin: off); the first
+     * reduce_early_passes passes restore before reduce_early_end instead */
+    int           reduce_begin, reduce_end, reduce_early_passes, reduce_early_end;
+    float         reduce_scale;
     denoise_progress_fn progress;
     void         *progress_user;
 } denoise_args;
+
+/* --token-reduction's block schedule for a model of num_layers blocks: blocks 4..29, 4..39 for the first 10
+ * passes, restore scale 1 (the Metal engine's defaults, features.md 5.5), overridable by environment:
+ * H3_TOKEN_REDUCTION_BLOCKS=BEGIN:END (0 <= BEGIN < END <= num_layers), H3_TOKEN_REDUCTION_EARLY=STEPS:END
+ * (END > the base END) or 0 (none), H3_TOKEN_REDUCTION_SCALE=S (0..2). -1 with a one-line error. */
+int denoise_token_reduction(denoise_args *a, int num_layers, h3_err *e);
 
 /* Runs min(video, audio) passes (the two schedules have the same length in practice), each a model
  * evaluation unless --reuse skips it. */

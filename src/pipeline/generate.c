@@ -504,6 +504,17 @@ static int phase_dit(gen *s, h3_err *e) {
                        .audio_rows = arows, .progress = denoise_progress, .progress_user = s, .reuse = s->r->reuse,
                        .layers = s->r->layers, .core_reuse = s->r->core_reuse,
                        .release_adaln = 1 /* spec 4.5: tables cached, 39% of the weights dropped */};
+    if (s->r->token_reduction) {
+        if (denoise_token_reduction(&da, c->num_layers, e)) goto done;
+        fprintf(stderr, "h3: --token-reduction: blocks %d..%d on paired video tokens (%d..%d for the first %d passes), "
+                        "restore scale %g\n", da.reduce_begin, da.reduce_end - 1, da.reduce_begin, da.reduce_early_end - 1,
+                da.reduce_early_passes, (double)da.reduce_scale);
+        if (g->width == 256 && g->height == 256)
+            fprintf(stderr, "h3: warning: --token-reduction at 256x256: keep it off at 256 square (features.md 5.5)\n");
+        if (s->r->layers <= 40 && s->r->reuse >= 3)
+            fprintf(stderr, "h3: warning: --token-reduction with --layers %d and --reuse %d rings and ghosts "
+                            "(features.md 5.5)\n", s->r->layers, s->r->reuse);
+    }
     if (!denoise_model_ready(m, &da)) { /* a kept model lacks this schedule's AdaLN tables (weights released) */
         fprintf(stderr, "h3: the resident transformer has no AdaLN tables for these timesteps: loading it again\n");
         dit_free(m);

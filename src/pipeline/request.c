@@ -88,6 +88,8 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
     if (r->core_reuse < 1 || r->core_reuse > 6)
         return h3_fail(e, "--core-reuse must be 1..6 (features.md 5.4), got %d", r->core_reuse);
     if (r->quant_fp8 && !r->bf16) return h3_fail(e, "--quant fp8 needs --precision bf16 (the fp32 mode is the reference)");
+    if (r->token_reduction && !r->bf16)
+        return h3_fail(e, "--token-reduction needs --precision bf16 (the fp32 mode is the reference)");
     if (r->core_reuse > 1 && r->reuse > 1)
         return h3_fail(e, "--core-reuse %d cannot be combined with --reuse %d (features.md 5.4)", r->core_reuse, r->reuse);
     if ((r->first_frame || r->last_frame) && r->nrefs)

@@ -118,6 +118,15 @@ run t2va bf16 cpu fp8.cpu && run t2va bf16 cuda fp8.cuda &&
 XARGS=()
 rm -f "$WORK"/t2va.*.st
 
+# --token-reduction (features.md 5.5): the pooled middle blocks (block 0 of the tiny model's 2 through the
+# environment's range), CUDA vs CPU in bf16
+XARGS=(--token-reduction)
+run t2va bf16 cpu tr.cpu H3_TOKEN_REDUCTION_BLOCKS=0:1 H3_TOKEN_REDUCTION_EARLY=0 &&
+    run t2va bf16 cuda tr.cuda H3_TOKEN_REDUCTION_BLOCKS=0:1 H3_TOKEN_REDUCTION_EARLY=0 &&
+    compare 3e-2 "$WORK/t2va.tr.cpu.st" "$WORK/t2va.tr.cuda.st" "t2va/token-reduction bf16 cuda-vs-cpu"
+XARGS=()
+rm -f "$WORK"/t2va.*.st
+
 # component probes on both backends (the ops of backend_text.h / backend_audio.h / backend_conv.h)
 T=tests/fixtures/tiny G=tests/fixtures/golden
 probe_pair() { # LABEL TOL PROBE-ARGS...: cpu and cuda outputs compared with cmp_dumps

@@ -196,6 +196,34 @@ static void test_swiglu(const char *name, int64_t rows, int64_t ff, int gate_fir
     free(z), free(y);
 }
 
+/* --token-reduction's pool / restore: a DiT-like table (prefix rows, then a 3-wide token grid: pairs and a singleton) */
+static void test_token_reduction(void) {
+    const int64_t P = 40, F = 5, gh = 7, gw = 3, gwr = 2, dim = 5376, S = P + F * gh * gw, Sr = P + F * gh * gwr;
+    int32_t *pairs = malloc((size_t)(2 * Sr) * 4), *parent = malloc((size_t)S * 4);
+    for (int64_t i = 0; i < Sr; i++) {
+        int64_t a = i, b = i;
+        if (i >= P) {
+            int64_t l = i - P, col = 2 * (l % gwr);
+            a = P + (l / gwr) * gw + col, b = col + 1 < gw ? a + 1 : a;
+        }
+        pairs[2 * i] = (int32_t)a, pairs[2 * i + 1] = (int32_t)b;
+    }
+    for (int64_t r = 0; r < S; r++) parent[r] = (int32_t)(r < P ? r : P + ((r - P) / gw) * gwr + ((r - P) % gw) / 2);
+    h3_bf16 *x = rand16(S * dim, 4.0f), *red = rand16(Sr * dim, 4.0f), *base = rand16(Sr * dim, 4.0f);
+    h3_bf16 *y = malloc((size_t)(Sr * dim) * 2);
+    h3_bf16 *dx = dev(x, (size_t)(S * dim) * 2), *dred = dev(red, (size_t)(Sr * dim) * 2), *dbase = dev(base, (size_t)(Sr * dim) * 2);
+    int32_t *dpairs = dev(pairs, (size_t)(2 * Sr) * 4), *dparent = dev(parent, (size_t)S * 4);
+    h3_bf16 *dy = dev_poisoned16(NULL, Sr * dim);
+    h3_bf16_rows_pool_pairs(cpu, y, x, pairs, Sr, dim);
+    h3_bf16_rows_pool_pairs(gpu, dy, dx, dpairs, Sr, dim);
+    compare16("rows_pool_pairs 775 -> 390 rows x 5376", dy, y, Sr * dim, 0.0);
+    h3_bf16_rows_expand_delta(cpu, x, red, base, parent, S, P, dim, 0.75f);
+    h3_bf16_rows_expand_delta(gpu, dx, dred, dbase, dparent, S, P, dim, 0.75f);
+    compare16("rows_expand_delta 390 -> 775 rows, scale 0.75", dx, x, S * dim, 0.0);
+    h3_free(gpu, dx), h3_free(gpu, dred), h3_free(gpu, dbase), h3_free(gpu, dpairs), h3_free(gpu, dparent), h3_free(gpu, dy);
+    free(pairs), free(parent), free(x), free(red), free(base), free(y);
+}
+
 static void test_rows(void) {
     int64_t n = 300, dim = 96, S = 500;
     int32_t *idx = malloc((size_t)n * sizeof(int32_t));
@@ -240,6 +268,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     test_rows();
+    test_token_reduction();
     test_matmul("matmul 300x384x512, strided x/y, F32 bias", 300, 384, 512, 520, 400, 1, H3_F32);
     test_matmul("matmul 300x384x512, BF16 bias", 300, 384, 512, 512, 384, 1, H3_BF16);
     test_matmul("matmul 257x3000x5376, no bias, y slice of 9000", 257, 3000, 5376, 5376, 9000, 0, H3_F32);

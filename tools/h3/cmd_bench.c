@@ -2,7 +2,7 @@
  * directly in backend memory (no 66 GB file needed).
  *
  *   h3 bench [--backend cuda|cpu] [--shapes 512x512x22,544x960x124,1344x768x124] [--text 256]
- *            [--repeats N] [--vae-repeats N] [--precision bf16|fp32] [--quant none|fp8] [--what dit,vae]
+ *            [--repeats N] [--vae-repeats N] [--precision bf16|fp32] [--quant none|fp8] [--token-reduction B:E] [--what dit,vae]
  *            [--config TRANSFORMER_DIR] [--vae-config VAE_DIR] [--vae-batch N,...]
  *
  * --vae-batch times the bf16 video decoder once per value at every shape (video_vae_set_decode_batch: tiles per
@@ -109,7 +109,7 @@ static int64_t *i64_fill(int64_t n, int64_t v) {
 /* ---- DiT ---- */
 
 static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, int64_t T, const float *ts,
-                           int repeats, int bf16, bench_result *r, h3_err *e) {
+                           int repeats, int bf16, const int *reduce, bench_result *r, h3_err *e) {
     const dit_config *c = dit_get_config(m);
     int rc = -1;
     int64_t *text_tags = i64_fill(T, 1);
@@ -141,6 +141,10 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
                      .token_tags = L->token_tags, .position_ids = L->position_ids,
                      .video_indices = L->video_indices, .audio_indices = L->audio_indices,
                      .text_indices = L->text_indices};
+    if (reduce) { /* --token-reduction B:E: blocks B..E-1 on the pooled target video (features.md 5.5) */
+        in.reduce_begin = reduce[0], in.reduce_end = reduce[1], in.reduce_scale = 1.0f;
+        in.reduce_frames = s->F, in.reduce_h = s->lh / 2, in.reduce_w = s->lw / 2;
+    }
     h3_memory_reset_peak(be);
     /* warm-up: plans, scratch pool, cuDNN graphs */
     if (dit_forward(m, &in, vout, aout, e) != 0) goto done;
@@ -172,6 +176,7 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
            s->name, (long long)L->S, (long long)T, (long long)L->Nv, (long long)L->Na, K, r->dit_s, best,
            r->dit_tflop, r->dit_tflop / r->dit_s, r->dit_peak);
     if (base > 0) printf(" baseline_s=%.3f ratio=%.2f", base, r->dit_s / base);
+    if (reduce) printf(" token_reduction=%d:%d", reduce[0], reduce[1]);
     printf("\n");
     fflush(stdout);
     rc = 0;
@@ -181,8 +186,8 @@ done:
     return rc;
 }
 
-static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, const bench_shape *shapes, int n,
-                     int64_t T, int repeats, bench_result *res, h3_err *e) {
+static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, const int *reduce,
+                     const bench_shape *shapes, int n, int64_t T, int repeats, bench_result *res, h3_err *e) {
     dit_config cfg;
     if (dit_config_load(config_dir, &cfg, e) != 0) return -1;
     double t0 = now_s();
@@ -218,7 +223,7 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, 
            (double)wbytes / 1e9, t_build, t_adaln, (double)abytes / 1e9);
     fflush(stdout);
     int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) rc = bench_dit_shape(be, m, &shapes[i], T, ts, repeats, bf16, &res[i], e);
+    for (int i = 0; i < n && rc == 0; i++) rc = bench_dit_shape(be, m, &shapes[i], T, ts, repeats, bf16, reduce, &res[i], e);
     dit_free(m);
     return rc;
 }
@@ -322,7 +327,7 @@ done:
 static void usage(void) {
     fprintf(stderr,
             "usage: h3 bench [--backend cuda|cpu] [--shapes WxHxF,...] [--text T] [--repeats N] [--vae-repeats N]\n"
-            "                [--precision bf16|fp32] [--quant none|fp8] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
+            "                [--precision bf16|fp32] [--quant none|fp8] [--token-reduction B:E] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
             "                [--vae-batch N,...]\n"
             "defaults: --backend cuda --shapes 512x512x22,544x960x124,1344x768x124 --text 256 --repeats 2\n"
             "          --vae-repeats 1 --precision bf16 --what dit,vae\n"
@@ -342,7 +347,7 @@ int cmd_bench(int argc, char **argv) {
     const char *backend = "cuda", *shapes_arg = "512x512x22,544x960x124,1344x768x124", *precision = "bf16";
     const char *what = "dit,vae", *config = "tests/fixtures/skeleton/transformer";
     const char *vae_config = "tests/fixtures/skeleton/vae", *text_arg = "256", *rep_arg = "2", *vrep_arg = "1";
-    const char *vbatch_arg = NULL, *quant = "none";
+    const char *vbatch_arg = NULL, *quant = "none", *reduce_arg = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -356,6 +361,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--vae-repeats")) dst = &vrep_arg;
         else if (!strcmp(a, "--precision")) dst = &precision;
         else if (!strcmp(a, "--quant")) dst = &quant;
+        else if (!strcmp(a, "--token-reduction")) dst = &reduce_arg;
         else if (!strcmp(a, "--what")) dst = &what;
         else if (!strcmp(a, "--config")) dst = &config;
         else if (!strcmp(a, "--vae-config")) dst = &vae_config;
@@ -374,6 +380,15 @@ int cmd_bench(int argc, char **argv) {
     if (strcmp(quant, "none") && strcmp(quant, "fp8")) return cli_error("bench: --quant must be none or fp8, got '%s'", quant);
     int fp8 = !strcmp(quant, "fp8");
     if (fp8 && !bf16) return cli_error("bench: --quant fp8 needs --precision bf16");
+    int reduce[2] = {0, 0}, nreduce = 0;
+    if (reduce_arg) {
+        char *mid, *end;
+        long b = strtol(reduce_arg, &mid, 10), en = mid != reduce_arg && *mid == ':' ? strtol(mid + 1, &end, 10) : -1;
+        if (mid == reduce_arg || *mid != ':' || *end || b < 0 || en <= b || en > 1000)
+            return cli_error("bench: --token-reduction expects BEGIN:END blocks (e.g. 4:30), got '%s'", reduce_arg);
+        if (!bf16) return cli_error("bench: --token-reduction needs --precision bf16");
+        reduce[0] = (int)b, reduce[1] = (int)en, nreduce = 1;
+    }
     if (parse_count("--text", text_arg, 1, 1 << 20, &T) != 0)
         return cli_error("bench: --text must be an integer in 1..1048576, got '%s'", text_arg);
     if (parse_count("--repeats", rep_arg, 1, 1000, &repeats) != 0)
@@ -428,7 +443,7 @@ int cmd_bench(int argc, char **argv) {
     bench_result res[BENCH_MAX_SHAPES];
     memset(res, 0, sizeof res);
     int rc = 0;
-    if (do_dit && bench_dit(be, config, bf16, fp8, shapes, n, T, repeats, res, &e) != 0) {
+    if (do_dit && bench_dit(be, config, bf16, fp8, nreduce ? reduce : NULL, shapes, n, T, repeats, res, &e) != 0) {
         fprintf(stderr, "h3: bench: DiT: %s\n", e.msg);
         rc = 1;
     }

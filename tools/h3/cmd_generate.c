@@ -39,6 +39,8 @@ static void usage(FILE *f) {
             "  --precision bf16|fp32    bf16 as the release runs (default) or the fp32 reference\n"
             "  --quant none|fp8         fp8: the DiT blocks' linears as FP8 W8A8 (faster, not the reference's numerics)\n"
             "  --resident               sessions: keep each phase's model loaded for the next generation (!resident)\n"
+            "  --token-reduction        DiT blocks 4..29 on averaged pairs of video tokens (features.md 5.5; bf16;\n"
+            "                           H3_TOKEN_REDUCTION_BLOCKS=B:E, _EARLY=STEPS:END|0, _SCALE=S override)\n"
             "  --backend cpu|cuda       [cpu]    --threads N   CPU threads [all cores]\n"
             "  --profile                per-phase time and peak memory report\n"
             "  --random-weights         no checkpoint: every model made with random weights at the shapes of -d's\n"
@@ -76,6 +78,10 @@ int cmd_generate(int argc, char **argv) {
         }
         if (!strcmp(a, "--resident")) {
             r.resident = 1;
+            continue;
+        }
+        if (!strcmp(a, "--token-reduction")) {
+            r.token_reduction = 1;
             continue;
         }
         if (i + 1 >= argc) return cli_error("generate: %s needs a value (see h3 generate --help)", a);

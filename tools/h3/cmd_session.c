@@ -205,7 +205,8 @@ static int c_status(session *s, const char *arg) {
     static const char *const kinds[] = {"image", "silent video", "video", "video + audio", "audio"};
     show_size(st);
     show_frames(st);
-    printf("steps %d, reuse %d, layers %d, core reuse %d\n", st->steps, st->reuse, st->layers, st->core_reuse);
+    printf("steps %d, reuse %d, layers %d, core reuse %d, token reduction %s\n", st->steps, st->reuse, st->layers,
+           st->core_reuse, st->token_reduction ? "on" : "off");
     show_seed(s);
     printf("precision %s, backend %s%s (%s)\n", st->bf16 ? "bf16" : "fp32", st->cuda ? "cuda" : "cpu",
            st->random_weights ? ", random weights" : "",
@@ -332,6 +333,17 @@ static int c_resident(session *s, const char *arg) {
     return 0;
 }
 
+/* !token-reduction [on|off]: --token-reduction */
+static int c_token_reduction(session *s, const char *arg) {
+    if (arg) {
+        if (!strcmp(arg, "on")) s->st.token_reduction = 1;
+        else if (!strcmp(arg, "off")) s->st.token_reduction = 0;
+        else return say_error("!token-reduction expects on or off, got '%s'", arg);
+    }
+    printf("token reduction %s\n", s->st.token_reduction ? "on" : "off");
+    return 0;
+}
+
 /* !cache [clear]: the models kept by --resident / frees them */
 static int c_cache(session *s, const char *arg) {
     if (arg && strcmp(arg, "clear")) return say_error("!cache takes no value or 'clear', got '%s'", arg);
@@ -361,6 +373,7 @@ static const struct {
     {"core-reuse", "[N]", "core residual refresh interval, 1..6", c_core_reuse, 1},
     {"resident", "[on|off]", "keep each phase's model loaded between generations (--resident)", c_resident, 1},
     {"cache", "[clear]", "show / free the models kept by !resident", c_cache, 1},
+    {"token-reduction", "[on|off]", "DiT middle blocks on paired video tokens (features.md 5.5)", c_token_reduction, 1},
     {"again", "", "repeat the last prompt", c_again, 0},
     {"output", "[DIR]", "show/set the output directory (created)", c_output, 1},
     {"quit", "", "leave (so do !exit and end of input)", c_quit, 0},

@@ -192,3 +192,32 @@ void cpu_bf16_rows_gather_f32(h3_backend *be, float *dst, const h3_bf16 *src, co
     for (int64_t i = 0; i < n; i++)
         for (int64_t c = 0; c < dim; c++) dst[i * dim + c] = BF(src[(int64_t)index[i] * dim + c]);
 }
+
+void cpu_bf16_rows_pool_pairs(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, const int32_t *pairs, int64_t rows,
+                              int64_t dim) {
+#pragma omp parallel for schedule(static) if (rows * dim >= 32768)
+    for (int64_t r = 0; r < rows; r++) {
+        const h3_bf16 *a = x + (int64_t)pairs[2 * r] * dim, *b = x + (int64_t)pairs[2 * r + 1] * dim;
+        h3_bf16 *yr = y + r * dim;
+        if (a == b) memcpy(yr, a, (size_t)dim * sizeof *yr);
+        else
+            for (int64_t c = 0; c < dim; c++) yr[c] = PK((BF(a[c]) + BF(b[c])) * 0.5f);
+    }
+}
+
+void cpu_bf16_rows_expand_delta(h3_backend *be, h3_bf16 *x, const h3_bf16 *reduced, const h3_bf16 *base,
+                                const int32_t *parent, int64_t rows, int64_t prefix, int64_t dim, float scale) {
+#pragma omp parallel for schedule(static) if (rows * dim >= 32768)
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t p = parent[r];
+        h3_bf16 *xr = x + r * dim;
+        const h3_bf16 *red = reduced + p * dim, *bas = base + p * dim;
+        if (r < prefix) memcpy(xr, red, (size_t)dim * sizeof *xr);
+        else
+            for (int64_t c = 0; c < dim; c++) {
+                float update = BF(red[c]) - BF(bas[c]);
+                float scaled = scale * update;
+                xr[c] = PK(BF(xr[c]) + scaled);
+            }
+    }
+}

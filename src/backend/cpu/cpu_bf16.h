@@ -25,6 +25,10 @@ void cpu_bf16_rows_scatter(h3_backend *be, h3_bf16 *dst, const h3_bf16 *src, con
                            int64_t dim);
 void cpu_bf16_rows_scatter_f32(h3_backend *be, h3_bf16 *dst, const float *src, const int32_t *index, int64_t n,
                                int64_t dim);
+void cpu_bf16_rows_pool_pairs(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, const int32_t *pairs, int64_t rows,
+                              int64_t dim);
+void cpu_bf16_rows_expand_delta(h3_backend *be, h3_bf16 *x, const h3_bf16 *reduced, const h3_bf16 *base,
+                                const int32_t *parent, int64_t rows, int64_t prefix, int64_t dim, float scale);
 void cpu_bf16_rows_gather_f32(h3_backend *be, float *dst, const h3_bf16 *src, const int32_t *index, int64_t n,
                               int64_t dim);
 

@@ -720,3 +720,42 @@ extern "C" void cuda_bf16_rows_gather_f32(h3_backend *be, float *dst, const h3_b
     k_gather_f32<<<grid_rows_cols(n, dim, 256), 256, 0, cuda_of(be)->stream>>>(dst, src, index, n, dim);
     CUDA_LAUNCHED(be, "bf16_rows_gather_f32");
 }
+
+/* ---- --token-reduction: pairs pooled, the full grid restored with the reduced stack's update ---- */
+
+static __global__ void k_pool_pairs(uint16_t *y, const uint16_t *x, const int32_t *pairs, int64_t rows, int64_t dim) {
+    FOR_ROWS_COLS(r, c, rows, dim) {
+        const int64_t a = pairs[2 * r], b = pairs[2 * r + 1];
+        y[r * dim + c] = a == b ? x[a * dim + c] : pk((bf(x[a * dim + c]) + bf(x[b * dim + c])) * 0.5f);
+    }
+}
+
+static __global__ void k_expand_delta(uint16_t *x, const uint16_t *red, const uint16_t *base, const int32_t *parent,
+                                      int64_t rows, int64_t prefix, int64_t dim, float scale) {
+    FOR_ROWS_COLS(r, c, rows, dim) {
+        const int64_t p = parent[r];
+        if (r < prefix) {
+            x[r * dim + c] = red[p * dim + c];
+        } else {
+            float update = bf(red[p * dim + c]) - bf(base[p * dim + c]);
+            float scaled = scale * update;
+            x[r * dim + c] = pk(bf(x[r * dim + c]) + scaled);
+        }
+    }
+}
+
+extern "C" void cuda_bf16_rows_pool_pairs(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, const int32_t *pairs,
+                                          int64_t rows, int64_t dim) {
+    if (rows <= 0 || dim <= 0) return;
+    k_pool_pairs<<<grid_rows_cols(rows, dim, 256), 256, 0, cuda_of(be)->stream>>>(y, x, pairs, rows, dim);
+    CUDA_LAUNCHED(be, "bf16_rows_pool_pairs");
+}
+
+extern "C" void cuda_bf16_rows_expand_delta(h3_backend *be, h3_bf16 *x, const h3_bf16 *reduced, const h3_bf16 *base,
+                                            const int32_t *parent, int64_t rows, int64_t prefix, int64_t dim,
+                                            float scale) {
+    if (rows <= 0 || dim <= 0) return;
+    k_expand_delta<<<grid_rows_cols(rows, dim, 256), 256, 0, cuda_of(be)->stream>>>(x, reduced, base, parent, rows,
+                                                                                 prefix, dim, scale);
+    CUDA_LAUNCHED(be, "bf16_rows_expand_delta");
+}
