@@ -40,6 +40,7 @@ check "reuse range" "--reuse expects an integer in 1..3" -- -d "$TINY" -p hi -o 
 check "layers range" "--layers expects an integer in 35..50" -- -d "$TINY" -p hi -o "$O" --layers 51
 check "quant needs bf16" "--quant fp8 needs --precision bf16" -- -d "$TINY" -p hi -o "$O" --precision fp32 --quant fp8
 check "quant value" "--quant must be none or fp8" -- -d "$TINY" -p hi -o "$O" --quant fp4
+check "token reduction needs bf16" "--token-reduction needs --precision bf16" -- -d "$TINY" -p hi -o "$O" --precision fp32 --token-reduction
 check "render alone" "--render-width and --render-height must be given together" -- -d "$TINY" -p hi -o "$O" --render-width 64
 check "render multiple" "must be multiples of 32" -- -d "$TINY" -p hi -o "$O" --width 128 --height 64 --render-width 48 --render-height 32
 check "render aspect" "must have exactly its aspect" -- -d "$TINY" -p hi -o "$O" --width 128 --height 64 --render-width 96 --render-height 64
