@@ -146,4 +146,6 @@ void progress_report(const progress *p, FILE *out) {
     if (loads > 0)
         fprintf(out, "  %-34s %10.3f  (weights resident: total less the load phases, %.3f s)\n", "compute", total - loads,
                 loads);
+    else /* e.g. a session's generation with every model kept (--resident) */
+        fprintf(out, "  %-34s %10.3f  (no load phase: every model was resident)\n", "compute", total);
 }

@@ -127,6 +127,8 @@ n_load=$(grep -c "^load transformer \[" "$tmp/err5"); n_kept=$(grep -c "^h3: tra
 n_again=$(grep -c "loading it again" "$tmp/err5"); n_te=$(grep -c "^h3: text encoder resident" "$tmp/err5")
 if [ "$n_load" -eq 2 ] && [ "$n_kept" -eq 2 ] && [ "$n_again" -eq 1 ] && [ "$n_te" -eq 2 ]; then ok
 else bad "session 5: transformer loads $n_load (want 2), kept $n_kept (2), reloads $n_again (1), text encoder kept $n_te (2)"; fi
+n_res=$(grep -c "^  compute .*(no load phase: every model was resident)" "$tmp/err5") # generation 2 only
+if [ "$n_res" -eq 1 ]; then ok; else bad "session 5: $n_res profiles without a load phase (want 1)"; fi
 if grep -q "^cache: 4 models resident: text encoder" "$tmp/out5" && grep -q "^cache: empty$" "$tmp/out5"; then ok
 else bad "session 5: !cache: $(grep '^cache' "$tmp/out5")"; fi
 out=$("$H3" generate "${BASE[@]}" -p "A red fox." -o '' --resident 2>&1); rc=$?
