@@ -26,6 +26,11 @@ cat "$out/bench_flash_sm90.log"
 echo "== test_cuda_ops2 (backend_text.h / backend_audio.h / backend_conv.h twins, timings at release shapes)"
 "$build/tests/cuda/test_cuda_ops2" >"$out/test_cuda_ops2.log" 2>&1 || rc=1
 grep -E 'FAIL|RESULT|h3:|bench' "$out/test_cuda_ops2.log"
+for t in test_cuda_bf16 test_cuda_fp8 test_cuda_upload; do
+    echo "== $t"
+    "$build/tests/cuda/$t" >"$out/$t.log" 2>&1 || rc=1
+    grep -E 'FAIL|RESULT|h3:|GB/s' "$out/$t.log"
+done
 echo "== bench_cuda_ops"
 "$build/tests/cuda/bench_cuda_ops" ${2:-} >"$out/bench_cuda_ops.log" 2>&1 || rc=1
 cat "$out/bench_cuda_ops.log"
