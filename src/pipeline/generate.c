@@ -506,9 +506,12 @@ static int phase_dit(gen *s, h3_err *e) {
                        .release_adaln = 1 /* spec 4.5: tables cached, 39% of the weights dropped */};
     if (s->r->token_reduction) {
         if (denoise_token_reduction(&da, c->num_layers, e)) goto done;
-        fprintf(stderr, "h3: --token-reduction: blocks %d..%d on paired video tokens (%d..%d for the first %d passes), "
-                        "restore scale %g\n", da.reduce_begin, da.reduce_end - 1, da.reduce_begin, da.reduce_early_end - 1,
-                da.reduce_early_passes, (double)da.reduce_scale);
+        char early[64] = "";
+        if (da.reduce_early_passes)
+            snprintf(early, sizeof early, " (%d..%d for the first %d passes)", da.reduce_begin, da.reduce_early_end - 1,
+                     da.reduce_early_passes);
+        fprintf(stderr, "h3: --token-reduction: blocks %d..%d on paired video tokens%s, restore scale %g\n",
+                da.reduce_begin, da.reduce_end - 1, early, (double)da.reduce_scale);
         if (g->width == 256 && g->height == 256)
             fprintf(stderr, "h3: warning: --token-reduction at 256x256: keep it off at 256 square (features.md 5.5)\n");
         if (s->r->layers <= 40 && s->r->reuse >= 3)
