@@ -32,8 +32,11 @@ struct text_encoder {
     /* text_encoder_new_random: every run layer resident (no streaming), embeddings made per row */
     te_layer   *resident; /* [TE_OUTPUT_LAYER] or NULL */
     int         random;
+    int         keep_layers; /* text_encoder_keep_layers: streamed layers stay in resident[] after their first run */
     uint64_t    seed;
 };
+
+void text_encoder_keep_layers(text_encoder *te, int on) { te->keep_layers = on; }
 
 void text_encoder_set_progress(text_encoder *te, text_encoder_progress_fn fn, void *user) {
     te->progress = fn;
@@ -288,7 +291,7 @@ void text_encoder_free(text_encoder *te) {
         te_layer *L = &te->resident[i];
         h3_tensor *m[] = {L->q, L->k, L->v, L->o, L->gate, L->up, L->down};
         /* h3_weight_free leaves CPU data to its owner (a file mapping); random matrices are ours */
-        for (int j = 0; j < 7 && te->be->kind == H3_BACKEND_CPU; j++)
+        for (int j = 0; j < 7 && te->be->kind == H3_BACKEND_CPU && te->random; j++)
             if (m[j]) h3_free(te->be, m[j]->data), m[j]->data = NULL;
         layer_release(te, L);
     }
@@ -568,11 +571,20 @@ int text_encoder_forward(text_encoder *te, const int64_t *ids, int64_t L, const 
     const float scale = 1.0f / sqrtf((float)D);
     for (int layer = 0; layer < out_layer; layer++) {
         const te_layer *Lr = &lay;
-        if (te->resident && layer < TE_OUTPUT_LAYER) Lr = &te->resident[layer];
-        else if (te->random) {
+        if (te->resident && layer < TE_OUTPUT_LAYER && te->resident[layer].q) {
+            Lr = &te->resident[layer];
+        } else if (te->random) {
             h3_fail(e, "text encoder (random weights): only layers below %d exist", TE_OUTPUT_LAYER);
             goto done;
-        } else if (layer_load(te, layer, &lay, e)) goto done;
+        } else {
+            if (layer_load(te, layer, &lay, e)) goto done;
+            if (te->keep_layers && layer < TE_OUTPUT_LAYER &&
+                (te->resident || (te->resident = calloc(TE_OUTPUT_LAYER, sizeof *te->resident)))) {
+                te->resident[layer] = lay; /* kept: the next forwards read no weights (docs/session.md) */
+                memset(&lay, 0, sizeof lay);
+                Lr = &te->resident[layer];
+            }
+        }
         /* a. input norm */
         h3_upload(be, gain, Lr->ln1, (size_t)H * sizeof(float));
         h3_rmsnorm_qwen(be, x, h, L, H, gain, t->rms_norm_eps, flags);

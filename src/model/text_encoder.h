@@ -54,6 +54,9 @@ text_encoder *text_encoder_load(h3_backend *be, const char *dir, int bf16, h3_er
  * vision tower needs real weights). */
 text_encoder *text_encoder_new_random(h3_backend *be, const te_config *cfg, int bf16, uint64_t seed, h3_err *e);
 void          text_encoder_free(text_encoder *te);
+/* on: each streamed layer stays resident on the backend after the forward that first loads it, so later
+ * forwards read no weights (a session's --resident: about 49 GB on the GPU for the release). */
+void          text_encoder_keep_layers(text_encoder *te, int on);
 const te_config *text_encoder_get_config(const text_encoder *te);
 const st_set    *text_encoder_weights(const text_encoder *te);
 

@@ -374,6 +374,7 @@ static int phase_text(gen *s, h3_err *e) {
     if (presentation_rope_index(s->pres.ids, s->T, vis.image_grid, vis.n_image_grids, vis.video_grid, vis.n_video_grids,
                                 tc->vision.spatial_merge_size, pos, e))
         goto done;
+    if (res) text_encoder_keep_layers(te, 1); /* --resident: the streamed layers stay for the next generation */
     s->pg.total = TE_OUTPUT_LAYER; /* the bar now counts streamed layers */
     text_encoder_set_progress(te, text_progress, s);
     if (text_encoder_forward(te, s->pres.ids, s->T, pos, s->task == H3_T2VA ? NULL : &vis.rows, TE_OUTPUT_LAYER, s->text, e) ||
