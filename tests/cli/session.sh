@@ -10,7 +10,8 @@
 #  - a failed generation prints "h3: <message>", the session goes on, and the exit status is 1;
 #  - end of input (or !quit) ends it with status 0 when no generation failed;
 #  - a non-empty -o at start-up is refused (exit 2, one line);
-#  - --resident keeps the models between generations with the same outputs (section 5).
+#  - --resident keeps the models between generations with the same outputs (section 5);
+#  - !first/!last/!ref-image/!refs/!ref-remove set keyframes and references (section 6).
 # The MP4/PNG parts are skipped in a MEDIA=0 build (the latents dump needs no FFmpeg).
 set -u
 H3=${H3:-build/h3}
@@ -133,6 +134,32 @@ if grep -q "^cache: 4 models resident: text encoder" "$tmp/out5" && grep -q "^ca
 else bad "session 5: !cache: $(grep '^cache' "$tmp/out5")"; fi
 out=$("$H3" generate "${BASE[@]}" -p "A red fox." -o '' --resident 2>&1); rc=$?
 if [ $rc -eq 2 ] && grep -q "^h3: generate: --resident keeps the models" <<<"$out"; then ok; else bad "one-shot --resident: exit $rc: $out"; fi
+
+# 6. keyframes and references set by commands (features.md 3): !first/!last make an fl2va generation equal to the
+# one-shot --first-frame/--last-frame run, !ref-image a ref2va one equal to --ref-image; the rules (no
+# references with keyframes, none the other way round, unreadable files, !ref-remove's range) print one error
+# line each. Reading PNG keyframes needs FFmpeg: skipped in a MEDIA=0 build.
+if [ $media = 1 ]; then
+    K1=tests/fixtures/golden/e2e/fl2va_first.png K2=tests/fixtures/golden/e2e/fl2va_last.png
+    RI=tests/fixtures/golden/e2e/ref2va_image.png
+    oneshot onefl -p "The lantern flickers." --seed 7 --steps 2 --first-frame "$K1" --last-frame "$K2"
+    oneshot oneref -p "<Picture 1> sings on a stage." --seed 7 --steps 2 --ref-image "$RI"
+    printf '%s\n' "!seed 7" "!steps 2" "!first $K1" "!last $K2" "!ref-image $RI" "The lantern flickers." \
+        "!first clear" "!last clear" "!first /nonexistent.png" "!ref-image $RI" "!first $K1" "!ref-remove 2" \
+        "!refs" "<Picture 1> sings on a stage." "!ref-remove 1" "!refs" |
+        TMPDIR="$tmp/t" "$H3" generate "${BASE[@]}" -o '' --dump-latents "$tmp/k.safetensors" >"$tmp/out6" 2>"$tmp/err6"
+    rc=$?
+    if [ $rc -eq 0 ]; then ok; else bad "session 6: exit $rc: $(tail -3 "$tmp/err6")"; fi
+    same "!first/!last = one-shot --first-frame/--last-frame" "$tmp/onefl.safetensors" "$tmp/k-0001.safetensors"
+    same "!ref-image = one-shot --ref-image" "$tmp/oneref.safetensors" "$tmp/k-0002.safetensors"
+    n_err=$(grep -c '^h3: !' "$tmp/err6")
+    if grep -q "^h3: !ref-image: refused with keyframes" "$tmp/err6" && grep -q "^h3: !first /nonexistent.png: cannot read" "$tmp/err6" &&
+        grep -q "^h3: !first: refused while references exist" "$tmp/err6" && grep -q "^h3: !ref-remove expects an integer in 1..1" "$tmp/err6" &&
+        [ "$n_err" -eq 4 ]; then ok
+    else bad "session 6: errors: $(grep '^h3: !' "$tmp/err6")"; fi
+    if grep -q "^reference 1: image $RI" "$tmp/out6" && grep -q "^references: none$" "$tmp/out6"; then ok
+    else bad "session 6: !refs: $(cat "$tmp/out6")"; fi
+fi
 
 echo "RESULT $pass $fail"
 [ "$fail" -eq 0 ]

@@ -29,6 +29,7 @@
 #include "media/media.h"
 #include "pipeline/generate.h"
 #include "pipeline/progress.h"
+#include "io/snapshot.h"
 #include "pipeline/request.h"
 
 #define PATH_CAP 4096
@@ -46,6 +47,8 @@ typedef struct session {
     uint64_t    last_seed;
     char       *last_prompt;
     h3_gen_ctx *ctx;
+    /* paths set by !first / !last / !ref-image (start-up paths point into argv and are not ours) */
+    char       *first_owned, *last_owned, *ref_owned[H3_MAX_REFS];
 } session;
 
 typedef struct gen_paths {
@@ -196,13 +199,14 @@ static void show_seed(const session *s) {
 
 /* ---- commands ---- */
 
+static const char *const ref_kinds[] = {"image", "silent video", "video", "video + audio", "audio"};
+
 typedef int (*command_fn)(session *s, const char *arg); /* 0, -1 (error printed) or 1 (leave) */
 
 static int c_help(session *s, const char *arg);
 
 static int c_status(session *s, const char *arg) {
     const h3_request *st = &s->st;
-    static const char *const kinds[] = {"image", "silent video", "video", "video + audio", "audio"};
     show_size(st);
     show_frames(st);
     printf("steps %d, reuse %d, layers %d, core reuse %d, token reduction %s\n", st->steps, st->reuse, st->layers,
@@ -216,7 +220,7 @@ static int c_status(session *s, const char *arg) {
     else if (!st->nrefs)
         printf("t2va (no keyframes, no references)\n");
     for (int i = 0; i < st->nrefs; i++)
-        printf("reference %d: %s %s%s%s\n", i + 1, kinds[st->refs[i].kind], st->refs[i].path,
+        printf("reference %d: %s %s%s%s\n", i + 1, ref_kinds[st->refs[i].kind], st->refs[i].path,
                st->refs[i].audio_path ? " + " : "", st->refs[i].audio_path ? st->refs[i].audio_path : "");
     printf("output %s (%s)\n", s->out_dir, s->mux ? "video-NNNN.mp4" : "no MP4: -o ''");
     if (s->frames_base) printf("frames %s/video-NNNN/\n", s->frames_base);
@@ -311,6 +315,80 @@ static int c_output(session *s, const char *arg) {
     return 0;
 }
 
+/* ---- keyframes and references (features.md 3): set here, checked again when a prompt generates ---- */
+
+static int readable(const char *cmd, const char *path) {
+    if (access(path, R_OK)) return say_error("!%s %s: cannot read the file: %s", cmd, path, strerror(errno));
+    return 0;
+}
+
+/* !first / !last [PATH|clear]: the fl2va anchors; not with references (they are ref2va) */
+static int set_anchor(session *s, const char *cmd, const char *arg, const char **slot, char **owned) {
+    if (arg && !strcmp(arg, "clear")) {
+        *slot = NULL;
+        free(*owned), *owned = NULL;
+    } else if (arg) {
+        if (s->st.nrefs) return say_error("!%s: refused while references exist (!refs clear first)", cmd);
+        if (readable(cmd, arg)) return -1;
+        char *copy = strdup(arg);
+        if (!copy) return say_error("out of memory");
+        free(*owned), *owned = copy, *slot = copy;
+    }
+    printf("%s %s\n", cmd, *slot ? *slot : "none");
+    return 0;
+}
+static int c_first(session *s, const char *arg) { return set_anchor(s, "first", arg, &s->st.first_frame, &s->first_owned); }
+static int c_last(session *s, const char *arg) { return set_anchor(s, "last", arg, &s->st.last_frame, &s->last_owned); }
+
+static int c_refs(session *s, const char *arg) {
+    if (arg && strcmp(arg, "clear")) return say_error("!refs takes no value or 'clear', got '%s'", arg);
+    if (arg) {
+        for (int i = 0; i < H3_MAX_REFS; i++) free(s->ref_owned[i]), s->ref_owned[i] = NULL;
+        s->st.nrefs = 0;
+    }
+    if (!s->st.nrefs) printf("references: none\n");
+    for (int i = 0; i < s->st.nrefs; i++) {
+        const h3_ref *f = &s->st.refs[i];
+        printf("reference %d: %s %s%s%s\n", i + 1, ref_kinds[f->kind], f->path, f->audio_path ? " + " : "",
+               f->audio_path ? f->audio_path : "");
+    }
+    return 0;
+}
+
+/* !ref-image PATH: appends an image reference (<Picture k>); ref2va needs the snapshot's Ref2VA transformer */
+static int c_ref_image(session *s, const char *arg) {
+    if (!arg) return c_refs(s, NULL);
+    if (s->st.first_frame || s->st.last_frame) return say_error("!ref-image: refused with keyframes (!first clear, !last clear)");
+    char dir[PATH_CAP];
+    h3_err e = {{0}};
+    if (snapshot_dit_dir(s->st.model_dir, 1, dir, sizeof dir, &e)) return say_error("!ref-image: %s", e.msg);
+    int images = 0;
+    for (int i = 0; i < s->st.nrefs; i++) images += s->st.refs[i].kind == H3_REF_IMAGE;
+    if (images >= 9 || s->st.nrefs >= H3_MAX_REFS)
+        return say_error("!ref-image: at most 9 images and %d references (features.md 1.3)", H3_MAX_REFS);
+    if (readable("ref-image", arg)) return -1;
+    char *copy = strdup(arg);
+    if (!copy) return say_error("out of memory");
+    int k = s->st.nrefs++;
+    s->ref_owned[k] = copy;
+    s->st.refs[k] = (h3_ref){.kind = H3_REF_IMAGE, .path = copy, .audio_path = NULL};
+    printf("reference %d: image %s (<Picture %d>)\n", k + 1, copy, images + 1);
+    return 0;
+}
+
+/* !ref-remove N: removes reference N (1-based); the later ones move up */
+static int c_ref_remove(session *s, const char *arg) {
+    int n;
+    if (!arg) return say_error("!ref-remove expects a reference number");
+    if (!s->st.nrefs) return say_error("!ref-remove: there are no references");
+    if (parse_int("ref-remove", arg, 1, s->st.nrefs, &n)) return -1;
+    free(s->ref_owned[n - 1]);
+    for (int i = n - 1; i + 1 < s->st.nrefs; i++) s->st.refs[i] = s->st.refs[i + 1], s->ref_owned[i] = s->ref_owned[i + 1];
+    s->st.nrefs--;
+    s->ref_owned[s->st.nrefs] = NULL;
+    return c_refs(s, NULL);
+}
+
 static void generate(session *s, const char *prompt);
 
 static int c_again(session *s, const char *arg) {
@@ -374,6 +452,11 @@ static const struct {
     {"resident", "[on|off]", "keep each phase's model loaded between generations (--resident)", c_resident, 1},
     {"cache", "[clear]", "show / free the models kept by !resident", c_cache, 1},
     {"token-reduction", "[on|off]", "DiT middle blocks on paired video tokens (features.md 5.5)", c_token_reduction, 1},
+    {"first", "[PATH|clear]", "show/set/clear the first keyframe (fl2va); not with references", c_first, 1},
+    {"last", "[PATH|clear]", "show/set/clear the last keyframe (fl2va); not with references", c_last, 1},
+    {"ref-image", "[PATH]", "append an image reference (ref2va); not with keyframes", c_ref_image, 1},
+    {"refs", "[clear]", "list the references / remove them all", c_refs, 1},
+    {"ref-remove", "N", "remove reference N (1-based); the later ones move up", c_ref_remove, 1},
     {"again", "", "repeat the last prompt", c_again, 0},
     {"output", "[DIR]", "show/set the output directory (created)", c_output, 1},
     {"quit", "", "leave (so do !exit and end of input)", c_quit, 0},
@@ -473,6 +556,8 @@ static int make_session_dir(session *s, h3_err *e) {
 static void session_free(session *s) {
     h3_gen_ctx_free(s->ctx);
     free(s->last_prompt);
+    free(s->first_owned), free(s->last_owned);
+    for (int i = 0; i < H3_MAX_REFS; i++) free(s->ref_owned[i]);
 }
 
 int cmd_session(const h3_request *r, int seed_given, int output_given) {
