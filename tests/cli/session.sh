@@ -11,7 +11,7 @@
 #  - end of input (or !quit) ends it with status 0 when no generation failed;
 #  - a non-empty -o at start-up is refused (exit 2, one line);
 #  - --resident keeps the models between generations with the same outputs (section 5);
-#  - !first/!last/!ref-image/!refs/!ref-remove set keyframes and references (section 6).
+#  - !first/!last/!ref-image/!refs/!ref-remove set keyframes and references (section 6); !save (section 7).
 # The MP4/PNG parts are skipped in a MEDIA=0 build (the latents dump needs no FFmpeg).
 set -u
 H3=${H3:-build/h3}
@@ -159,6 +159,19 @@ if [ $media = 1 ]; then
     else bad "session 6: errors: $(grep '^h3: !' "$tmp/err6")"; fi
     if grep -q "^reference 1: image $RI" "$tmp/out6" && grep -q "^references: none$" "$tmp/out6"; then ok
     else bad "session 6: !refs: $(cat "$tmp/out6")"; fi
+fi
+
+# 7. !save: a byte copy of the last MP4 (temporary file + rename), never over an existing file; nothing to
+# save before the first video
+if [ $media = 1 ]; then
+    printf '%s\n' "!save $tmp/early.mp4" "!seed 7" "!steps 2" "A red fox." "!save $tmp/saved.mp4" "!save $tmp/saved.mp4" |
+        TMPDIR="$tmp/t" "$H3" generate "${BASE[@]}" >"$tmp/out7" 2>"$tmp/err7"
+    rc=$?
+    if [ $rc -eq 0 ]; then ok; else bad "session 7: exit $rc: $(tail -2 "$tmp/err7")"; fi
+    same "!save = the session's video-0001.mp4 = the one-shot MP4" "$tmp/one2.mp4" "$tmp/saved.mp4"
+    if grep -q "^h3: !save: no video yet" "$tmp/err7" && grep -q "^h3: !save $tmp/saved.mp4: the file exists" "$tmp/err7" &&
+        [ ! -e "$tmp/early.mp4" ] && [ ! -e "$tmp/saved.mp4.part" ]; then ok
+    else bad "session 7: $(grep '^h3: !' "$tmp/err7")"; fi
 fi
 
 echo "RESULT $pass $fail"

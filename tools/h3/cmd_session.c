@@ -49,6 +49,7 @@ typedef struct session {
     h3_gen_ctx *ctx;
     /* paths set by !first / !last / !ref-image (start-up paths point into argv and are not ours) */
     char       *first_owned, *last_owned, *ref_owned[H3_MAX_REFS];
+    char        last_mp4[PATH_CAP]; /* the last generation's MP4 (for !save), or "" */
 } session;
 
 typedef struct gen_paths {
@@ -389,6 +390,37 @@ static int c_ref_remove(session *s, const char *arg) {
     return c_refs(s, NULL);
 }
 
+/* !save [PATH]: copies the last video (default ./h3-<unix time>.mp4) through a temporary file and a rename; an
+ * existing PATH is not overwritten */
+static int c_save(session *s, const char *arg) {
+    if (!s->last_mp4[0]) return say_error("!save: no video yet (or -o '' turned MP4s off)");
+    char dst[PATH_CAP], tmp[PATH_CAP + 16];
+    if (arg) snprintf(dst, sizeof dst, "%s", arg);
+    else snprintf(dst, sizeof dst, "h3-%lld.mp4", (long long)time(NULL));
+    if (exists(dst)) return say_error("!save %s: the file exists (give another name)", dst);
+    snprintf(tmp, sizeof tmp, "%s.part", dst);
+    FILE *in = fopen(s->last_mp4, "rb"), *out = in ? fopen(tmp, "wb") : NULL;
+    if (!in || !out) {
+        int err = errno;
+        if (in) fclose(in);
+        return say_error("!save %s: %s", in ? tmp : s->last_mp4, strerror(err));
+    }
+    char buf[1 << 16];
+    size_t k;
+    int ok = 1;
+    while ((k = fread(buf, 1, sizeof buf, in)) > 0) ok &= fwrite(buf, 1, k, out) == k;
+    ok &= !ferror(in);
+    fclose(in);
+    ok &= fclose(out) == 0;
+    if (!ok || rename(tmp, dst)) {
+        int err = errno;
+        unlink(tmp);
+        return say_error("!save %s: %s", dst, ok ? strerror(err) : "write failed");
+    }
+    printf("saved %s\n", dst);
+    return 0;
+}
+
 static void generate(session *s, const char *prompt);
 
 static int c_again(session *s, const char *arg) {
@@ -457,6 +489,7 @@ static const struct {
     {"ref-image", "[PATH]", "append an image reference (ref2va); not with keyframes", c_ref_image, 1},
     {"refs", "[clear]", "list the references / remove them all", c_refs, 1},
     {"ref-remove", "N", "remove reference N (1-based); the later ones move up", c_ref_remove, 1},
+    {"save", "[PATH]", "copy the last video (default h3-<unix time>.mp4; never overwrites)", c_save, 1},
     {"again", "", "repeat the last prompt", c_again, 0},
     {"output", "[DIR]", "show/set the output directory (created)", c_output, 1},
     {"quit", "", "leave (so do !exit and end of input)", c_quit, 0},
@@ -527,6 +560,7 @@ static void generate(session *s, const char *prompt) {
     s->done++;
     s->next = n + 1;
     s->last_seed = seed;
+    snprintf(s->last_mp4, sizeof s->last_mp4, "%s", s->mux ? p.mp4 : "");
     printf("video-%04d: seed %llu, %.2f s", n, (unsigned long long)seed, progress_now() - t0);
     if (s->mux) printf(", %s", p.mp4);
     if (q.frames_dir) printf(", frames %s", p.frames);
