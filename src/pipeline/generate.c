@@ -63,6 +63,7 @@ typedef struct gen {
     int64_t           mp4_frames, mp4_samples;
     int               out_h, out_w;  /* output canvas; the model runs at g's (the render canvas, 5.6) */
     struct resident  *res;           /* --resident (sessions): the models kept between requests, else NULL */
+    struct prompt_cache *pc;         /* the context's prompt-embedding cache (t2va) */
 } gen;
 
 /* ---- --resident (sessions, docs/session.md): a phase's model kept for the next request ----
@@ -149,6 +150,42 @@ static void begin_on(gen *s, const char *name, const h3_backend *be, int64_t tot
 static int phase_check(h3_backend *be, h3_err *e) {
     h3_sync(be);
     return h3_backend_check(be, e);
+}
+
+/* ---- the prompt-embedding cache (features.md 3 "conditioning cache", t2va): one entry, kept by the context ----
+ * A t2va request whose prompt and text encoder (folder, precision, the seed of random weights) match the last
+ * one's takes its presentation rows and embeddings instead of running the text phase (a session's !again or a new
+ * seed: no text encoder load or forward). fl2va / ref2va (vision features, condition encodings) are not cached. */
+typedef struct prompt_cache {
+    char         key[RKEY + 64];
+    char        *prompt;
+    presentation pres;
+    float       *text; /* [pres.L, text_dim] */
+    int          text_dim;
+} prompt_cache;
+
+static void prompt_cache_free(prompt_cache *pc) {
+    free(pc->prompt);
+    presentation_free(&pc->pres);
+    free(pc->text);
+    memset(pc, 0, sizeof *pc);
+}
+
+static int copy_rows(const presentation *src, const float *text, int text_dim, presentation *pres, float **out) {
+    const size_t L = (size_t)src->L;
+    pres->ids = malloc(sizeof(int64_t) * (L ? L : 1));
+    pres->tags = malloc(sizeof(int64_t) * (L ? L : 1));
+    *out = malloc(sizeof(float) * (L ? L : 1) * (size_t)text_dim);
+    if (!pres->ids || !pres->tags || !*out) {
+        free(pres->ids), free(pres->tags), free(*out);
+        pres->ids = pres->tags = NULL, *out = NULL;
+        return -1;
+    }
+    memcpy(pres->ids, src->ids, sizeof(int64_t) * L);
+    memcpy(pres->tags, src->tags, sizeof(int64_t) * L);
+    memcpy(*out, text, sizeof(float) * L * (size_t)text_dim);
+    pres->L = src->L;
+    return 0;
 }
 
 /* ---- the vision side of the fl2va / ref2va presentations (text_encoder.md 3-4; encoders.py) ---- */
@@ -311,10 +348,18 @@ static void text_progress(void *user, int done, int total) {
 static int phase_text(gen *s, h3_err *e) {
     char dir[4096];
     path_in(s, "tokenizer", dir, sizeof dir);
-    h3_backend *be = phase_backend(s, s->task == H3_T2VA ? "text encoder" : "text encoder + vision tower", 1, "");
     char key[RKEY], tdir0[4096];
     path_in(s, "text_encoder", tdir0, sizeof tdir0);
     model_key(s, tdir0, s->r->bf16 ? "bf16" : "fp32", RANDOM_TEXT, key);
+    prompt_cache *pc = s->task == H3_T2VA ? s->pc : NULL;
+    if (pc && pc->prompt && !strcmp(pc->key, key) && !strcmp(pc->prompt, s->r->prompt)) {
+        if (copy_rows(&pc->pres, pc->text, pc->text_dim, &s->pres, &s->text))
+            return h3_fail(e, "out of memory for the cached prompt embedding");
+        s->T = s->pres.L, s->text_dim = pc->text_dim;
+        fprintf(stderr, "h3: prompt embedding cached (the same prompt and text encoder as an earlier generation)\n");
+        return 0;
+    }
+    h3_backend *be = phase_backend(s, s->task == H3_T2VA ? "text encoder" : "text encoder + vision tower", 1, "");
     resident *res = s->res;
     text_encoder *te = res ? resident_take(res, (void **)&res->te, res->te_key, key, free_te) : NULL;
     h3_tokenizer *tok = te ? resident_take(res, (void **)&res->tok, res->te_key, key, free_tok) : NULL;
@@ -384,6 +429,14 @@ static int phase_text(gen *s, h3_err *e) {
 done:
     vision_inputs_free(&vis);
     free(pos);
+    if (rc == 0 && pc) { /* the next request with this prompt skips the phase */
+        prompt_cache_free(pc);
+        snprintf(pc->key, sizeof pc->key, "%s", key);
+        if (!(pc->prompt = strdup(s->r->prompt)) || copy_rows(&s->pres, s->text, s->text_dim, &pc->pres, &pc->text))
+            prompt_cache_free(pc); /* out of memory: no cache, not an error */
+        else
+            pc->text_dim = s->text_dim;
+    }
     /* released before the DiT loads, unless --resident keeps it */
     if (rc == 0 && res) {
         resident_keep(res, (void **)&res->te, res->te_key, te, key, free_te);
@@ -818,6 +871,7 @@ struct h3_gen_ctx {
     int         cuda, threads;   /* the backend every request of this context must ask for */
     h3_backend *be, *cpu;        /* NULL until started; cpu == be with --backend cpu */
     resident    res;             /* --resident: the models kept between requests (on be / cpu) */
+    prompt_cache pc;             /* the last t2va prompt's presentation rows and embeddings (host memory) */
 };
 
 h3_gen_ctx *h3_gen_ctx_new(const h3_request *r, h3_err *e) {
@@ -853,7 +907,7 @@ int h3_gen_ctx_start(h3_gen_ctx *c, h3_err *e) {
 int h3_gen_ctx_started(const h3_gen_ctx *c) { return c && c->be != NULL; }
 
 void h3_gen_ctx_drop_models(h3_gen_ctx *c) {
-    if (c) resident_drop(&c->res);
+    if (c) resident_drop(&c->res), prompt_cache_free(&c->pc);
 }
 
 int h3_gen_ctx_models(const h3_gen_ctx *c, char *buf, size_t cap) {
@@ -864,9 +918,14 @@ int h3_gen_ctx_models(const h3_gen_ctx *c, char *buf, size_t cap) {
     const void *ms[4] = {r->te, r->dit, r->avae, r->vvae};
     const char *keys[4] = {r->te_key, r->dit_key, r->avae_key, r->vvae_key};
     size_t off = 0;
+    if (c->pc.prompt) {
+        int k = snprintf(buf, cap, "prompt embedding (%lld rows)", (long long)c->pc.pres.L);
+        if (k > 0) off += (size_t)k;
+    }
     for (int i = 0; i < 4; i++) {
         if (!ms[i]) continue;
-        int k = snprintf(buf + off, off < cap ? cap - off : 0, "%s%s (%s)", n++ ? "; " : "", names[i], keys[i]);
+        int k = snprintf(buf + off, off < cap ? cap - off : 0, "%s%s (%s)", off ? "; " : "", names[i], keys[i]);
+        n++;
         if (k > 0) off += (size_t)k;
     }
     return n;
@@ -875,6 +934,7 @@ int h3_gen_ctx_models(const h3_gen_ctx *c, char *buf, size_t cap) {
 void h3_gen_ctx_free(h3_gen_ctx *c) {
     if (!c) return;
     gen_ctx_stop(c);
+    prompt_cache_free(&c->pc);
     free(c);
 }
 
@@ -904,6 +964,7 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     }
     s.be = c->be;
     s.cpu = c->cpu;
+    s.pc = &c->pc;
     if (r->resident) s.res = &c->res;
     else resident_drop(&c->res); /* !resident off: the kept models go */
     if (r->cuda) s.pg.device = s.be; /* --profile's peak GPU memory per phase */

@@ -37,8 +37,9 @@ int  h3_gen_ctx_started(const h3_gen_ctx *c);
  * and the next request makes new ones. Returns as h3_generate. */
 int  h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e);
 void h3_gen_ctx_free(h3_gen_ctx *c);
-/* --resident (request.h): the models kept between requests. h3_gen_ctx_models describes them into buf
- * ("text encoder (key); transformer (key); ...") and returns their count; h3_gen_ctx_drop_models frees them. */
+/* What the context keeps between requests: the models of --resident (request.h) and the last t2va prompt's
+ * embedding. h3_gen_ctx_models describes them into buf ("prompt embedding (N rows); text encoder (key); ...") and
+ * returns the number of models; h3_gen_ctx_drop_models frees all of it. */
 int  h3_gen_ctx_models(const h3_gen_ctx *c, char *buf, size_t cap);
 void h3_gen_ctx_drop_models(h3_gen_ctx *c);
 

@@ -60,6 +60,9 @@ same "random-seed generation = one-shot --seed $seed1" "$tmp/one1.safetensors" "
 same "!seed 7 !steps 2 = one-shot" "$tmp/one2.safetensors" "$tmp/lat-0002.safetensors"
 same "!frames 140 = one-shot --frames 140" "$tmp/one3.safetensors" "$tmp/lat-0003.safetensors"
 same "!again = the same generation" "$tmp/lat-0003.safetensors" "$tmp/lat-0004.safetensors"
+# the prompt-embedding cache: !again (the same prompt) skips the text phase; the other prompts ran it
+n_pc=$(grep -c "^h3: prompt embedding cached" "$tmp/err1"); n_txt=$(grep -c "^h3: text encoder on" "$tmp/err1")
+if [ "$n_pc" -eq 2 ] && [ "$n_txt" -eq 2 ]; then ok; else bad "session 1: prompt cached $n_pc times (want 2), text phases $n_txt (want 2)"; fi
 if [ ! -e "$tmp/lat-0005.safetensors" ]; then ok; else bad "session 1: a fifth latents file"; fi
 # each bad command: exactly one error line; the session went on (later generations ran)
 errs=$(grep -c "^h3: unknown command '!bogus'\|^h3: !steps expects an integer in 1..1000, got 'abc'" "$tmp/err1")
@@ -126,11 +129,12 @@ same "resident, models kept = one-shot" "$tmp/one2.safetensors" "$tmp/r-0002.saf
 same "resident, !steps 3 (transformer loaded again) = one-shot --steps 3" "$tmp/one4.safetensors" "$tmp/r-0003.safetensors"
 n_load=$(grep -c "^load transformer \[" "$tmp/err5"); n_kept=$(grep -c "^h3: transformer resident" "$tmp/err5")
 n_again=$(grep -c "loading it again" "$tmp/err5"); n_te=$(grep -c "^h3: text encoder resident" "$tmp/err5")
-if [ "$n_load" -eq 2 ] && [ "$n_kept" -eq 2 ] && [ "$n_again" -eq 1 ] && [ "$n_te" -eq 2 ]; then ok
-else bad "session 5: transformer loads $n_load (want 2), kept $n_kept (2), reloads $n_again (1), text encoder kept $n_te (2)"; fi
+n_pc=$(grep -c "^h3: prompt embedding cached" "$tmp/err5") # generation 2 repeats generation 1's prompt
+if [ "$n_load" -eq 2 ] && [ "$n_kept" -eq 2 ] && [ "$n_again" -eq 1 ] && [ "$n_te" -eq 1 ] && [ "$n_pc" -eq 1 ]; then ok
+else bad "session 5: transformer loads $n_load (want 2), kept $n_kept (2), reloads $n_again (1), text encoder kept $n_te (1), prompt cached $n_pc (1)"; fi
 n_res=$(grep -c "^  compute .*(no load phase: every model was resident)" "$tmp/err5") # generation 2 only
 if [ "$n_res" -eq 1 ]; then ok; else bad "session 5: $n_res profiles without a load phase (want 1)"; fi
-if grep -q "^cache: 4 models resident: text encoder" "$tmp/out5" && grep -q "^cache: empty$" "$tmp/out5"; then ok
+if grep -q "^cache: 4 models resident: prompt embedding ([0-9]* rows); text encoder" "$tmp/out5" && grep -q "^cache: empty$" "$tmp/out5"; then ok
 else bad "session 5: !cache: $(grep '^cache' "$tmp/out5")"; fi
 out=$("$H3" generate "${BASE[@]}" -p "A red fox." -o '' --resident 2>&1); rc=$?
 if [ $rc -eq 2 ] && grep -q "^h3: generate: --resident keeps the models" <<<"$out"; then ok; else bad "one-shot --resident: exit $rc: $out"; fi
