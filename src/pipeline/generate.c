@@ -9,6 +9,7 @@
 #include "generate.h"
 
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,7 +64,8 @@ typedef struct gen {
     int64_t           mp4_frames, mp4_samples;
     int               out_h, out_w;  /* output canvas; the model runs at g's (the render canvas, 5.6) */
     struct resident  *res;           /* --resident (sessions): the models kept between requests, else NULL */
-    struct prompt_cache *pc;         /* the context's prompt-embedding cache (t2va) */
+    struct cond_cache *cc;           /* the context's conditioning cache */
+    int               cond_hit;      /* this request's conditioning came from cc */
 } gen;
 
 /* ---- --resident (sessions, docs/session.md): a phase's model kept for the next request ----
@@ -152,30 +154,44 @@ static int phase_check(h3_backend *be, h3_err *e) {
     return h3_backend_check(be, e);
 }
 
-/* ---- the prompt-embedding cache (features.md 3 "conditioning cache", t2va): one entry, kept by the context ----
- * A t2va request whose prompt and text encoder (folder, precision, the seed of random weights) match the last
- * one's takes its presentation rows and embeddings instead of running the text phase (a session's !again or a new
- * seed: no text encoder load or forward). fl2va / ref2va (vision features, condition encodings) are not cached. */
-typedef struct prompt_cache {
-    char         key[RKEY + 64];
-    char        *prompt;
+/* ---- the conditioning cache (features.md 3, one entry, kept by the context) ----
+ * A request whose conditioning key matches the previous one's takes its presentation rows, hidden states and (fl2va /
+ * ref2va) condition latents and audio rows instead of running the text phase and the condition encoders: a session's
+ * !again or a new seed loads no text encoder, vision tower or VAE encoder. The key: the text encoder (folder,
+ * precision, the seed of random weights), the task, the prompt, the canvas and frame count, and every keyframe /
+ * reference file's identity (path, size, modification time). The condition noise is drawn per seed later
+ * (phase_dit), so a hit gives the same generation as a miss. */
+typedef struct cond_cache {
+    char        *key;  /* NULL: empty */
     presentation pres;
     float       *text; /* [pres.L, text_dim] */
     int          text_dim;
-} prompt_cache;
+    int          n;
+    float       *latents[COND_MAX_ITEMS], *audio_rows[COND_MAX_ITEMS];
+    size_t       n_latents[COND_MAX_ITEMS], n_audio[COND_MAX_ITEMS];
+    int          Lt[COND_MAX_ITEMS], lh[COND_MAX_ITEMS], lw[COND_MAX_ITEMS];
+    int64_t      audio_latents[COND_MAX_ITEMS];
+} cond_cache;
 
-static void prompt_cache_free(prompt_cache *pc) {
-    free(pc->prompt);
-    presentation_free(&pc->pres);
-    free(pc->text);
-    memset(pc, 0, sizeof *pc);
+static void cond_cache_free(cond_cache *cc) {
+    free(cc->key);
+    presentation_free(&cc->pres);
+    free(cc->text);
+    for (int i = 0; i < COND_MAX_ITEMS; i++) free(cc->latents[i]), free(cc->audio_rows[i]);
+    memset(cc, 0, sizeof *cc);
+}
+
+static void *dup_floats(const float *src, size_t n) {
+    float *d = malloc(sizeof(float) * (n ? n : 1));
+    if (d && n) memcpy(d, src, sizeof(float) * n);
+    return d;
 }
 
 static int copy_rows(const presentation *src, const float *text, int text_dim, presentation *pres, float **out) {
     const size_t L = (size_t)src->L;
     pres->ids = malloc(sizeof(int64_t) * (L ? L : 1));
     pres->tags = malloc(sizeof(int64_t) * (L ? L : 1));
-    *out = malloc(sizeof(float) * (L ? L : 1) * (size_t)text_dim);
+    *out = dup_floats(text, L * (size_t)text_dim);
     if (!pres->ids || !pres->tags || !*out) {
         free(pres->ids), free(pres->tags), free(*out);
         pres->ids = pres->tags = NULL, *out = NULL;
@@ -183,9 +199,67 @@ static int copy_rows(const presentation *src, const float *text, int text_dim, p
     }
     memcpy(pres->ids, src->ids, sizeof(int64_t) * L);
     memcpy(pres->tags, src->tags, sizeof(int64_t) * L);
-    memcpy(*out, text, sizeof(float) * L * (size_t)text_dim);
     pres->L = src->L;
     return 0;
+}
+
+static size_t item_latent_count(const cond_item *it) { return it->latents ? (size_t)VIDEO_CHANNELS * it->Lt * it->lh * it->lw : 0; }
+
+/* one file's identity in the key; -1 when it cannot be read (the request then fails later anyway: no cache) */
+static int key_file(FILE *k, const char *path) {
+    struct stat sb;
+    if (!path) return 0;
+    if (stat(path, &sb)) return -1;
+    fprintf(k, "|%s %lld %lld.%09ld", path, (long long)sb.st_size, (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
+    return 0;
+}
+
+/* the request's conditioning key (malloc'd), or NULL */
+static char *cond_key(const gen *s) {
+    char *buf = NULL, tdir[4096], mkey[RKEY];
+    size_t len = 0;
+    FILE *k = open_memstream(&buf, &len);
+    if (!k) return NULL;
+    path_in(s, "text_encoder", tdir, sizeof tdir);
+    model_key(s, tdir, s->r->bf16 ? "bf16" : "fp32", RANDOM_TEXT, mkey);
+    const layout_geometry *g = &s->g;
+    fprintf(k, "%s|task %d|%dx%d|frames %d|prompt %s", mkey, (int)s->task, g->width, g->height, g->num_frames,
+            s->r->prompt ? s->r->prompt : "");
+    int bad = key_file(k, s->r->first_frame) || key_file(k, s->r->last_frame);
+    for (int i = 0; i < s->r->nrefs && !bad; i++) {
+        fprintf(k, "|ref %d", (int)s->r->refs[i].kind);
+        bad = key_file(k, s->r->refs[i].path) || key_file(k, s->r->refs[i].audio_path);
+    }
+    if (fclose(k) || bad) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* after the text phase and the encoders: the entry for the next request (out of memory: no entry, not an error) */
+static void cond_cache_store(gen *s, cond_cache *cc, char *key) {
+    cond_cache_free(cc);
+    if (!key || copy_rows(&s->pres, s->text, s->text_dim, &cc->pres, &cc->text)) {
+        free(key);
+        cond_cache_free(cc);
+        return;
+    }
+    cc->text_dim = s->text_dim;
+    cc->n = s->cond.n;
+    for (int i = 0; i < s->cond.n; i++) {
+        const cond_item *it = &s->cond.items[i];
+        cc->n_latents[i] = item_latent_count(it);
+        cc->Lt[i] = it->Lt, cc->lh[i] = it->lh, cc->lw[i] = it->lw, cc->audio_latents[i] = it->audio_latents;
+        cc->n_audio[i] = it->audio_rows ? (size_t)(2 * it->audio_latents * AUDIO_CHANNELS) : 0;
+        if ((it->latents && !(cc->latents[i] = dup_floats(it->latents, cc->n_latents[i]))) ||
+            (it->audio_rows && !(cc->audio_rows[i] = dup_floats(it->audio_rows, cc->n_audio[i])))) {
+            free(key);
+            cond_cache_free(cc);
+            return;
+        }
+    }
+    cc->key = key;
 }
 
 /* ---- the vision side of the fl2va / ref2va presentations (text_encoder.md 3-4; encoders.py) ---- */
@@ -351,12 +425,12 @@ static int phase_text(gen *s, h3_err *e) {
     char key[RKEY], tdir0[4096];
     path_in(s, "text_encoder", tdir0, sizeof tdir0);
     model_key(s, tdir0, s->r->bf16 ? "bf16" : "fp32", RANDOM_TEXT, key);
-    prompt_cache *pc = s->task == H3_T2VA ? s->pc : NULL;
-    if (pc && pc->prompt && !strcmp(pc->key, key) && !strcmp(pc->prompt, s->r->prompt)) {
-        if (copy_rows(&pc->pres, pc->text, pc->text_dim, &s->pres, &s->text))
+    if (s->cond_hit) { /* the previous request's conditioning (cond_cache) */
+        const cond_cache *cc = s->cc;
+        if (copy_rows(&cc->pres, cc->text, cc->text_dim, &s->pres, &s->text))
             return h3_fail(e, "out of memory for the cached prompt embedding");
-        s->T = s->pres.L, s->text_dim = pc->text_dim;
-        fprintf(stderr, "h3: prompt embedding cached (the same prompt and text encoder as an earlier generation)\n");
+        s->T = s->pres.L, s->text_dim = cc->text_dim;
+        fprintf(stderr, "h3: conditioning cached (the same prompt, text encoder and conditions as the previous generation)\n");
         return 0;
     }
     h3_backend *be = phase_backend(s, s->task == H3_T2VA ? "text encoder" : "text encoder + vision tower", 1, "");
@@ -429,14 +503,6 @@ static int phase_text(gen *s, h3_err *e) {
 done:
     vision_inputs_free(&vis);
     free(pos);
-    if (rc == 0 && pc) { /* the next request with this prompt skips the phase */
-        prompt_cache_free(pc);
-        snprintf(pc->key, sizeof pc->key, "%s", key);
-        if (!(pc->prompt = strdup(s->r->prompt)) || copy_rows(&s->pres, s->text, s->text_dim, &pc->pres, &pc->text))
-            prompt_cache_free(pc); /* out of memory: no cache, not an error */
-        else
-            pc->text_dim = s->text_dim;
-    }
     /* released before the DiT loads, unless --resident keeps it */
     if (rc == 0 && res) {
         resident_keep(res, (void **)&res->te, res->te_key, te, key, free_te);
@@ -856,6 +922,19 @@ static int resolve_geometry(gen *s, h3_err *e) {
 /* ---- phase 1b: conditioning latents (VAE encoders, loaded and freed here, before the DiT) ---- */
 static int phase_encode(gen *s, h3_err *e) {
     if (s->task == H3_T2VA) return 0;
+    if (s->cond_hit) { /* the cached latents of the same files at the same canvas */
+        const cond_cache *cc = s->cc;
+        if (cc->n != s->cond.n) return h3_fail(e, "conditioning cache: %d conditions cached, %d read", cc->n, s->cond.n);
+        for (int i = 0; i < s->cond.n; i++) {
+            cond_item *it = &s->cond.items[i];
+            it->Lt = cc->Lt[i], it->lh = cc->lh[i], it->lw = cc->lw[i], it->audio_latents = cc->audio_latents[i];
+            if (cc->latents[i] && !(it->latents = dup_floats(cc->latents[i], cc->n_latents[i])))
+                return h3_fail(e, "out of memory for the cached condition latents");
+            if (cc->audio_rows[i] && !(it->audio_rows = dup_floats(cc->audio_rows[i], cc->n_audio[i])))
+                return h3_fail(e, "out of memory for the cached condition audio rows");
+        }
+        return 0;
+    }
     char vdir[4096], adir[4096];
     path_in(s, "vae", vdir, sizeof vdir);
     path_in(s, "audio_vae", adir, sizeof adir);
@@ -871,7 +950,7 @@ struct h3_gen_ctx {
     int         cuda, threads;   /* the backend every request of this context must ask for */
     h3_backend *be, *cpu;        /* NULL until started; cpu == be with --backend cpu */
     resident    res;             /* --resident: the models kept between requests (on be / cpu) */
-    prompt_cache pc;             /* the last t2va prompt's presentation rows and embeddings (host memory) */
+    cond_cache  cc;              /* the last request's conditioning (host memory) */
 };
 
 h3_gen_ctx *h3_gen_ctx_new(const h3_request *r, h3_err *e) {
@@ -907,7 +986,7 @@ int h3_gen_ctx_start(h3_gen_ctx *c, h3_err *e) {
 int h3_gen_ctx_started(const h3_gen_ctx *c) { return c && c->be != NULL; }
 
 void h3_gen_ctx_drop_models(h3_gen_ctx *c) {
-    if (c) resident_drop(&c->res), prompt_cache_free(&c->pc);
+    if (c) resident_drop(&c->res), cond_cache_free(&c->cc);
 }
 
 int h3_gen_ctx_models(const h3_gen_ctx *c, char *buf, size_t cap) {
@@ -918,8 +997,8 @@ int h3_gen_ctx_models(const h3_gen_ctx *c, char *buf, size_t cap) {
     const void *ms[4] = {r->te, r->dit, r->avae, r->vvae};
     const char *keys[4] = {r->te_key, r->dit_key, r->avae_key, r->vvae_key};
     size_t off = 0;
-    if (c->pc.prompt) {
-        int k = snprintf(buf, cap, "prompt embedding (%lld rows)", (long long)c->pc.pres.L);
+    if (c->cc.key) {
+        int k = snprintf(buf, cap, "conditioning (%lld prompt rows, %d conditions)", (long long)c->cc.pres.L, c->cc.n);
         if (k > 0) off += (size_t)k;
     }
     for (int i = 0; i < 4; i++) {
@@ -934,7 +1013,7 @@ int h3_gen_ctx_models(const h3_gen_ctx *c, char *buf, size_t cap) {
 void h3_gen_ctx_free(h3_gen_ctx *c) {
     if (!c) return;
     gen_ctx_stop(c);
-    prompt_cache_free(&c->pc);
+    cond_cache_free(&c->cc);
     free(c);
 }
 
@@ -964,7 +1043,7 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     }
     s.be = c->be;
     s.cpu = c->cpu;
-    s.pc = &c->pc;
+    s.cc = &c->cc;
     if (r->resident) s.res = &c->res;
     else resident_drop(&c->res); /* !resident off: the kept models go */
     if (r->cuda) s.pg.device = s.be; /* --profile's peak GPU memory per phase */
@@ -984,8 +1063,12 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
             fprintf(stderr, "h3: warning: --reuse %d with %d steps: keep reuse at 1 for 7 steps or fewer "
                             "(features.md 5.1)\n", r->reuse, r->steps);
     }
+    char *ckey = cond_key(&s); /* NULL: an unreadable condition file (the phases say which) */
+    s.cond_hit = ckey && c->cc.key && !strcmp(ckey, c->cc.key);
     int rc = phase_text(&s, e);
     if (!rc) rc = phase_encode(&s, e);
+    if (!rc && !s.cond_hit) cond_cache_store(&s, &c->cc, ckey), ckey = NULL; /* the store owns the key */
+    free(ckey);
     if (!rc) rc = phase_dit(&s, e);
     if (!rc) rc = phase_audio(&s, e);
     if (!rc) rc = phase_video(&s, e);

@@ -60,8 +60,8 @@ same "random-seed generation = one-shot --seed $seed1" "$tmp/one1.safetensors" "
 same "!seed 7 !steps 2 = one-shot" "$tmp/one2.safetensors" "$tmp/lat-0002.safetensors"
 same "!frames 140 = one-shot --frames 140" "$tmp/one3.safetensors" "$tmp/lat-0003.safetensors"
 same "!again = the same generation" "$tmp/lat-0003.safetensors" "$tmp/lat-0004.safetensors"
-# the prompt-embedding cache: !again (the same prompt) skips the text phase; the other prompts ran it
-n_pc=$(grep -c "^h3: prompt embedding cached" "$tmp/err1"); n_txt=$(grep -c "^h3: text encoder on" "$tmp/err1")
+# the conditioning cache: the same prompt again (after !seed / !steps, and !again) skips the text phase
+n_pc=$(grep -c "^h3: conditioning cached" "$tmp/err1"); n_txt=$(grep -c "^h3: text encoder on" "$tmp/err1")
 if [ "$n_pc" -eq 2 ] && [ "$n_txt" -eq 2 ]; then ok; else bad "session 1: prompt cached $n_pc times (want 2), text phases $n_txt (want 2)"; fi
 if [ ! -e "$tmp/lat-0005.safetensors" ]; then ok; else bad "session 1: a fifth latents file"; fi
 # each bad command: exactly one error line; the session went on (later generations ran)
@@ -129,12 +129,13 @@ same "resident, models kept = one-shot" "$tmp/one2.safetensors" "$tmp/r-0002.saf
 same "resident, !steps 3 (transformer loaded again) = one-shot --steps 3" "$tmp/one4.safetensors" "$tmp/r-0003.safetensors"
 n_load=$(grep -c "^load transformer \[" "$tmp/err5"); n_kept=$(grep -c "^h3: transformer resident" "$tmp/err5")
 n_again=$(grep -c "loading it again" "$tmp/err5"); n_te=$(grep -c "^h3: text encoder resident" "$tmp/err5")
-n_pc=$(grep -c "^h3: prompt embedding cached" "$tmp/err5") # generation 2 repeats generation 1's prompt
+n_pc=$(grep -c "^h3: conditioning cached" "$tmp/err5") # generation 2 repeats generation 1's prompt
 if [ "$n_load" -eq 2 ] && [ "$n_kept" -eq 2 ] && [ "$n_again" -eq 1 ] && [ "$n_te" -eq 1 ] && [ "$n_pc" -eq 1 ]; then ok
 else bad "session 5: transformer loads $n_load (want 2), kept $n_kept (2), reloads $n_again (1), text encoder kept $n_te (1), prompt cached $n_pc (1)"; fi
 n_res=$(grep -c "^  compute .*(no load phase: every model was resident)" "$tmp/err5") # generation 2 only
 if [ "$n_res" -eq 1 ]; then ok; else bad "session 5: $n_res profiles without a load phase (want 1)"; fi
-if grep -q "^cache: 4 models resident: prompt embedding ([0-9]* rows); text encoder" "$tmp/out5" && grep -q "^cache: empty$" "$tmp/out5"; then ok
+if grep -q "^cache: 4 models resident: conditioning ([0-9]* prompt rows, 0 conditions); text encoder" "$tmp/out5" &&
+    grep -q "^cache: empty$" "$tmp/out5"; then ok
 else bad "session 5: !cache: $(grep '^cache' "$tmp/out5")"; fi
 out=$("$H3" generate "${BASE[@]}" -p "A red fox." -o '' --resident 2>&1); rc=$?
 if [ $rc -eq 2 ] && grep -q "^h3: generate: --resident keeps the models" <<<"$out"; then ok; else bad "one-shot --resident: exit $rc: $out"; fi
@@ -163,6 +164,24 @@ if [ $media = 1 ]; then
     else bad "session 6: errors: $(grep '^h3: !' "$tmp/err6")"; fi
     if grep -q "^reference 1: image $RI" "$tmp/out6" && grep -q "^references: none$" "$tmp/out6"; then ok
     else bad "session 6: !refs: $(cat "$tmp/out6")"; fi
+    # the conditioning cache with keyframes: the same files again are cached (and give the one-shot's latents); the
+    # same file with a new modification time is encoded again (its identity is part of the key)
+    cp "$K1" "$tmp/k1.png"
+    oneshot onefl2 -p "The lantern flickers." --seed 7 --steps 2 --first-frame "$tmp/k1.png"
+    mkfifo "$tmp/fifo"
+    TMPDIR="$tmp/t" "$H3" generate "${BASE[@]}" -o '' --dump-latents "$tmp/c.safetensors" <"$tmp/fifo" >"$tmp/out6b" 2>"$tmp/err6b" &
+    {
+        printf '%s\n' "!seed 7" "!steps 2" "!first $tmp/k1.png" "The lantern flickers." "The lantern flickers."
+        while [ ! -e "$tmp/c-0002.safetensors" ] && kill -0 $! 2>/dev/null; do sleep 0.1; done
+        touch -d '2001-01-01' "$tmp/k1.png"
+        printf '%s\n' "The lantern flickers."
+    } >"$tmp/fifo"
+    wait
+    same "keyframes, first generation = one-shot" "$tmp/onefl2.safetensors" "$tmp/c-0001.safetensors"
+    same "keyframes, cached conditioning = one-shot" "$tmp/onefl2.safetensors" "$tmp/c-0002.safetensors"
+    same "keyframes, a touched file (encoded again) = one-shot" "$tmp/onefl2.safetensors" "$tmp/c-0003.safetensors"
+    n_c=$(grep -c "^h3: conditioning cached" "$tmp/err6b"); n_enc=$(grep -c "^h3: VAE encoders (conditions) on" "$tmp/err6b")
+    if [ "$n_c" -eq 1 ] && [ "$n_enc" -eq 2 ]; then ok; else bad "session 6b: cached $n_c (want 1), encoder runs $n_enc (want 2)"; fi
 fi
 
 # 7. !save: a byte copy of the last MP4 (temporary file + rename), never over an existing file; nothing to
