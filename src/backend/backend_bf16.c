@@ -4,85 +4,72 @@
 #include "cpu/cpu_bf16.h"
 #ifdef H3_CUDA
 #include "cuda/cuda_bf16.h"
-#include "cuda/cuda_ops.h"
-/* On CUDA each op is bracketed by the per-op timer (a no-op unless H3_CUDA_OPTIME=1). */
-#define BF16_DISPATCH(be, op, ...)                          \
-    do {                                                    \
-        if ((be)->kind == H3_BACKEND_CUDA) {                \
-            int mark_ = cuda_optime_begin((be), #op);       \
-            cuda_##op(__VA_ARGS__);                         \
-            cuda_optime_end((be), mark_);                   \
-        } else {                                            \
-            cpu_##op(__VA_ARGS__);                          \
-        }                                                   \
-    } while (0)
-#else
-#define BF16_DISPATCH(be, op, ...) cpu_##op(__VA_ARGS__)
 #endif
+#include "backend_timed.h"
 
-void h3_bf16_pack(h3_backend *be, h3_bf16 *y, const float *x, int64_t n) { BF16_DISPATCH(be, bf16_pack, be, y, x, n); }
+void h3_bf16_pack(h3_backend *be, h3_bf16 *y, const float *x, int64_t n) { TIMED_DISPATCH(be, bf16_pack, be, y, x, n); }
 
 void h3_bf16_unpack(h3_backend *be, float *y, const h3_bf16 *x, int64_t n) {
-    BF16_DISPATCH(be, bf16_unpack, be, y, x, n);
+    TIMED_DISPATCH(be, bf16_unpack, be, y, x, n);
 }
 
 void h3_bf16_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const h3_bf16 *x, int64_t ldx, int64_t M,
                     const h3_tensor *w, const h3_tensor *bias) {
-    BF16_DISPATCH(be, bf16_matmul, be, y, ldy, x, ldx, M, w, bias);
+    TIMED_DISPATCH(be, bf16_matmul, be, y, ldy, x, ldx, M, w, bias);
 }
 
 void h3_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, int64_t rows, int64_t dim, const float *w,
                               float eps, const float *table, int64_t table_stride, const int32_t *row_index,
                               int64_t shift_off, int64_t scale_off) {
-    BF16_DISPATCH(be, bf16_rmsnorm_modulate, be, y, x, rows, dim, w, eps, table, table_stride, row_index, shift_off,
+    TIMED_DISPATCH(be, bf16_rmsnorm_modulate, be, y, x, rows, dim, w, eps, table, table_stride, row_index, shift_off,
                   scale_off);
 }
 
 void h3_bf16_head_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t row_stride, int heads,
                             int64_t head_stride, int head_dim, const float *w, float eps, int rot_dim, const float *cos,
                             const float *sin) {
-    BF16_DISPATCH(be, bf16_head_norm_rope, be, x, rows, row_stride, heads, head_stride, head_dim, w, eps, rot_dim, cos,
+    TIMED_DISPATCH(be, bf16_head_norm_rope, be, x, rows, row_stride, heads, head_stride, head_dim, w, eps, rot_dim, cos,
                   sin);
 }
 
 void h3_bf16_attention(h3_backend *be, h3_bf16 *out, int64_t o_rs, const h3_bf16 *q, int64_t q_rs, int64_t q_hs,
                        const h3_bf16 *k, int64_t k_rs, int64_t k_hs, const h3_bf16 *v, int64_t v_rs, int64_t v_hs,
                        int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale) {
-    BF16_DISPATCH(be, bf16_attention, be, out, o_rs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq, Hkv, D,
+    TIMED_DISPATCH(be, bf16_attention, be, out, o_rs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq, Hkv, D,
                   scale);
 }
 
 void h3_bf16_gated_residual(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch, int64_t rows, int64_t dim,
                             const float *table, int64_t table_stride, const int32_t *row_index, int64_t gate_off) {
-    BF16_DISPATCH(be, bf16_gated_residual, be, x, branch, rows, dim, table, table_stride, row_index, gate_off);
+    TIMED_DISPATCH(be, bf16_gated_residual, be, x, branch, rows, dim, table, table_stride, row_index, gate_off);
 }
 
 void h3_bf16_swiglu(h3_backend *be, h3_bf16 *y, const h3_bf16 *z, int64_t rows, int64_t ff, int64_t ldz,
                     int64_t val_off, int64_t gate_off) {
-    BF16_DISPATCH(be, bf16_swiglu, be, y, z, rows, ff, ldz, val_off, gate_off);
+    TIMED_DISPATCH(be, bf16_swiglu, be, y, z, rows, ff, ldz, val_off, gate_off);
 }
 
 void h3_bf16_rows_scatter(h3_backend *be, h3_bf16 *dst, const h3_bf16 *src, const int32_t *index, int64_t n,
                           int64_t dim) {
-    BF16_DISPATCH(be, bf16_rows_scatter, be, dst, src, index, n, dim);
+    TIMED_DISPATCH(be, bf16_rows_scatter, be, dst, src, index, n, dim);
 }
 
 void h3_bf16_rows_scatter_f32(h3_backend *be, h3_bf16 *dst, const float *src, const int32_t *index, int64_t n,
                               int64_t dim) {
-    BF16_DISPATCH(be, bf16_rows_scatter_f32, be, dst, src, index, n, dim);
+    TIMED_DISPATCH(be, bf16_rows_scatter_f32, be, dst, src, index, n, dim);
 }
 
 void h3_bf16_rows_gather_f32(h3_backend *be, float *dst, const h3_bf16 *src, const int32_t *index, int64_t n,
                              int64_t dim) {
-    BF16_DISPATCH(be, bf16_rows_gather_f32, be, dst, src, index, n, dim);
+    TIMED_DISPATCH(be, bf16_rows_gather_f32, be, dst, src, index, n, dim);
 }
 
 void h3_bf16_rows_pool_pairs(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, const int32_t *pairs, int64_t rows,
                              int64_t dim) {
-    BF16_DISPATCH(be, bf16_rows_pool_pairs, be, y, x, pairs, rows, dim);
+    TIMED_DISPATCH(be, bf16_rows_pool_pairs, be, y, x, pairs, rows, dim);
 }
 
 void h3_bf16_rows_expand_delta(h3_backend *be, h3_bf16 *x, const h3_bf16 *reduced, const h3_bf16 *base,
                                const int32_t *parent, int64_t rows, int64_t prefix, int64_t dim, float scale) {
-    BF16_DISPATCH(be, bf16_rows_expand_delta, be, x, reduced, base, parent, rows, prefix, dim, scale);
+    TIMED_DISPATCH(be, bf16_rows_expand_delta, be, x, reduced, base, parent, rows, prefix, dim, scale);
 }

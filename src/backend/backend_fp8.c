@@ -1,4 +1,4 @@
-/* Dispatch of the FP8 W8A8 ops (backend_fp8.h) to the CPU twin (cpu/cpu_fp8.c) or CUDA (cuda/cuda_fp8.cu). */
+/* Dispatch of the FP8 W8A8 ops (backend_fp8.h) to the CPU twin (cpu/cpu_fp8.c) or CUDA (cuda/cuda_w8a8.cu). */
 #include "backend_fp8.h"
 
 #include <string.h>
@@ -6,29 +6,17 @@
 #include "cpu/cpu_fp8.h"
 #ifdef H3_CUDA
 #include "cuda/cuda_w8a8.h"
-#include "cuda/cuda_ops.h"
-#define FP8_DISPATCH(be, op, ...)                           \
-    do {                                                    \
-        if ((be)->kind == H3_BACKEND_CUDA) {                \
-            int mark_ = cuda_optime_begin((be), #op);       \
-            cuda_##op(__VA_ARGS__);                         \
-            cuda_optime_end((be), mark_);                   \
-        } else {                                            \
-            cpu_##op(__VA_ARGS__);                          \
-        }                                                   \
-    } while (0)
-#else
-#define FP8_DISPATCH(be, op, ...) cpu_##op(__VA_ARGS__)
 #endif
+#include "backend_timed.h"
 
 void h3_fp8_quant_rows(h3_backend *be, uint8_t *q, float *scale, const h3_bf16 *x, int64_t rows, int64_t dim,
                        int64_t ldx) {
-    FP8_DISPATCH(be, fp8_quant_rows, be, q, scale, x, rows, dim, ldx);
+    TIMED_DISPATCH(be, fp8_quant_rows, be, q, scale, x, rows, dim, ldx);
 }
 
 void h3_fp8_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const uint8_t *xq, const float *xs, int64_t M,
                    const h3_fp8_linear *w) {
-    FP8_DISPATCH(be, fp8_matmul, be, y, ldy, xq, xs, M, w);
+    TIMED_DISPATCH(be, fp8_matmul, be, y, ldy, xq, xs, M, w);
 }
 
 int h3_fp8_linear_new(h3_backend *be, h3_fp8_linear *out, const h3_tensor *w, h3_err *e) {

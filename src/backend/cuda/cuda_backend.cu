@@ -2,6 +2,7 @@
  * All work goes to one stream per backend, so every op is ordered after the previous one without
  * host synchronization; only h3_download and h3_sync wait. */
 #include "cuda_internal.h"
+#include "cuda_vae.h" /* cuda_vae_host_alloc: the staging buffers of cuda_upload */
 extern "C" {
 #include "../../core/tensor.h" /* h3_memcpy_par */
 }
@@ -281,12 +282,6 @@ extern "C" void cuda_f32_to_bf16(h3_backend *be, uint16_t *dst, const float *src
 
 /* ---- cuBLASLt ---- */
 
-static int ptr_align(const void *p) {
-    uintptr_t u = (uintptr_t)p;
-    int a = 256;
-    while (a > 1 && (u % (uintptr_t)a)) a >>= 1;
-    return a;
-}
 
 /* The heuristic's first algorithm for a described GEMM, with the workspace and operand alignment (bytes)
  * as preferences; shared by lt_gemm_ex and cuda_sgemm_rm (cuda_gemm_rm.cu). */
@@ -326,9 +321,9 @@ static void lt_gemm_ex(h3_backend *be, int kind, const void *w, const void *x, i
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
     cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
     cublasStatus_t st;
-    int align = ptr_align(w);
-    if (ptr_align(x) < align) align = ptr_align(x);
-    if (ptr_align(y) < align) align = ptr_align(y);
+    int align = cuda_ptr_align(w);
+    if (cuda_ptr_align(x) < align) align = cuda_ptr_align(x);
+    if (cuda_ptr_align(y) < align) align = cuda_ptr_align(y);
     int bias_key = bias ? (int)bias_type + 1 : 0;
     char what[160];
     snprintf(what, sizeof what, "cublasLt matmul (kind %d, M %lld N %lld K %lld, ldx %lld ldy %lld)", kind,

@@ -20,13 +20,6 @@ struct rm_cache {
     int     next;
 };
 
-int ptr_align(const void *p) {
-    uintptr_t u = (uintptr_t)p;
-    int a = 256;
-    while (a > 1 && (u % (uintptr_t)a)) a >>= 1;
-    return a;
-}
-
 } // namespace
 
 extern "C" void cuda_sgemm_rm(h3_backend *be, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
@@ -46,16 +39,16 @@ extern "C" void cuda_sgemm_rm(h3_backend *be, int ta, int tb, int64_t M, int64_t
     cublasOperation_t t1 = tb ? CUBLAS_OP_T : CUBLAS_OP_N, t2 = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     uint64_t r1 = tb ? (uint64_t)K : (uint64_t)N, c1 = tb ? (uint64_t)N : (uint64_t)K;
     uint64_t r2 = ta ? (uint64_t)M : (uint64_t)K, c2 = ta ? (uint64_t)K : (uint64_t)M;
-    int align = ptr_align(A);
-    if (ptr_align(B) < align) align = ptr_align(B);
-    if (ptr_align(C) < align) align = ptr_align(C);
+    int align = cuda_ptr_align(A);
+    if (cuda_ptr_align(B) < align) align = cuda_ptr_align(B);
+    if (cuda_ptr_align(C) < align) align = cuda_ptr_align(C);
     /* every row start and batch operand must be as aligned as the bases (conservative: an odd leading
      * dimension or batch stride limits the kernels to 4-byte accesses) */
     {
         int64_t dims[6] = {lda, ldb, ldc, batch > 1 ? sa : 0, batch > 1 ? sb : 0, batch > 1 ? sc : 0};
         for (int i = 0; i < 6; i++)
-            if (dims[i] && ptr_align((const void *)(uintptr_t)(dims[i] * 4)) < align)
-                align = ptr_align((const void *)(uintptr_t)(dims[i] * 4));
+            if (dims[i] && cuda_ptr_align((const void *)(uintptr_t)(dims[i] * 4)) < align)
+                align = cuda_ptr_align((const void *)(uintptr_t)(dims[i] * 4));
     }
     char what[160];
     snprintf(what, sizeof what, "cublasLt sgemm_rm (M %lld N %lld K %lld, batch %d)", (long long)M, (long long)N,

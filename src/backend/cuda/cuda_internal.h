@@ -86,8 +86,14 @@ void cuda_optime_release(h3_backend *be);
 /* Frees the cuDNN handle and cached SDPA plans (cuda_sdpa_cudnn.cu). */
 extern "C" void cuda_sdpa_release(h3_backend *be);
 extern "C" void cuda_vae_pin_release(h3_backend *be); /* the pinned host buffers kept by cuda_vae.cu */
-extern "C" void *cuda_vae_host_alloc(h3_backend *be, size_t bytes);
-extern "C" void cuda_vae_host_free(h3_backend *be, void *p);
+
+/* The largest power of two (<= 256) dividing the address: the alignment cuBLASLt's heuristics are told about. */
+static inline int cuda_ptr_align(const void *p) {
+    uintptr_t u = (uintptr_t)p;
+    int a = 256;
+    while (a > 1 && (u % (uintptr_t)a)) a >>= 1;
+    return a;
+}
 
 /* Grid-stride kernels: at most 8192 blocks, so each thread streams several elements (hundreds of
  * thousands of one-element blocks cost more in block scheduling than in memory traffic). */

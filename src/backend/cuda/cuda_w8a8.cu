@@ -84,12 +84,6 @@ static __global__ void k_scale_rows_cols(uint16_t *y, int64_t ldy, const float *
     FOR_ROWS_COLS(m, n, M, N) y[m * ldy + n] = f32_to_bf16_bits(acc[m * N + n] * (xs[m] * ws[n]));
 }
 
-static int ptr_align(const void *p) {
-    uintptr_t u = (uintptr_t)p;
-    int a = 256;
-    while (a > 1 && (u % (uintptr_t)a)) a >>= 1;
-    return a;
-}
 
 /* The cached plan of an FP8 GEMM kind, shape, output stride, alignment and accumulation mode, or NULL. */
 static cuda_gemm_plan *find_plan(cuda_impl *c, int kind, int64_t M, int64_t N, int64_t K, int64_t ldd, int align,
@@ -177,15 +171,15 @@ extern "C" void cuda_fp8_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const u
     }
     const char *fa = getenv("H3_FP8_FAST_ACCUM");
     const int fast = fa && atoi(fa) > 0;
-    int align = ptr_align(w->q);
-    if (ptr_align(xq) < align) align = ptr_align(xq);
-    if (ptr_align(y) < align) align = ptr_align(y);
+    int align = cuda_ptr_align(w->q);
+    if (cuda_ptr_align(xq) < align) align = cuda_ptr_align(xq);
+    if (cuda_ptr_align(y) < align) align = cuda_ptr_align(y);
     cublasStatus_t st = fp8_gemm(be, CUDA_GEMM_FP8, y, ldy, xq, xs, M, w, align, fast);
     if (st == CUBLAS_STATUS_SUCCESS) return;
     /* no algorithm with scale vectors: the fp32 accumulator out, then the scales and the rounding */
     float *acc = (float *)cuda_scratch(be, (size_t)(M * N) * sizeof(float));
     if (!acc) return;
-    int a2 = ptr_align(acc) < align ? ptr_align(acc) : align;
+    int a2 = cuda_ptr_align(acc) < align ? cuda_ptr_align(acc) : align;
     st = fp8_gemm(be, CUDA_GEMM_FP8_F32OUT, acc, N, xq, xs, M, w, a2, fast);
     if (st != CUBLAS_STATUS_SUCCESS) {
         char what[128];
