@@ -51,6 +51,17 @@ void h3_vae_host_free(h3_backend *be, void *p) {
     free(p);
 }
 
+int h3_vae_host_prefetch(h3_backend *be, size_t bytes, int n) {
+    if (be->kind == H3_BACKEND_CPU || n <= 0) return 0;
+    void *p[8] = {0};
+    int rc = 0;
+    if (n > 8) n = 8;
+    for (int i = 0; i < n; i++)
+        if (!(p[i] = h3_vae_host_alloc(be, bytes))) rc = -1;
+    for (int i = 0; i < n; i++) h3_vae_host_free(be, p[i]);
+    return rc;
+}
+
 struct h3_vae_xfer { int unused; }; /* the CPU backend's: nothing to hold */
 
 h3_vae_xfer *h3_vae_xfer_new(h3_backend *be) {

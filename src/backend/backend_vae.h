@@ -41,6 +41,10 @@ void h3_vae_tile_attention(h3_backend *be, h3_bf16 *out, const h3_bf16 *qkv, int
 /* Host buffers the device copies into asynchronously (CUDA: pinned memory; CPU: plain memory). */
 void *h3_vae_host_alloc(h3_backend *be, size_t bytes);
 void  h3_vae_host_free(h3_backend *be, void *p);
+/* Makes n buffers of `bytes` and frees them again: on CUDA they stay in the backend's pinned-buffer cache, so a
+ * later h3_vae_host_alloc of that size is free. Safe to call from a second thread while the backend computes.
+ * Returns 0, or -1 when an allocation failed. CPU: nothing to do. */
+int   h3_vae_host_prefetch(h3_backend *be, size_t bytes, int n);
 
 /* Asynchronous downloads in slots (0 or 1): h3_vae_download_async queues a copy of `bytes` from src (backend
  * memory) to dst (a h3_vae_host_alloc buffer) after all work queued so far, on a copy stream, so compute queued

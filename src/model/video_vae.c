@@ -1201,19 +1201,28 @@ done:
 /* Batched path (bf16 mode): consecutive jobs of one tile shape in batches; batch g is queued (compute, then an
  * asynchronous download into host slot g % 2) before the host waits for batch g-1's download and finishes its
  * tiles, so the GPU computes batch g while batch g-1 is copied and stitched. */
+/* Tiles per batch (before the batches are evened out) for tiles of np tokens; batch: video_vae_set_decode_batch's. */
+static int64_t batch_cap(const video_vae_config *c, int64_t np, int batch) {
+    int64_t cap = batch > 0 ? batch : VV_OUT_BUDGET / (np * c->patch_dim * (int64_t)sizeof(float));
+    if (cap > VV_MAX_BATCH && batch <= 0) cap = VV_MAX_BATCH;
+    return cap < 1 ? 1 : cap;
+}
+
+/* Bytes of one pinned download slot: a full batch's output, then its tokens (uploaded from there: the host fills
+ * the other slot's tokens while this upload may still be queued), + the tokens' alignment. */
+static size_t slot_bytes(const video_vae_config *c, int64_t np, int64_t cap) {
+    return (size_t)(cap * np * (c->patch_dim + c->latent_channels) * (int64_t)sizeof(float)) + 256;
+}
+
 static int decode_jobs_batched(vv_dec *d, h3_err *e) {
     video_vae *v = d->v;
     h3_backend *be = v->be;
     const video_vae_config *c = &v->cfg;
-    const int64_t np0 = job_tokens_count(d, 0), tile_out = np0 * c->patch_dim * (int64_t)sizeof(float);
-    const int64_t tile_tok = np0 * c->latent_channels * (int64_t)sizeof(float);
-    int64_t cap = v->batch > 0 ? v->batch : VV_OUT_BUDGET / tile_out;
-    if (cap > VV_MAX_BATCH && v->batch <= 0) cap = VV_MAX_BATCH;
-    if (cap < 1) cap = 1;
-    /* per slot: the batch's output, then its tokens (uploaded from there: the host fills the other slot's tokens
-     * while this upload may still be queued). Kept by the model (pinned allocations are slow), sized for a full
-     * batch even when this decode has fewer jobs. */
-    size_t need = (size_t)(cap * (tile_out + tile_tok)) + 256; /* + the tokens' alignment */
+    const int64_t np0 = job_tokens_count(d, 0), tile_tok = np0 * c->latent_channels * (int64_t)sizeof(float);
+    int64_t cap = batch_cap(c, np0, v->batch);
+    /* Kept by the model (pinned allocations are slow), sized for a full batch even when this decode has fewer
+     * jobs (video_vae_download_slot_bytes gives the same size ahead of time). */
+    size_t need = slot_bytes(c, np0, cap);
     /* equal batches, and at least two when there are 4+ jobs: the host stitches batch g-1 while the GPU computes
      * batch g, so only the last batch's host part is not overlapped */
     int64_t nbat = (d->njobs + cap - 1) / cap;
@@ -1340,6 +1349,20 @@ done:
     free(d.pend);
     free(d.slot);
     return rc;
+}
+
+size_t video_vae_download_slot_bytes(const video_vae_config *c, int64_t h, int64_t w, const video_vae_tiling *tiling) {
+    video_vae_tiling t;
+    vv_stitch s;
+    h3_err e;
+    const char *vb = getenv("H3_VAE_BATCH");
+    int batch = vb && atoi(vb) > 0 ? atoi(vb) : 0;
+    if (batch == 1 || h < 1 || w < 1 || vv_resolve_tiling(tiling, c->S, &t, &e) != 0) return 0; /* per-tile path */
+    if (vv_stitch_init(&s, h * c->S, w * c->S, &t, (int)c->S, 1, 1, &e) != 0) return 0;
+    /* job 0's tokens, as job_tokens_count: clip frames x the first tile's latent rows x columns */
+    const int64_t np0 = (c->K + c->O) * (s.th[0] / c->S) * (s.tw[0] / c->S);
+    vv_stitch_free(&s);
+    return slot_bytes(c, np0, batch_cap(c, np0, batch));
 }
 
 typedef struct vv_collect {

@@ -96,6 +96,11 @@ int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, 
  * The environment variable H3_VAE_BATCH sets the initial value (e.g. H3_VAE_BATCH=1). No effect in fp32 mode
  * (always per tile). */
 void video_vae_set_decode_batch(video_vae *v, int max_tiles);
+
+/* Bytes of one of the two pinned download slots the tile-batched (bf16) decoder of h x w latents takes from the
+ * backend (h3_vae_host_alloc), with H3_VAE_BATCH as at model creation; 0 when the per-tile path would run. A
+ * pipeline can have the backend make them ahead of time (h3_vae_host_prefetch) while other work runs. */
+size_t video_vae_download_slot_bytes(const video_vae_config *c, int64_t h, int64_t w, const video_vae_tiling *tiling);
 /* Same, into out [3, T, S h, S w] with T = video_vae_decoded_frames(L). */
 int video_vae_decode(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w, const video_vae_tiling *tiling,
                      float *out, h3_err *e);

@@ -8,12 +8,14 @@
  * it ran (one stderr line, and the --profile table's phase names). */
 #include "generate.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../backend/backend.h"
+#include "../backend/backend_vae.h"
 #include "../io/safetensors.h"
 #include "../io/snapshot.h"
 #include "../media/media.h"
@@ -130,6 +132,44 @@ static void resident_keep(resident *r, void **slot, char *slot_key, void *p, con
 }
 
 static void path_in(const gen *s, const char *sub, char *out, size_t cap) { snapshot_path(out, cap, s->r->model_dir, sub); }
+
+/* ---- the video decoder's pinned download buffers, made while the earlier phases run ----
+ * cudaHostAlloc pins page by page: the tile-batched decoder's two ~400 MB slots took ~0.4 s of a one-shot decode on
+ * the lent H200 (a VM). A second thread makes them in the backend's pinned-buffer cache at the start of the request
+ * (h3_vae_host_prefetch), where the decoder then finds them; a session's later requests find them there anyway.
+ * H3_PIN_PREFETCH=0 turns it off (an A/B switch). */
+typedef struct pin_prefetch {
+    pthread_t          th;
+    int                started;
+    h3_backend        *be;
+    video_vae_config   vc;
+    int64_t            lh, lw;
+} pin_prefetch;
+
+static void *pin_prefetch_main(void *arg) {
+    pin_prefetch *p = arg;
+    video_vae_tiling t = video_vae_tiling_default();
+    size_t bytes = video_vae_download_slot_bytes(&p->vc, p->lh, p->lw, &t);
+    if (bytes) h3_vae_host_prefetch(p->be, bytes, 2); /* a failure only costs the decoder its own allocation */
+    return NULL;
+}
+
+static void pin_prefetch_start(gen *s, pin_prefetch *p) {
+    memset(p, 0, sizeof *p);
+    const char *env = getenv("H3_PIN_PREFETCH");
+    if (s->be->kind != H3_BACKEND_CUDA || !s->r->bf16 || (env && !strcmp(env, "0"))) return; /* bf16 on CUDA: batched */
+    char dir[4096];
+    h3_err e;
+    path_in(s, "vae", dir, sizeof dir);
+    if (video_vae_config_load(dir, &p->vc, &e) != 0) return; /* the video phase reports it */
+    p->be = s->be, p->lh = s->g.latent_height, p->lw = s->g.latent_width;
+    p->started = pthread_create(&p->th, NULL, pin_prefetch_main, p) == 0;
+}
+
+static void pin_prefetch_join(pin_prefetch *p) {
+    if (p->started) pthread_join(p->th, NULL);
+    p->started = 0;
+}
 
 /* The backend of one phase: the requested one when all of the phase's ops have twins there, else
  * the CPU. Says so on stderr (one line per phase). */
@@ -1065,12 +1105,15 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     }
     char *ckey = cond_key(&s); /* NULL: an unreadable condition file (the phases say which) */
     s.cond_hit = ckey && c->cc.key && !strcmp(ckey, c->cc.key);
+    pin_prefetch pf;
+    pin_prefetch_start(&s, &pf);
     int rc = phase_text(&s, e);
     if (!rc) rc = phase_encode(&s, e);
     if (!rc && !s.cond_hit) cond_cache_store(&s, &c->cc, ckey), ckey = NULL; /* the store owns the key */
     free(ckey);
     if (!rc) rc = phase_dit(&s, e);
     if (!rc) rc = phase_audio(&s, e);
+    pin_prefetch_join(&pf); /* before the decoder takes its buffers, and on every path */
     if (!rc) rc = phase_video(&s, e);
     if (!rc) rc = phase_outputs(&s, e);
     if (!rc && r->profile) progress_report(&s.pg, stderr);

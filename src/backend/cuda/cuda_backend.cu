@@ -35,6 +35,7 @@ int cuda_backend_init(h3_backend *be, h3_err *e) {
     if (!c) return h3_fail(e, "out of memory");
     be->impl = c;
     c->device = 0;
+    pthread_mutex_init(&c->pin_lock, NULL);
     c->widen_tile = 64LL << 20; /* 256 MB of fp32: big enough to keep the SGEMM efficient */
     const char *prec = getenv("H3_CUDA_PRECISION");
     c->force_fp32 = prec && strcmp(prec, "fp32") == 0;
@@ -90,6 +91,7 @@ void cuda_backend_shutdown(h3_backend *be) {
     if (c->workspace) cudaFree(c->workspace);
     cublasLtDestroy(c->lt);
     cudaStreamDestroy(c->stream);
+    pthread_mutex_destroy(&c->pin_lock);
     free(c);
     be->impl = NULL;
 }

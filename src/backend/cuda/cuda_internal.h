@@ -5,6 +5,7 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -49,6 +50,7 @@ typedef struct cuda_impl {
     void            *pin_ptr[CUDA_PIN_CACHE];   /* pinned host buffers this backend made (cuda_vae.cu) */
     size_t           pin_bytes[CUDA_PIN_CACHE]; /* their sizes */
     int              pin_used[CUDA_PIN_CACHE];  /* handed out (else kept for reuse) */
+    pthread_mutex_t  pin_lock; /* the table above: a pipeline may fill it from a second thread (h3_vae_host_prefetch) */
 } cuda_impl;
 
 static inline cuda_impl *cuda_of(h3_backend *be) { return (cuda_impl *)be->impl; }

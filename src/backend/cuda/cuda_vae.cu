@@ -264,58 +264,64 @@ extern "C" void cuda_vae_tile_attention(h3_backend *be, h3_bf16 *out, const h3_b
 
 /* ---- pinned host buffers, asynchronous downloads ---- */
 
-/* cudaHostAlloc pins page by page (slow: ~0.1 s per GB), so the backend keeps the pinned buffers it made and
- * a later decoder on the same backend (the next generation of a session) reuses them: a free marks the
+/* cudaHostAlloc pins page by page (slow: ~0.1 s per GB, more in a VM), so the backend keeps the pinned buffers it
+ * made and a later decoder on the same backend (the next generation of a session) reuses them: a free marks the
  * buffer unused, an allocation takes the smallest unused buffer that is large enough. All are released at
- * shutdown (cuda_vae_pin_release). Buffers beyond the table's CUDA_PIN_CACHE entries are not kept. */
+ * shutdown (cuda_vae_pin_release). Buffers beyond the table's CUDA_PIN_CACHE entries are not kept. The table is
+ * locked: h3_vae_host_prefetch fills it from a second thread while the main thread runs the DiT. */
 extern "C" void *cuda_vae_host_alloc(h3_backend *be, size_t bytes) {
     cuda_impl *c = cuda_of(be);
     if (!bytes) bytes = 1;
-    int best = -1, empty = -1;
-    for (int i = 0; i < CUDA_PIN_CACHE; i++) {
-        if (!c->pin_ptr[i]) {
-            if (empty < 0) empty = i;
-        } else if (!c->pin_used[i] && c->pin_bytes[i] >= bytes && (best < 0 || c->pin_bytes[i] < c->pin_bytes[best])) {
+    pthread_mutex_lock(&c->pin_lock);
+    int best = -1;
+    for (int i = 0; i < CUDA_PIN_CACHE; i++)
+        if (c->pin_ptr[i] && !c->pin_used[i] && c->pin_bytes[i] >= bytes &&
+            (best < 0 || c->pin_bytes[i] < c->pin_bytes[best]))
             best = i;
-        }
-    }
-    if (best >= 0) {
-        c->pin_used[best] = 1;
-        return c->pin_ptr[best];
-    }
-    if (empty < 0) /* table full: drop the largest unused buffer to make room */
-        for (int i = 0; i < CUDA_PIN_CACHE; i++)
-            if (!c->pin_used[i] && (empty < 0 || c->pin_bytes[i] > c->pin_bytes[empty])) empty = i;
-    if (empty >= 0 && c->pin_ptr[empty]) {
-        cudaFreeHost(c->pin_ptr[empty]);
-        c->pin_ptr[empty] = NULL, c->pin_bytes[empty] = 0;
-    }
+    if (best >= 0) c->pin_used[best] = 1;
+    pthread_mutex_unlock(&c->pin_lock);
+    if (best >= 0) return c->pin_ptr[best];
+    /* pinning takes long: not under the lock, so the other thread's takes of kept buffers do not wait for it */
     void *p = NULL;
+    cudaSetDevice(c->device); /* this thread may not have used the device yet */
     if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
         cudaGetLastError();
         return NULL;
     }
-    if (empty >= 0) c->pin_ptr[empty] = p, c->pin_bytes[empty] = bytes, c->pin_used[empty] = 1;
-    return p;
+    pthread_mutex_lock(&c->pin_lock);
+    int slot = -1;
+    for (int i = 0; i < CUDA_PIN_CACHE && slot < 0; i++)
+        if (!c->pin_ptr[i]) slot = i;
+    if (slot < 0) /* table full: drop the largest unused buffer to make room */
+        for (int i = 0; i < CUDA_PIN_CACHE; i++)
+            if (!c->pin_used[i] && (slot < 0 || c->pin_bytes[i] > c->pin_bytes[slot])) slot = i;
+    if (slot >= 0) {
+        if (c->pin_ptr[slot]) cudaFreeHost(c->pin_ptr[slot]);
+        c->pin_ptr[slot] = p, c->pin_bytes[slot] = bytes, c->pin_used[slot] = 1;
+    }
+    pthread_mutex_unlock(&c->pin_lock);
+    return p; /* not kept when every entry is in use: cuda_vae_host_free then frees it */
 }
 
 extern "C" void cuda_vae_host_free(h3_backend *be, void *p) {
     if (!p) return;
     cuda_impl *c = cuda_of(be);
-    for (int i = 0; i < CUDA_PIN_CACHE; i++)
-        if (c->pin_ptr[i] == p) {
-            c->pin_used[i] = 0;
-            return;
-        }
-    CUDA_OK(be, cudaFreeHost(p));
+    pthread_mutex_lock(&c->pin_lock);
+    int kept = 0;
+    for (int i = 0; i < CUDA_PIN_CACHE && !kept; i++)
+        if (c->pin_ptr[i] == p) c->pin_used[i] = 0, kept = 1;
+    pthread_mutex_unlock(&c->pin_lock);
+    if (!kept) CUDA_OK(be, cudaFreeHost(p));
 }
 
 extern "C" void cuda_vae_pin_release(h3_backend *be) {
     cuda_impl *c = cuda_of(be);
+    pthread_mutex_lock(&c->pin_lock);
     for (int i = 0; i < CUDA_PIN_CACHE; i++) {
         if (c->pin_ptr[i]) cudaFreeHost(c->pin_ptr[i]);
         c->pin_ptr[i] = NULL, c->pin_bytes[i] = 0, c->pin_used[i] = 0;
     }
+    pthread_mutex_unlock(&c->pin_lock);
 }
 
 typedef struct vae_xfer {
