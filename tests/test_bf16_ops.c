@@ -114,6 +114,55 @@ static void test_norm_modulate(int64_t rows, int64_t dim) {
     free(xb), free(xf), free(w), free(tab), free(idx), free(ref), free(y), free(bb), free(bf);
 }
 
+/* count of elements where two bf16 buffers differ, printed and checked like SAME */
+static void same16(const char *name, const h3_bf16 *a, const h3_bf16 *b, int64_t n) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += a[i] != b[i];
+    printf("  %-56s %lld of %lld differ\n", name, (long long)bad, (long long)n);
+    CHECK(bad == 0, "%s: %lld elements differ", name, (long long)bad);
+}
+
+/* The fused gated residual + RMSNorm/modulation against the two ops it replaces (x and y bit for bit), on a
+ * DiT-like AdaLN table: 2 blocks x 2 timesteps x 3 modalities rows of 6 slots, row_index = timestep * 3 + tag.
+ * The gate is block 0's slot 2 (gated) and the modulation block 0's slots 3/4 or, next_block, block 1's slots 0/1
+ * (the FFN residual fused with the next block's norm1). in_place: y aliases x (the refiner's final norm). */
+static void test_residual_norm(const char *name, int64_t rows, int64_t dim, int gated, int modulated, int gain,
+                               int next_block, int in_place) {
+    const int64_t slot = dim, row6 = 6 * dim, per_block = 2 * 3 * row6;
+    float *tab = malloc((size_t)(2 * per_block) * sizeof(float)), *w = malloc((size_t)dim * sizeof(float));
+    for (int64_t i = 0; i < 2 * per_block; i++) tab[i] = h3_round_bf16(0.5f * frand());
+    for (int64_t i = 0; i < dim; i++) w[i] = h3_round_bf16(1.0f + 0.2f * frand());
+    int32_t *idx = malloc((size_t)rows * sizeof(int32_t));
+    for (int64_t r = 0; r < rows; r++) idx[r] = (int32_t)((r * 2 / (rows > 1 ? rows : 1)) * 3 + (r * 7) % 3);
+    h3_bf16 *x, *br;
+    float *xf, *bf;
+    rand_pair(rows * dim, 3.0f, &x, &xf);
+    rand_pair(rows * dim, 2.0f, &br, &bf);
+    const float *gt = gated ? tab : NULL, *mt = modulated ? tab + (next_block ? per_block : 0) : NULL;
+    const int64_t sh = next_block ? 0 * slot : 3 * slot, sc = next_block ? 1 * slot : 4 * slot;
+    const float *gw = gain ? w : NULL;
+    /* y with a guard element on each side (0x7fc0: NaN) that must stay */
+    const int64_t n = rows * dim;
+    h3_bf16 *xr = malloc((size_t)n * 2), *yr = malloc((size_t)n * 2), *xs = malloc((size_t)n * 2);
+    h3_bf16 *ys = malloc((size_t)(n + 2) * 2);
+    for (int64_t i = 0; i < n + 2; i++) ys[i] = 0x7fc0;
+    memcpy(xr, x, (size_t)n * 2), memcpy(xs, x, (size_t)n * 2);
+    h3_bf16_gated_residual(be, xr, br, rows, dim, gt, row6, idx, 2 * slot);
+    h3_bf16_rmsnorm_modulate(be, in_place ? xr : yr, xr, rows, dim, gw, 1e-6f, mt, row6, idx, sh, sc);
+    h3_bf16 *y = in_place ? xs : ys + 1;
+    h3_bf16_gated_residual_rmsnorm_modulate(be, xs, br, y, rows, dim, gt, row6, idx, 2 * slot, gw, 1e-6f, mt, row6,
+                                            idx, sh, sc);
+    char label[112];
+    snprintf(label, sizeof label, "%s: x", name);
+    same16(label, xs, xr, n);
+    if (!in_place) {
+        snprintf(label, sizeof label, "%s: y", name);
+        same16(label, y, yr, n);
+        CHECK(ys[0] == 0x7fc0 && ys[n + 1] == 0x7fc0, "%s: wrote outside y", name);
+    }
+    free(tab), free(w), free(idx), free(x), free(xf), free(br), free(bf), free(xr), free(yr), free(xs), free(ys);
+}
+
 /* per-head q norm + RoPE on the q third of an interleaved [rows][heads][q k v][D] buffer */
 static void test_head_norm_rope(int64_t rows, int heads, int D, int rot) {
     int64_t I = (int64_t)heads * D, rs = 3 * I;
@@ -256,6 +305,16 @@ int main(void) {
     test_matmul(5, 33, 17, H3_BF16);
     test_norm_modulate(23, 48);
     test_norm_modulate(5, 5376);
+    test_residual_norm("residual+norm2 5376 (gate 2, shift/scale 3/4)", 29, 5376, 1, 1, 1, 0, 0);
+    test_residual_norm("residual+next norm1 5376 (gate 5 -> next 0/1)", 29, 5376, 1, 1, 1, 1, 0);
+    test_residual_norm("residual+norm 100 (dim % 8 != 0)", 13, 100, 1, 1, 1, 0, 0);
+    test_residual_norm("residual+norm 37, odd dim", 7, 37, 1, 1, 1, 1, 0);
+    test_residual_norm("add+rmsnorm (no tables, refiner) 5376", 9, 5376, 0, 0, 1, 0, 0);
+    test_residual_norm("add+rmsnorm in place (refiner final norm)", 9, 5376, 0, 0, 1, 0, 1);
+    test_residual_norm("residual+norm, no gain (w NULL) 2048", 11, 2048, 1, 1, 0, 0, 0);
+    test_residual_norm("residual (gate) + rmsnorm (table NULL) 2048", 11, 2048, 1, 0, 1, 0, 0);
+    test_residual_norm("add (no gate) + norm modulate 5376", 5, 5376, 0, 1, 1, 1, 0);
+    test_residual_norm("residual+norm, 0 rows", 0, 5376, 1, 1, 1, 0, 0);
     test_head_norm_rope(9, 3, 32, 24);
     test_head_norm_rope(4, 2, 128, 96);
     test_attention_swiglu();

@@ -61,6 +61,16 @@ void h3_bf16_attention(h3_backend *be, h3_bf16 *out, int64_t o_rs, const h3_bf16
 void h3_bf16_gated_residual(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch, int64_t rows, int64_t dim,
                             const float *table, int64_t table_stride, const int32_t *row_index, int64_t gate_off);
 
+/* h3_bf16_gated_residual(x, branch, rows, dim, gate_table, gate_stride, gate_index, gate_off) followed by
+ * h3_bf16_rmsnorm_modulate(y, x, rows, dim, w, eps, table, table_stride, row_index, shift_off, scale_off), in one
+ * pass over the rows (a DiT residual and the norm of the sub-layer that reads it): the same bits as the two ops.
+ * x is updated in place; y (rows x dim) gets the normalized rows and may alias x (x then ends normalized). */
+void h3_bf16_gated_residual_rmsnorm_modulate(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch, h3_bf16 *y,
+                                             int64_t rows, int64_t dim, const float *gate_table, int64_t gate_stride,
+                                             const int32_t *gate_index, int64_t gate_off, const float *w, float eps,
+                                             const float *table, int64_t table_stride, const int32_t *row_index,
+                                             int64_t shift_off, int64_t scale_off);
+
 /* SwiGLU on a fused up-projection output z (rows x ldz): y[r, c] = bf16( val * bf16(silu(gate)) ) with
  * val = z[r * ldz + val_off + c], gate = z[r * ldz + gate_off + c], c < ff (spec 4.8 step 2).
  * y: rows x ff contiguous. */

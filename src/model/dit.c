@@ -1227,6 +1227,17 @@ static int core_reuse(dit_model *m, void *X, int64_t S, h3_err *e) {
     return 0;
 }
 
+/* The block that runs right after block b on the same rows, -1 if none: the next one --layers keeps, unless the
+ * --token-reduction pool or restore (before blocks reduce_begin / reduce_end) comes first. Block b's last residual
+ * is fused with that block's norm1 (dit16_run_block). */
+static int64_t next_block_on_same_rows(const dit_model *m, const dit_inputs *in, int reduce, int64_t b) {
+    for (int64_t n = b + 1; n < m->cfg.num_layers; n++) {
+        if (reduce && (n == in->reduce_begin || n == in->reduce_end)) return -1;
+        if (!(m->skip && m->skip[n])) return n;
+    }
+    return -1;
+}
+
 int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *audio_out, h3_err *e) {
     if (validate_inputs(m, in, e, 0) != 0) return -1;
     const dit_config *c = &m->cfg;
@@ -1288,6 +1299,7 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
             goto done;
         }
         int reduced = 0;
+        int64_t norm1_ready = -1; /* bf16: the block whose norm1 output the last block left in s16.n (-1: none) */
         for (int64_t b = 0; b < L; b++) {
             if (reduce && b == in->reduce_begin) { /* features.md 5.5: enter, the full rows kept in X as the bypass */
                 h3_bf16_rows_pool_pairs(be, red.X, (h3_bf16 *)X, red.pairs, red.S_red, H);
@@ -1299,9 +1311,13 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
                 reduced = 0;
             }
             if (m->skip && m->skip[b]) continue; /* --layers (features.md 5.3) */
-            if (reduced) dit16_run_block(m, &red.ctx, b, red.X);
-            else if (m->bf16) dit16_run_block(m, &x, b, (h3_bf16 *)X);
-            else run_block(m, &x, b, X);
+            if (!m->bf16) {
+                run_block(m, &x, b, X);
+                continue;
+            }
+            const int64_t next = next_block_on_same_rows(m, in, reduce, b);
+            dit16_run_block(m, reduced ? &red.ctx : &x, b, reduced ? red.X : (h3_bf16 *)X, norm1_ready == b, next);
+            norm1_ready = next;
         }
         if (reduced)
             h3_bf16_rows_expand_delta(be, (h3_bf16 *)X, red.X, red.base, red.parent, S, red.prefix, H, in->reduce_scale);
@@ -1355,7 +1371,7 @@ int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h
             return h3_fail(e, "dit: out of memory (S = %lld)", (long long)in->S);
         }
         h3_bf16_pack(m->be, X16, X, in->S * m->cfg.hidden_size);
-        dit16_run_block(m, &x, block, X16);
+        dit16_run_block(m, &x, block, X16, 0, -1);
         h3_bf16_unpack(m->be, X, X16, in->S * m->cfg.hidden_size);
         h3_sync(m->be);
         h3_free(m->be, X16);

@@ -103,34 +103,54 @@ int dit16_text_stream(dit_model *m, const float *text_host, int64_t Nt, h3_bf16 
     h3_upload(be, tin, text_host, (size_t)(Nt * c->text_dim) * sizeof(float));
     h3_bf16_pack(be, tin16, tin, Nt * c->text_dim); /* the cast to the context embedder's dtype */
     h3_bf16_matmul(be, xt, H, tin16, c->text_dim, Nt, m->ctx_w, m->ctx_b);
-    for (int r = 0; r < c->num_refiner_layers; r++) {
+    /* each residual is fused with the norm that reads it: norm2, the next layer's norm1 or the final norm (in place) */
+    const int R = c->num_refiner_layers;
+    if (R == 0)
+        h3_bf16_rmsnorm_modulate(be, xt, xt, Nt, H, m->refiner_final_norm, c->final_norm_eps, NULL, 0, NULL, 0, 0);
+    else
+        h3_bf16_rmsnorm_modulate(be, s.n, xt, Nt, H, m->refiner[0].norm1, c->norm_eps, NULL, 0, NULL, 0, 0);
+    for (int r = 0; r < R; r++) {
         const dit_block_w *b = &m->refiner[r];
-        h3_bf16_rmsnorm_modulate(be, s.n, xt, Nt, H, b->norm1, c->norm_eps, NULL, 0, NULL, 0, 0);
         attention16(m, &b->attn, s.n, Nt, NULL, NULL, &s, s.o);
-        h3_bf16_gated_residual(be, xt, s.o, Nt, H, NULL, 0, NULL, 0);
-        h3_bf16_rmsnorm_modulate(be, s.n, xt, Nt, H, b->norm2, c->norm_eps, NULL, 0, NULL, 0, 0);
+        h3_bf16_gated_residual_rmsnorm_modulate(be, xt, s.o, s.n, Nt, H, NULL, 0, NULL, 0, b->norm2, c->norm_eps, NULL,
+                                                0, NULL, 0, 0);
         feed_forward16(m, b, s.n, Nt, &s, s.o);
-        h3_bf16_gated_residual(be, xt, s.o, Nt, H, NULL, 0, NULL, 0);
+        if (r + 1 < R)
+            h3_bf16_gated_residual_rmsnorm_modulate(be, xt, s.o, s.n, Nt, H, NULL, 0, NULL, 0, m->refiner[r + 1].norm1,
+                                                    c->norm_eps, NULL, 0, NULL, 0, 0);
+        else
+            h3_bf16_gated_residual_rmsnorm_modulate(be, xt, s.o, xt, Nt, H, NULL, 0, NULL, 0, m->refiner_final_norm,
+                                                    c->final_norm_eps, NULL, 0, NULL, 0, 0);
     }
-    h3_bf16_rmsnorm_modulate(be, xt, xt, Nt, H, m->refiner_final_norm, c->final_norm_eps, NULL, 0, NULL, 0, 0);
     h3_free(be, tin), h3_free(be, tin16);
     dit16_free_scratch(be, &s);
     return 0;
 }
 
-/* One main block (spec 4.6) in bf16, in place on X [S, H]. */
-void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X) {
+/* One main block (spec 4.6) in bf16, in place on X [S, H]. Each gated residual is fused with the norm that reads
+ * the rows it writes: the attention's with this block's norm2, the FFN's (next >= 0) with the norm1 of block
+ * `next`, which runs right after on the same rows. normed: the block before did that for this one (s16.n holds
+ * this block's norm1 of X). */
+void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X, int normed, int64_t next) {
     const dit_config *c = &m->cfg;
     h3_backend *be = m->be;
-    int64_t S = x->S, H = c->hidden_size, row6 = (int64_t)ADALN_SLOTS * H;
+    int64_t S = x->S, H = c->hidden_size, row6 = (int64_t)ADALN_SLOTS * H, per_block = x->K * MODALITIES * row6;
     const dit_block_w *w = &m->blocks[b];
-    const float *tb = x->tab + b * x->K * MODALITIES * row6;
+    /* this block's AdaLN table: rows of 6 slots, shift / scale / gate of the attention, then of the FFN */
+    const float *tb = x->tab + b * per_block;
     dit_scratch16 *s = &x->s16;
-    h3_bf16_rmsnorm_modulate(be, s->n, X, S, H, w->norm1, c->norm_eps, tb, row6, x->ada_idx, 0 * H, 1 * H);
+    if (!normed) h3_bf16_rmsnorm_modulate(be, s->n, X, S, H, w->norm1, c->norm_eps, tb, row6, x->ada_idx, 0 * H, 1 * H);
     attention16(m, &w->attn, s->n, S, x->cos, x->sin, s, s->o);
-    h3_bf16_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 2 * H);
-    h3_bf16_rmsnorm_modulate(be, s->n, X, S, H, w->norm2, c->norm_eps, tb, row6, x->ada_idx, 3 * H, 4 * H);
+    /* X += gate 2 * attention; n = norm2(X) with shift 3 / scale 4 */
+    h3_bf16_gated_residual_rmsnorm_modulate(be, X, s->o, s->n, S, H, tb, row6, x->ada_idx, 2 * H, w->norm2, c->norm_eps,
+                                            tb, row6, x->ada_idx, 3 * H, 4 * H);
     feed_forward16(m, w, s->n, S, s, s->o);
-    h3_bf16_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 5 * H);
+    /* X += gate 5 * FFN; n = norm1(X) of block `next` with shift 0 / scale 1 of its table */
+    if (next < 0) {
+        h3_bf16_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 5 * H);
+        return;
+    }
+    const float *tn = x->tab + next * per_block;
+    h3_bf16_gated_residual_rmsnorm_modulate(be, X, s->o, s->n, S, H, tb, row6, x->ada_idx, 5 * H, m->blocks[next].norm1,
+                                            c->norm_eps, tn, row6, x->ada_idx, 0 * H, 1 * H);
 }
-

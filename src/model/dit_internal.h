@@ -127,7 +127,8 @@ void dit16_free_scratch(h3_backend *be, dit_scratch16 *s);
 int  dit16_alloc_scratch(dit_model *m, int64_t rows, dit_scratch16 *s);
 /* Context embedder + token refiner (spec 4.2 steps 3-4, 4.3): text rows -> xt [Nt, H] bf16. */
 int  dit16_text_stream(dit_model *m, const float *text_host, int64_t Nt, h3_bf16 *xt, h3_err *e);
-/* One main block (spec 4.6) in place on X [S, H]. */
-void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X);
+/* One main block (spec 4.6) in place on X [S, H]. next >= 0: block `next` runs right after on the same rows (its
+ * norm1 is fused into this block's last residual, into x->s16.n); normed: that was done for this block. */
+void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X, int normed, int64_t next);
 
 #endif

@@ -184,6 +184,64 @@ static void test_gated_residual(const char *name, int64_t rows, int64_t dim, int
     free(x), free(br), free(tab), free(idx);
 }
 
+/* compare16 with tolerance 0 and every bf16 bit pattern equal (the sign of zeros too) */
+static void compare16_bits(const char *name, const h3_bf16 *d, const h3_bf16 *ref, int64_t n) {
+    compare16(name, d, ref, n, 0.0);
+    h3_bf16 *g = malloc((size_t)n * 2);
+    h3_download(gpu, g, d, (size_t)n * 2);
+    int64_t diff = 0;
+    for (int64_t i = 0; i < n; i++) diff += g[i] != ref[i];
+    CHECK(diff == 0, "%s: %lld bf16 values differ", name, (long long)diff);
+    free(g);
+}
+
+/* The DiT's AdaLN row of each packed row, timestep * 3 + tag: video rows first (the first 1/32 at a second
+ * timestep, like conditioning frames), then audio rows, then text rows. */
+static int32_t *dit_row_index(int64_t rows) {
+    int32_t *idx = malloc((size_t)rows * sizeof(int32_t));
+    const int64_t nt = rows > 1024 ? 256 : rows / 4, na = rows / 8;
+    for (int64_t r = 0; r < rows; r++) {
+        int tag = r >= rows - nt ? 1 : r >= rows - nt - na ? 2 : 0, t = tag == 0 && r < rows / 32;
+        idx[r] = (int32_t)(t * 3 + tag);
+    }
+    return idx;
+}
+
+/* The fused gated residual + RMSNorm/modulation against its CPU twin, x and y bit for bit. The tables as in the DiT:
+ * per block 2 timesteps x 3 modalities rows of 6 slots (bf16 values); the gate is block 0's slot 2 with the
+ * modulation of its slots 3/4 (norm2), or next_block: slot 5 with block 1's slots 0/1 (the next block's norm1).
+ * tables 0: no gate, no modulation (the refiner); in_place: y = x (the refiner's final norm); y_off: y that many
+ * elements into its buffer (odd: not 16-byte aligned, the fallback). */
+static void test_residual_norm(const char *name, int64_t rows, int64_t dim, int tables, int gain, int next_block,
+                               int in_place, int64_t y_off) {
+    const int64_t row6 = 6 * dim, per_block = 2 * 3 * row6, n = rows * dim;
+    h3_bf16 *x = rand16(n, 2.0f), *br = rand16(n, 2.0f), *xc = malloc((size_t)n * 2), *yc = malloc((size_t)n * 2);
+    float *w = randf(dim, 0.2f, 1.0f), *tab = randf(2 * per_block, 0.5f, 0.0f);
+    for (int64_t i = 0; i < 2 * per_block; i++) tab[i] = h3_round_bf16(tab[i]);
+    int32_t *idx = dit_row_index(rows);
+    memcpy(xc, x, (size_t)n * 2);
+    h3_bf16 *dx = dev(x, (size_t)n * 2), *db = dev(br, (size_t)n * 2), *dy = dev_poisoned16(NULL, n + y_off);
+    float *dw = dev(w, (size_t)dim * 4), *dt = dev(tab, (size_t)(2 * per_block) * 4);
+    int32_t *di = dev(idx, (size_t)rows * 4);
+    const int64_t mod = next_block ? per_block : 0, sh = next_block ? 0 : 3 * dim, sc = next_block ? dim : 4 * dim;
+    const int64_t gate_off = next_block ? 5 * dim : 2 * dim;
+    h3_bf16_gated_residual_rmsnorm_modulate(cpu, xc, br, in_place ? xc : yc, rows, dim, tables ? tab : NULL, row6, idx,
+                                            gate_off, gain ? w : NULL, 1e-6f, tables ? tab + mod : NULL, row6, idx, sh,
+                                            sc);
+    h3_bf16_gated_residual_rmsnorm_modulate(gpu, dx, db, in_place ? dx : dy + y_off, rows, dim, tables ? dt : NULL,
+                                            row6, di, gate_off, gain ? dw : NULL, 1e-6f, tables ? dt + mod : NULL, row6,
+                                            di, sh, sc);
+    char label[120];
+    snprintf(label, sizeof label, "%s: x", name);
+    compare16_bits(label, dx, xc, n);
+    if (!in_place) {
+        snprintf(label, sizeof label, "%s: y", name);
+        compare16_bits(label, dy + y_off, yc, n);
+    }
+    h3_free(gpu, dx), h3_free(gpu, db), h3_free(gpu, dy), h3_free(gpu, dw), h3_free(gpu, dt), h3_free(gpu, di);
+    free(x), free(br), free(xc), free(yc), free(w), free(tab), free(idx);
+}
+
 static void test_swiglu(const char *name, int64_t rows, int64_t ff, int gate_first) {
     int64_t ldz = 2 * ff;
     h3_bf16 *z = rand16(rows * ldz, 4.0f), *y = malloc((size_t)(rows * ff) * 2);
@@ -292,6 +350,31 @@ int main(int argc, char **argv) {
     test_gated_residual("gated residual 300x5376", 300, 5376, 1);
     test_gated_residual("residual add (no table) 300x5376", 300, 5376, 0);
     test_gated_residual("gated residual 33x100 (unvectorized)", 33, 100, 1);
+    test_residual_norm("residual+norm2 19540x5376 (DiT table, gate 2, mod 3/4)", 19540, 5376, 1, 1, 0, 0, 0);
+    test_residual_norm("residual+next norm1 19540x5376 (gate 5, next block 0/1)", 19540, 5376, 1, 1, 1, 0, 0);
+    test_residual_norm("add+rmsnorm 300x5376 (refiner: no tables)", 300, 5376, 0, 1, 0, 0, 0);
+    test_residual_norm("add+rmsnorm in place 300x5376 (refiner final)", 300, 5376, 0, 1, 0, 1, 0);
+    test_residual_norm("residual+norm no gain 50x2048", 50, 2048, 1, 0, 0, 0, 0);
+    test_residual_norm("residual+norm 33x100 (fallback: dim % 8)", 33, 100, 1, 1, 1, 0, 0);
+    test_residual_norm("residual+norm 50x2048, y unaligned (fallback)", 50, 2048, 1, 1, 0, 0, 1);
+    {   /* the integer rounding (H3_BF16_ROUND=sw) on a backend of its own */
+        const char *prev_env = getenv("H3_BF16_ROUND");
+        char *prev = prev_env ? strdup(prev_env) : NULL;
+        setenv("H3_BF16_ROUND", "sw", 1);
+        h3_backend *hw = gpu;
+        gpu = h3_backend_new(H3_BACKEND_CUDA, 0, &e);
+        if (prev) setenv("H3_BF16_ROUND", prev, 1);
+        else unsetenv("H3_BF16_ROUND");
+        free(prev);
+        CHECK(gpu != NULL, "a second CUDA backend (H3_BF16_ROUND=sw): %s", e.msg);
+        if (gpu) {
+            test_residual_norm("residual+norm 300x5376, H3_BF16_ROUND=sw", 300, 5376, 1, 1, 1, 0, 0);
+            h3_sync(gpu);
+            CHECK(h3_backend_check(gpu, &e) == 0, "H3_BF16_ROUND=sw backend: %s", e.msg);
+            h3_backend_free(gpu);
+        }
+        gpu = hw;
+    }
     test_swiglu("swiglu 300x14336 value first", 300, 14336, 0);
     test_swiglu("swiglu 300x1000 gate first", 300, 1000, 1);
     test_swiglu("swiglu 20x99 (unvectorized)", 20, 99, 0);

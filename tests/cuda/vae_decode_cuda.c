@@ -1,6 +1,7 @@
 /* CUDA parity of the tile-batched bf16 video decoder (backend_vae.h ops and video_vae.c's batched path).
  *   1. ops: h3_vae_residual_rmsnorm (residual + norm, residual only, norm only; 16-byte and odd rows) and
- *      h3_vae_qk_norm_rope (the fused qkv layout, period < rows) on random inputs, CUDA vs CPU twin;
+ *      h3_vae_qk_norm_rope (the fused qkv layout, period < rows; each kernel, the head-dim-64 ones bit for bit) on
+ *      random inputs, CUDA vs CPU twin;
  *   2. the golden tiny models (head dims 16 / 8): CUDA bf16 decode (batched) vs the CPU bf16 decode, vs the
  *      CUDA per-tile path, and vs the fp32 diffusers goldens;
  *   3. a random release-width decoder (skeleton config: dim 2048, 32 heads x 64, 1 layer) on 2 tiles
@@ -57,6 +58,36 @@ static void report(const char *what, const float *got, const float *ref, int64_t
     CHECK_CLOSE(what, h3_rel_l2(got, ref, (size_t)n), tol);
 }
 
+/* h3_vae_qk_norm_rope on the q and k heads of a fused [q | k | v] buffer of 2 tiles of 1797 rows (the rotary table's
+ * period), CUDA vs CPU twin. exact: the kernel must give the twin's bits (the 64-channel kernels); every row's v
+ * columns must stay as they were. */
+static void test_qk_norm_rope(h3_backend *cpu, h3_backend *gpu, int heads, int hd, int rot, int exact,
+                              const char *tag) {
+    const int64_t period = 1797, rows = 2 * period, ld = (int64_t)heads * hd * 3 / 2, n = rows * ld;
+    h3_bf16 *x = rand_bf16(n, 21, 4.0f), *xc = malloc((size_t)n * 2), *xg = malloc((size_t)n * 2);
+    memcpy(xc, x, (size_t)n * 2);
+    float *cs = rand_f32(period * rot, 22, -1.0f, 1.0f), *sn = rand_f32(period * rot, 23, -1.0f, 1.0f);
+    h3_bf16 *dx = up(gpu, x, (size_t)n * 2);
+    float *dcs = up(gpu, cs, (size_t)(period * rot) * 4), *dsn = up(gpu, sn, (size_t)(period * rot) * 4);
+    h3_vae_qk_norm_rope(cpu, xc, rows, ld, period, heads, hd, 1e-5f, rot, cs, sn);
+    h3_vae_qk_norm_rope(gpu, dx, rows, ld, period, heads, hd, 1e-5f, rot, dcs, dsn);
+    h3_download(gpu, xg, dx, (size_t)n * 2);
+    float *a = widen(xc, n), *b = widen(xg, n);
+    char label[128];
+    snprintf(label, sizeof label, "qk_norm_rope 2 x 1797 rows, %d heads x %d, rope %d%s", heads, hd, rot, tag);
+    report(label, b, a, n, 1e-6);
+    int64_t ndiff = 0;
+    for (int64_t i = 0; i < n; i++) ndiff += xg[i] != xc[i];
+    printf("    %lld of %lld bf16 values differ from the CPU twin\n", (long long)ndiff, (long long)n);
+    if (exact) CHECK(ndiff == 0, "%s: %lld values differ from the CPU twin", label, (long long)ndiff);
+    const int64_t qk = (int64_t)heads * hd;
+    int64_t touched = 0;
+    for (int64_t r = 0; r < rows; r++) touched += memcmp(xg + r * ld + qk, x + r * ld + qk, (size_t)(ld - qk) * 2) != 0;
+    CHECK(touched == 0, "qk_norm_rope touched v in %lld rows", (long long)touched);
+    free(a), free(b), free(x), free(xc), free(xg), free(cs), free(sn);
+    h3_free(gpu, dx), h3_free(gpu, dcs), h3_free(gpu, dsn);
+}
+
 static void test_ops(h3_backend *cpu, h3_backend *gpu) {
     printf("ops: CUDA vs CPU twin\n");
     const int64_t dims[2] = {2048, 1030};
@@ -87,28 +118,33 @@ static void test_ops(h3_backend *cpu, h3_backend *gpu) {
             free(x), free(sc), free(w), free(br), free(yc), free(yg), free(xc), free(xg);
             h3_free(gpu, dx), h3_free(gpu, dsc), h3_free(gpu, dw), h3_free(gpu, dbr), h3_free(gpu, dy);
         }
-    /* q/k of a fused [q | k | v] buffer, 2 tiles: the 4-heads-per-warp kernel (64 heads of 64), the paired one
-     * (6 heads), the generic one (head dim 16) */
-    const struct { int heads, hd, rot; } qc[3] = {{64, 64, 48}, {6, 64, 48}, {4, 16, 12}};
-    for (int ci = 0; ci < 3; ci++) {
-        const int64_t period = 1797, rows = 2 * period, ld = (int64_t)qc[ci].heads * qc[ci].hd * 3 / 2, n = rows * ld;
-        const int rot = qc[ci].rot;
-        h3_bf16 *x = rand_bf16(n, 21, 4.0f), *xc = malloc((size_t)n * 2), *xg = malloc((size_t)n * 2);
-        memcpy(xc, x, (size_t)n * 2);
-        float *cs = rand_f32(period * rot, 22, -1.0f, 1.0f), *sn = rand_f32(period * rot, 23, -1.0f, 1.0f);
-        h3_bf16 *dx = up(gpu, x, (size_t)n * 2);
-        float *dcs = up(gpu, cs, (size_t)(period * rot) * 4), *dsn = up(gpu, sn, (size_t)(period * rot) * 4);
-        h3_vae_qk_norm_rope(cpu, xc, rows, ld, period, qc[ci].heads, qc[ci].hd, 1e-5f, rot, cs, sn);
-        h3_vae_qk_norm_rope(gpu, dx, rows, ld, period, qc[ci].heads, qc[ci].hd, 1e-5f, rot, dcs, dsn);
-        h3_download(gpu, xg, dx, (size_t)n * 2);
-        float *a = widen(xc, n), *b = widen(xg, n);
-        char label[96];
-        snprintf(label, sizeof label, "qk_norm_rope 2 x 1797 rows, %d heads x %d, rope %d", qc[ci].heads, qc[ci].hd, rot);
-        report(label, b, a, n, 1e-6);
-        const int64_t qk = (int64_t)qc[ci].heads * qc[ci].hd;
-        CHECK(memcmp(xg + qk, x + qk, (size_t)(ld - qk) * 2) == 0, "qk_norm_rope touched v");
-        free(a), free(b), free(x), free(xc), free(xg), free(cs), free(sn);
-        h3_free(gpu, dx), h3_free(gpu, dcs), h3_free(gpu, dsn);
+    /* q/k of a fused [q | k | v] buffer, 2 tiles (period 1797 < rows): the release decoder's 64 heads of 64 with rope
+     * 48 (the register-shuffle kernel), the paired one (6 heads), the generic one (head dim 16); then the shuffle kernel
+     * with 5 groups of 4 heads (a part-filled 16-head item) at rope 32 and with the whole head rotated, and rope 40
+     * (rope / 2 not a multiple of 8: the shared-memory 4-heads-per-warp kernel); the shuffle kernel with the integer
+     * bf16 rounding (H3_BF16_ROUND=sw) on a backend of its own. */
+    test_qk_norm_rope(cpu, gpu, 64, 64, 48, 1, "");
+    test_qk_norm_rope(cpu, gpu, 6, 64, 48, 0, "");
+    test_qk_norm_rope(cpu, gpu, 4, 16, 12, 0, "");
+    test_qk_norm_rope(cpu, gpu, 20, 64, 32, 1, "");
+    test_qk_norm_rope(cpu, gpu, 8, 64, 64, 1, "");
+    test_qk_norm_rope(cpu, gpu, 64, 64, 40, 1, "");
+    {
+        const char *prev_env = getenv("H3_BF16_ROUND");
+        char *prev = prev_env ? strdup(prev_env) : NULL;
+        setenv("H3_BF16_ROUND", "sw", 1);
+        h3_err e;
+        h3_backend *sw = h3_backend_new(H3_BACKEND_CUDA, 0, &e);
+        if (prev) setenv("H3_BF16_ROUND", prev, 1);
+        else unsetenv("H3_BF16_ROUND");
+        free(prev);
+        CHECK(sw != NULL, "a second CUDA backend (H3_BF16_ROUND=sw): %s", e.msg);
+        if (sw) {
+            test_qk_norm_rope(cpu, sw, 64, 64, 48, 1, ", H3_BF16_ROUND=sw");
+            h3_sync(sw);
+            CHECK(h3_backend_check(sw, &e) == 0, "H3_BF16_ROUND=sw backend: %s", e.msg);
+            h3_backend_free(sw);
+        }
     }
     /* tile attention: 2 tiles of 1797 rows, 32 heads x 64 against the CPU twin (P in fp32 there): the default
      * (the own sm90 kernel over both tiles in one launch), H3_VAE_ATTN=cudnn (one batched cuDNN call) and

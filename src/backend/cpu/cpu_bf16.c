@@ -160,6 +160,16 @@ void cpu_bf16_gated_residual(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch, 
     }
 }
 
+/* The two twins in turn: the fused op's bits are theirs by construction. */
+void cpu_bf16_gated_residual_rmsnorm_modulate(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch, h3_bf16 *y,
+                                              int64_t rows, int64_t dim, const float *gate_table, int64_t gate_stride,
+                                              const int32_t *gate_index, int64_t gate_off, const float *w, float eps,
+                                              const float *table, int64_t table_stride, const int32_t *row_index,
+                                              int64_t shift_off, int64_t scale_off) {
+    cpu_bf16_gated_residual(be, x, branch, rows, dim, gate_table, gate_stride, gate_index, gate_off);
+    cpu_bf16_rmsnorm_modulate(be, y, x, rows, dim, w, eps, table, table_stride, row_index, shift_off, scale_off);
+}
+
 void cpu_bf16_swiglu(h3_backend *be, h3_bf16 *y, const h3_bf16 *z, int64_t rows, int64_t ff, int64_t ldz,
                      int64_t val_off, int64_t gate_off) {
 #pragma omp parallel for schedule(static) if (rows * ff >= 32768)

@@ -19,6 +19,11 @@ void cpu_bf16_attention(h3_backend *be, h3_bf16 *out, int64_t o_rs, const h3_bf1
                         int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale);
 void cpu_bf16_gated_residual(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch, int64_t rows, int64_t dim,
                              const float *table, int64_t table_stride, const int32_t *row_index, int64_t gate_off);
+void cpu_bf16_gated_residual_rmsnorm_modulate(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch, h3_bf16 *y,
+                                              int64_t rows, int64_t dim, const float *gate_table, int64_t gate_stride,
+                                              const int32_t *gate_index, int64_t gate_off, const float *w, float eps,
+                                              const float *table, int64_t table_stride, const int32_t *row_index,
+                                              int64_t shift_off, int64_t scale_off);
 void cpu_bf16_swiglu(h3_backend *be, h3_bf16 *y, const h3_bf16 *z, int64_t rows, int64_t ff, int64_t ldz,
                      int64_t val_off, int64_t gate_off);
 void cpu_bf16_rows_scatter(h3_backend *be, h3_bf16 *dst, const h3_bf16 *src, const int32_t *index, int64_t n,

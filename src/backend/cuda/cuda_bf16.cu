@@ -641,6 +641,125 @@ extern "C" void cuda_bf16_gated_residual(h3_backend *be, h3_bf16 *x, const h3_bf
     CUDA_LAUNCHED(be, "bf16_gated_residual");
 }
 
+/* Gated residual + RMSNorm/modulation, one block per row, the row in registers: x and branch read once, the new x
+ * written, then the norm of k_rmsnorm_mod_cached on the registers (no second read of x). The residual rounds as
+ * k_gated_residual, the norm as k_rmsnorm_mod_cached with the same threads per row (so the same partial sums of
+ * squares): the same bits as the two kernels, one read of x less and one launch less. */
+template <int HW>
+static __global__ void __launch_bounds__(1024)
+    k_gated_residual_rmsnorm_mod(uint16_t *x, const uint16_t *br, uint16_t *y, int64_t dim, const float *gtable,
+                                 int64_t gstride, const int32_t *gidx, int64_t gate_off, const float *w, float eps,
+                                 const float *table, int64_t tstride, const int32_t *ridx, int64_t shift_off,
+                                 int64_t scale_off) {
+    __shared__ double red[32];
+    const int64_t r = blockIdx.x, nvec = dim / 8;
+    uint4 *xr = (uint4 *)(x + r * dim);
+    const uint4 *brr = (const uint4 *)(br + r * dim);
+    uint4 *yr = (uint4 *)(y + r * dim);
+    uint4 u[RMC_V], ub[RMC_V];
+#pragma unroll
+    for (int i = 0; i < RMC_V; i++) { /* every load issued before any is used */
+        int64_t c8 = threadIdx.x + (int64_t)i * blockDim.x;
+        u[i] = c8 < nvec ? xr[c8] : make_uint4(0u, 0u, 0u, 0u);
+        ub[i] = c8 < nvec ? brr[c8] : make_uint4(0u, 0u, 0u, 0u);
+    }
+    const float *gate = gtable ? gtable + (int64_t)gidx[r] * gstride + gate_off : NULL;
+#pragma unroll
+    for (int i = 0; i < RMC_V; i++) { /* x = bf16(x + bf16(gate * branch)), kept in u for the norm */
+        int64_t c8 = threadIdx.x + (int64_t)i * blockDim.x;
+        if (c8 >= nvec) break;
+        float g[8];
+        if (gate) load8f(g, gate + c8 * 8);
+        uint32_t a[4] = {u[i].x, u[i].y, u[i].z, u[i].w}, b[4] = {ub[i].x, ub[i].y, ub[i].z, ub[i].w}, o[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float x0 = __uint_as_float(a[j] << 16), x1 = __uint_as_float(a[j] & 0xffff0000u);
+            float b0 = __uint_as_float(b[j] << 16), b1 = __uint_as_float(b[j] & 0xffff0000u);
+            if (gate) b0 = rbf16<HW>(g[2 * j] * b0), b1 = rbf16<HW>(g[2 * j + 1] * b1);
+            o[j] = (uint32_t)pbf16<HW>(x0 + b0) | ((uint32_t)pbf16<HW>(x1 + b1) << 16);
+        }
+        u[i] = make_uint4(o[0], o[1], o[2], o[3]);
+        xr[c8] = u[i];
+    }
+    double ss = 0.0; /* from here on k_rmsnorm_mod_cached's code on u (zeros past the row, as there) */
+#pragma unroll
+    for (int i = 0; i < RMC_V; i++) {
+        uint32_t wv[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float a = __uint_as_float(wv[j] << 16), b = __uint_as_float(wv[j] & 0xffff0000u);
+            ss += (double)a * a;
+            ss += (double)b * b;
+        }
+    }
+    ss = cuda_block_sum_d(ss, red);
+    const float inv = 1.0f / sqrtf((float)(ss / (double)dim) + eps);
+    const float *shift = NULL, *scale = NULL;
+    if (table) {
+        const float *t = table + (int64_t)ridx[r] * tstride;
+        shift = t + shift_off, scale = t + scale_off;
+    }
+#pragma unroll
+    for (int i = 0; i < RMC_V; i++) {
+        int64_t c8 = threadIdx.x + (int64_t)i * blockDim.x;
+        if (c8 >= nvec) break;
+        float wf[8], sh[8], sc[8], v[8];
+        if (w) load8f(wf, w + c8 * 8);
+        if (table) load8f(sh, shift + c8 * 8), load8f(sc, scale + c8 * 8);
+        uint32_t wv[4] = {u[i].x, u[i].y, u[i].z, u[i].w}, o[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) v[2 * j] = __uint_as_float(wv[j] << 16), v[2 * j + 1] = __uint_as_float(wv[j] & 0xffff0000u);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            float t = v[k] * inv;
+            if (w) t = t * wf[k];
+            t = rbf16<HW>(t);
+            if (table) {
+                float one_plus = rbf16<HW>(1.0f + sc[k]);
+                float prod = rbf16<HW>(t * one_plus);
+                t = prod + sh[k];
+            }
+            v[k] = t;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) o[j] = (uint32_t)pbf16<HW>(v[2 * j]) | ((uint32_t)pbf16<HW>(v[2 * j + 1]) << 16);
+        yr[c8] = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+}
+
+extern "C" void cuda_bf16_gated_residual_rmsnorm_modulate(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch,
+                                                          h3_bf16 *y, int64_t rows, int64_t dim,
+                                                          const float *gate_table, int64_t gate_stride,
+                                                          const int32_t *gate_index, int64_t gate_off, const float *w,
+                                                          float eps, const float *table, int64_t table_stride,
+                                                          const int32_t *row_index, int64_t shift_off,
+                                                          int64_t scale_off) {
+    if (rows <= 0 || dim <= 0) return;
+    /* the fused kernel takes what k_rmsnorm_mod_cached takes, plus a 16-byte branch and float4 gate vectors */
+    const int64_t nvec = dim / 8;
+    int vec16 = dim % 8 == 0 && nvec <= (int64_t)RMC_V * 1024 && aligned16(x) && aligned16(branch) && aligned16(y);
+    int params16 = (!w || aligned16(w)) &&
+                   (!table || (aligned16(table) && table_stride % 4 == 0 && shift_off % 4 == 0 && scale_off % 4 == 0)) &&
+                   (!gate_table || (aligned16(gate_table) && gate_stride % 4 == 0 && gate_off % 4 == 0));
+    if (!vec16 || !params16 || rows > 2147483647) { /* the two kernels in turn */
+        cuda_bf16_gated_residual(be, x, branch, rows, dim, gate_table, gate_stride, gate_index, gate_off);
+        cuda_bf16_rmsnorm_modulate(be, y, x, rows, dim, w, eps, table, table_stride, row_index, shift_off, scale_off);
+        return;
+    }
+    /* k_rmsnorm_mod_cached's threads per row: its partial sums of squares, so its float result */
+    unsigned threads = (unsigned)(((nvec + RMC_V - 1) / RMC_V + 31) / 32 * 32);
+    cudaStream_t st = cuda_of(be)->stream;
+    if (cuda_of(be)->bf16_hw_round)
+        k_gated_residual_rmsnorm_mod<1><<<(unsigned)rows, threads, 0, st>>>(
+            x, branch, y, dim, gate_table, gate_stride, gate_index, gate_off, w, eps, table, table_stride, row_index,
+            shift_off, scale_off);
+    else
+        k_gated_residual_rmsnorm_mod<0><<<(unsigned)rows, threads, 0, st>>>(
+            x, branch, y, dim, gate_table, gate_stride, gate_index, gate_off, w, eps, table, table_stride, row_index,
+            shift_off, scale_off);
+    CUDA_LAUNCHED(be, "bf16_gated_residual_rmsnorm_modulate");
+}
+
 template <int HW> static __device__ __forceinline__ float swiglu1(float val, float g) {
     float s = rbf16<HW>(g / (1.0f + expf(-g)));
     return val * s;

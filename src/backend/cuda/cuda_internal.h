@@ -35,7 +35,8 @@ typedef struct cuda_impl {
     int              force_fp32;  /* H3_CUDA_PRECISION=fp32 */
     int              flash_bn;    /* H3_FLASH_BN: keys per flash tile at head_dim 128 (tuning) */
     int              flash_variant; /* cuda_flash_sm90's compiled variant (tests/tuning); -1: by shape */
-    int              bf16_hw_round; /* H3_BF16_ROUND: 1 (default) hardware bf16 rounding in cuda_bf16.cu's kernels, 0 integer */
+    int              bf16_hw_round; /* H3_BF16_ROUND: 1 (default) hardware bf16 rounding in cuda_bf16.cu's kernels and
+                                     * the VAE's q/k norm + RoPE, 0 integer */
     int              sm_arch;     /* compute capability * 10 + minor (90 on H100/H200) */
     int64_t          widen_tile;  /* elements of a widened weight tile (fp32 matmul path) */
     int              failed;      /* sticky first error */

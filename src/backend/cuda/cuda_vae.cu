@@ -203,6 +203,73 @@ static __global__ void k_qk_norm_rope64x4(uint16_t *x, int64_t rows, int64_t row
     }
 }
 
+/* head_dim 64, 16-byte rows and rot_dim % 16 == 0: k_qk_norm_rope64x4's arithmetic with the rotate-half partners in
+ * registers instead of shared memory. 8 lanes per head, 8 channels per lane: as rot_dim / 2 is a multiple of 8, the
+ * partner of channel d (d +- rot_dim / 2) is the same slot of lane +- rot_dim / 16 in the head's 8-lane group (one
+ * __shfl_sync per channel). A warp item is QK_QUADS groups of 4 heads of one row (16 heads: 4 16-byte loads per lane
+ * issued before any is used, where k_qk_norm_rope64x4 keeps one in flight) plus the row's cos/sin as float4s. The
+ * sum of squares, its shuffle tree and every product are those of k_qk_norm_rope64x4: the same bits (HW: the
+ * output rounding through cvt.rn.bf16.f32, the same bits as the integer form, cuda_internal.h). */
+enum { QK_QUADS = 4 };
+static __device__ __forceinline__ void qk_load8f(float (&d)[8], const float *p) {
+    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    d[0] = a.x, d[1] = a.y, d[2] = a.z, d[3] = a.w, d[4] = b.x, d[5] = b.y, d[6] = b.z, d[7] = b.w;
+}
+template <int HW>
+static __global__ void __launch_bounds__(QK_WARPS * 32)
+    k_qk_norm_rope64_shfl(uint16_t *x, int64_t rows, int64_t row_stride, int64_t period, int heads, float eps,
+                          int rot_dim, const float *cos, const float *sin) {
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5, sub = lane & 7, c8 = sub * 8, half = rot_dim / 2;
+    const int quads = heads / 4, per_row = (quads + QK_QUADS - 1) / QK_QUADS;
+    const int lo = c8 < half, rotl = c8 < rot_dim; /* this lane's 8 channels: first half / rotated at all */
+    const int partner = (lane & ~7) | (lo ? sub + half / 8 : sub - half / 8);
+    const int64_t items = rows * per_row, nwarps = (int64_t)gridDim.x * QK_WARPS;
+    for (int64_t it = blockIdx.x * (int64_t)QK_WARPS + wib; it < items; it += nwarps) {
+        const int64_t r = it / per_row;
+        const int q0 = (int)(it - r * per_row) * QK_QUADS;
+        /* this lane's 8 channels of head 4 q + lane / 8 at xr[32 q] (uint4-typed: nvcc keeps the stores 16-byte) */
+        uint4 *xr = (uint4 *)(x + r * row_stride + (lane >> 3) * 64 + c8);
+        uint4 u[QK_QUADS];
+#pragma unroll
+        for (int i = 0; i < QK_QUADS; i++)
+            u[i] = q0 + i < quads ? xr[(int64_t)(q0 + i) * 32] : make_uint4(0u, 0u, 0u, 0u);
+        float cs[8] = {0.0f}, sn[8] = {0.0f};
+        if (rotl) {
+            const int64_t s = r % period;
+            qk_load8f(cs, cos + s * rot_dim + c8), qk_load8f(sn, sin + s * rot_dim + c8);
+        }
+#pragma unroll
+        for (int i = 0; i < QK_QUADS; i++) {
+            if (q0 + i >= quads) break; /* warp-uniform */
+            uint32_t w[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
+            float f[8];
+#pragma unroll
+            for (int j = 0; j < 4; j++) f[2 * j] = __uint_as_float(w[j] << 16), f[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+            double ss = 0.0;
+#pragma unroll
+            for (int j = 0; j < 8; j++) ss += (double)f[j] * f[j];
+            for (int o = 1; o < 8; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            const float inv = 1.0f / sqrtf((float)(ss / 64.0) + eps);
+            float n[8], p[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) n[j] = f[j] * inv;
+#pragma unroll
+            for (int j = 0; j < 8; j++) p[j] = __shfl_sync(0xffffffffu, n[j], partner);
+            float v[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) { /* computed on every lane, kept where rotated (a select, no branch) */
+                float rot = lo ? -p[j] : p[j];
+                float a = n[j] * cs[j], bb = rot * sn[j];
+                v[j] = rotl ? a + bb : n[j];
+            }
+            uint32_t o[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) o[j] = (uint32_t)pbf16<HW>(v[2 * j]) | ((uint32_t)pbf16<HW>(v[2 * j + 1]) << 16);
+            xr[(int64_t)(q0 + i) * 32] = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+    }
+}
+
 extern "C" void cuda_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t row_stride, int64_t period,
                                       int heads, int head_dim, float eps, int rot_dim, const float *cos,
                                       const float *sin) {
@@ -215,7 +282,18 @@ extern "C" void cuda_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, 
     if (blocks > 16384) blocks = 16384;
     int pair = head_dim == 64 && row_stride % 2 == 0 && al(x, 4);
     cudaStream_t st = cuda_of(be)->stream;
-    if (head_dim == 64 && heads % 4 == 0 && row_stride % 8 == 0 && al(x, 16)) {
+    if (head_dim == 64 && heads % 4 == 0 && row_stride % 8 == 0 && al(x, 16) && rot_dim >= 0 && rot_dim % 16 == 0 &&
+        al(cos, 16) && al(sin, 16)) { /* the release decoder: rope 48 of 64 */
+        const int64_t per_row = (heads / 4 + QK_QUADS - 1) / QK_QUADS;
+        int64_t bs = (rows * per_row + QK_WARPS - 1) / QK_WARPS;
+        if (bs > 16384) bs = 16384;
+        if (cuda_of(be)->bf16_hw_round)
+            k_qk_norm_rope64_shfl<1><<<(unsigned)bs, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, eps,
+                                                                             rot_dim, cos, sin);
+        else
+            k_qk_norm_rope64_shfl<0><<<(unsigned)bs, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, eps,
+                                                                             rot_dim, cos, sin);
+    } else if (head_dim == 64 && heads % 4 == 0 && row_stride % 8 == 0 && al(x, 16)) {
         int64_t b4 = (rows * (heads / 4) + QK_WARPS - 1) / QK_WARPS;
         if (b4 > 16384) b4 = 16384;
         k_qk_norm_rope64x4<<<(unsigned)b4, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, eps, rot_dim,
