@@ -135,7 +135,7 @@ static void path_in(const gen *s, const char *sub, char *out, size_t cap) { snap
 
 /* ---- the video decoder's pinned download buffers, made while the earlier phases run ----
  * cudaHostAlloc pins page by page: the tile-batched decoder's two ~400 MB slots took ~0.4 s of a one-shot decode on
- * the lent H200 (a VM). A second thread makes them in the backend's pinned-buffer cache at the start of the request
+ * the lent H200 (a VM). A second thread makes them in the backend's pinned-buffer cache while the DiT phase runs
  * (h3_vae_host_prefetch), where the decoder then finds them; a session's later requests find them there anyway.
  * H3_PIN_PREFETCH=0 turns it off (an A/B switch). */
 typedef struct pin_prefetch {
@@ -1105,12 +1105,12 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     }
     char *ckey = cond_key(&s); /* NULL: an unreadable condition file (the phases say which) */
     s.cond_hit = ckey && c->cc.key && !strcmp(ckey, c->cc.key);
-    pin_prefetch pf;
-    pin_prefetch_start(&s, &pf);
+    pin_prefetch pf = {0};
     int rc = phase_text(&s, e);
     if (!rc) rc = phase_encode(&s, e);
     if (!rc && !s.cond_hit) cond_cache_store(&s, &c->cc, ckey), ckey = NULL; /* the store owns the key */
     free(ckey);
+    if (!rc) pin_prefetch_start(&s, &pf); /* after the uploads of the text phase, beside the DiT's seconds */
     if (!rc) rc = phase_dit(&s, e);
     if (!rc) rc = phase_audio(&s, e);
     pin_prefetch_join(&pf); /* before the decoder takes its buffers, and on every path */
