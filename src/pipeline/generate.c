@@ -486,6 +486,15 @@ static int phase_text(gen *s, h3_err *e) {
         res->tok = NULL;
     }
     if (te) fprintf(stderr, "h3: text encoder resident (kept from the previous generation)\n");
+    if (!tok) { /* first: CPU work only, while the backend's cuBLASLt warm-up thread runs (cuda_backend.cu) */
+        begin_on(s, "load tokenizer", be, 0);
+        tok = tokenizer_load(dir, e);
+        if (!tok) {
+            text_encoder_free(te);
+            return -1;
+        }
+        progress_end(&s->pg);
+    }
     if (!te && s->r->random_weights) {
         char tdir[4096];
         te_config tcfg;
@@ -494,15 +503,7 @@ static int phase_text(gen *s, h3_err *e) {
         if (text_encoder_config_load(tdir, &tcfg, e) ||
             !(te = text_encoder_new_random(be, &tcfg, s->r->bf16, s->r->seed ^ RANDOM_TEXT, e)) || phase_check(be, e)) {
             text_encoder_free(te);
-            return -1;
-        }
-        progress_end(&s->pg);
-    }
-    if (!tok) {
-        begin_on(s, "load tokenizer", be, 0);
-        tok = tokenizer_load(dir, e);
-        if (!tok) {
-            text_encoder_free(te);
+            tokenizer_free(tok);
             return -1;
         }
         progress_end(&s->pg);

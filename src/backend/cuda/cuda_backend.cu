@@ -9,6 +9,7 @@ extern "C" {
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 extern "C" {
 
@@ -23,6 +24,55 @@ void cuda_record_error(h3_backend *be, const char *what, const char *detail) {
 int cuda_backend_check(h3_backend *be, h3_err *e) {
     cuda_impl *c = cuda_of(be);
     return c->failed ? h3_fail(e, "%s", c->errmsg) : 0;
+}
+
+/* ---- cuBLASLt warm-up ----
+ * The process's first heuristic query initializes cuBLASLt's kernel tables (a one-time cost inside the first
+ * phase that runs a GEMM). A thread started with the backend makes a few queries (bf16 and fp32 GEMMs; no
+ * plan cache, no stream work) while the host loads the tokenizer and the weights. cuBLASLt calls are
+ * thread-safe on one handle. H3_LT_WARMUP=0 turns it off, =sync runs it inline and reports its time. */
+extern "C" cublasStatus_t cuda_lt_heuristic(h3_backend *be, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                                            cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, int align,
+                                            cublasLtMatmulAlgo_t *algo);
+
+static void *lt_warmup_main(void *arg) {
+    h3_backend *be = (h3_backend *)arg;
+    cudaSetDevice(cuda_of(be)->device);
+    const cudaDataType_t types[3][2] = {{CUDA_R_16BF, CUDA_R_16BF}, {CUDA_R_16BF, CUDA_R_32F}, {CUDA_R_32F, CUDA_R_32F}};
+    for (int t = 0; t < 3; t++) {
+        cublasLtMatmulDesc_t op = NULL;
+        cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+        cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
+        cublasLtMatmulAlgo_t algo;
+        if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatrixLayoutCreate(&la, types[t][0], 4096, 4096, 4096) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatrixLayoutCreate(&lb, types[t][0], 4096, 64, 4096) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatrixLayoutCreate(&ld, types[t][1], 4096, 64, 4096) == CUBLAS_STATUS_SUCCESS) {
+            cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA);
+            cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB);
+            (void)cuda_lt_heuristic(be, op, la, lb, ld, 16, &algo);
+        }
+        if (ld) cublasLtMatrixLayoutDestroy(ld);
+        if (lb) cublasLtMatrixLayoutDestroy(lb);
+        if (la) cublasLtMatrixLayoutDestroy(la);
+        if (op) cublasLtMatmulDescDestroy(op);
+    }
+    return NULL;
+}
+
+static void lt_warmup_start(h3_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    const char *w = getenv("H3_LT_WARMUP");
+    if (w && !strcmp(w, "0")) return;
+    if (w && !strcmp(w, "sync")) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        lt_warmup_main(be);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        fprintf(stderr, "h3: cuBLASLt warm-up %.3f s\n", (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec));
+        return;
+    }
+    c->warmup_started = pthread_create(&c->warmup, NULL, lt_warmup_main, be) == 0;
 }
 
 int cuda_backend_init(h3_backend *be, h3_err *e) {
@@ -73,12 +123,14 @@ int cuda_backend_init(h3_backend *be, h3_err *e) {
     cudaEventCreate(&c->marks[1]);
     cudaEventCreateWithFlags(&c->up_done[0], cudaEventDisableTiming);
     cudaEventCreateWithFlags(&c->up_done[1], cudaEventDisableTiming);
+    lt_warmup_start(be);
     return 0;
 }
 
 void cuda_backend_shutdown(h3_backend *be) {
     cuda_impl *c = cuda_of(be);
     if (!c) return;
+    if (c->warmup_started) pthread_join(c->warmup, NULL);
     cudaStreamSynchronize(c->stream);
     cuda_optime_release(be);
     cuda_gemm_rm_release(be);

@@ -51,6 +51,8 @@ typedef struct cuda_impl {
     void            *pin_ptr[CUDA_PIN_CACHE];   /* pinned host buffers this backend made (cuda_vae.cu) */
     size_t           pin_bytes[CUDA_PIN_CACHE]; /* their sizes */
     int              pin_used[CUDA_PIN_CACHE];  /* handed out (else kept for reuse) */
+    pthread_t        warmup;      /* cuda_lt_warmup's thread (joined at shutdown) */
+    int              warmup_started;
     pthread_mutex_t  pin_lock; /* the table above: a pipeline may fill it from a second thread (h3_vae_host_prefetch) */
 } cuda_impl;
 
