@@ -46,9 +46,18 @@ ifeq ($(CUDA),1)
   LDLIBS  += -L/usr/local/cuda/lib64 -lcudart -lcublasLt -lcublas -lcudnn -lstdc++
 endif
 
+# EDIT=1: the interactive session's line editor with history (libedit, features.md 3); default when installed
+EDIT ?= $(if $(wildcard /usr/include/editline/readline.h),1,0)
+TOOL_LIBS :=
+ifeq ($(EDIT),1)
+  TOOL_CFLAGS := -DH3_EDITLINE
+  TOOL_LIBS   := -ledit
+endif
+
 OBJ      := $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 TOOL_SRC := $(wildcard tools/h3/*.c)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
+$(TOOL_OBJ): CFLAGS += $(TOOL_CFLAGS)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/*.c)
@@ -62,7 +71,7 @@ $(BUILD)/libh3.a: $(OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/h3: $(TOOL_OBJ) $(BUILD)/libh3.a
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libh3.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libh3.a $(LDLIBS) $(TOOL_LIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libh3.a
 	@mkdir -p $(dir $@)

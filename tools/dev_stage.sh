@@ -11,4 +11,9 @@ cp "$B/h3" "$D/h3"
 for f in "$B"/tests/cuda/*; do [ -x "$f" ] && [ -f "$f" ] && cp "$f" "$D/tests/cuda/"; done
 strip "$D/h3" "$D"/tests/cuda/*
 cp -L /usr/lib/x86_64-linux-gnu/libutf8proc.so.2 /lib/x86_64-linux-gnu/libjansson.so.4 "$D/lib/"
+# the session's line editor (EDIT=1) and what it needs
+for l in libedit.so.2 libbsd.so.0 libmd.so.0; do
+    p=$(ldd "$B/h3" | awk -v l="$l" '$1 == l { print $3 }')
+    [ -n "$p" ] && cp -L "$p" "$D/lib/"
+done
 du -sh "$D"

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "line_edit.h"
 #include "media/media.h"
 #include "pipeline/generate.h"
 #include "pipeline/progress.h"
@@ -636,29 +637,27 @@ int cmd_session(const h3_request *r, int seed_given, int output_given) {
         return 1;
     }
     setvbuf(stdout, NULL, _IOLBF, 0); /* replies stay in order with stderr's lines in a pipe */
-    int tty = isatty(STDIN_FILENO);
+    line_reader *in = line_reader_new();
+    if (!in) {
+        rmdir(s.tmp_dir);
+        session_free(&s);
+        fprintf(stderr, "h3: generate: out of memory\n");
+        return 1;
+    }
     printf("h3 session: outputs in %s; a line is a prompt, !help lists the commands\n", s.out_dir);
-    char *line = NULL;
-    size_t cap = 0;
-    for (;;) {
-        if (tty) {
-            fputs("h3> ", stdout);
-            fflush(stdout);
-        }
-        ssize_t n = getline(&line, &cap, stdin);
-        if (n < 0) {
-            if (tty) fputc('\n', stdout);
-            break;
-        }
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
-        if (!line[strspn(line, " \t")]) continue; /* blank */
-        if (line[0] == '!') {
-            if (run_command(&s, line + 1) == 1) break;
+    char *line;
+    while ((line = line_reader_read(in, "h3> ")) != NULL) {
+        int quit = 0;
+        if (!line[strspn(line, " \t")]) { /* blank */
+        } else if (line[0] == '!') {
+            quit = run_command(&s, line + 1) == 1;
         } else {
             generate(&s, line);
         }
+        free(line);
+        if (quit) break;
     }
-    free(line);
+    line_reader_free(in);
     int removed = rmdir(s.tmp_dir) == 0; /* only when nothing was written there */
     fprintf(stderr, "h3: session ended: %d generated, %d failed%s%s\n", s.done, s.failed,
             removed ? "; removed the empty " : "", removed ? s.tmp_dir : "");

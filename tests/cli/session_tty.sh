@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The interactive session on a terminal (features.md 3), run under a pseudo-terminal with script(1):
+#  - with the line editor (a build linked with libedit): the "h3> " prompt; history in $HOME/.h3_history
+#    (H3_HISTORY overrides it): blank lines and a repeat of the previous line are not added, the next session
+#    recalls entries with the up arrow, at most 500 entries are kept, an unwritable history file gives one
+#    warning line and the session goes on;
+#  - without it (EDIT=0 build): the prompt, plain lines, no history file;
+#  - from a pipe (no terminal) either build reads plain lines and writes no history.
+set -u
+H3=${H3:-build/h3}
+TINY=tests/fixtures/tiny
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+check() { if eval "$2"; then ok; else bad "$1"; fi; }
+SESSION="$H3 generate -d $TINY --width 64 --height 32 --frames 120 --steps 2"
+# session NAME HOME [VAR=VALUE...] < input: runs a session on a pty, output in $tmp/NAME.out, status in $tmp/NAME.rc
+session() {
+    local name=$1 home=$2; shift 2
+    mkdir -p "$home"
+    env HOME="$home" "$@" script -qec "$SESSION" /dev/null >"$tmp/$name.out" 2>&1
+    echo $? >"$tmp/$name.rc"
+}
+# entries of a libedit history file (after its _HiStOrY_V2_ line), one per line, the space escape \040 decoded
+entries() { tail -n +2 "$1" | sed 's/\\040/ /g'; }
+
+if ! command -v script >/dev/null; then
+    bad "script(1) (util-linux) is needed to run a session on a terminal"
+    echo "RESULT $pass $fail"; exit 1
+fi
+editor=0
+ldd "$H3" 2>/dev/null | grep -q libedit && editor=1
+
+printf '!seed 11\n!seed 11\n   \n!status\n!quit\n' | session one "$tmp/home"
+check "session on a pty exits 0" '[ "$(cat $tmp/one.rc)" = 0 ]'
+check "the h3> prompt on a terminal" 'grep -aq "h3> " "$tmp/one.out"'
+check "!seed answered" 'grep -aq "seed 11 (fixed)" "$tmp/one.out"'
+if [ $editor = 1 ]; then
+    check "history file written" '[ -f "$tmp/home/.h3_history" ]'
+    check "history: blank and repeated lines not added" \
+        '[ "$(entries "$tmp/home/.h3_history" | tr "\n" "|")" = "!seed 11|!status|!quit|" ]'
+    # up arrow three times: !quit, !status, then !seed 11
+    printf '!seed 5\n\033[A\033[A\033[A\033[A\n!quit\n' | session two "$tmp/home"
+    check "second session exits 0" '[ "$(cat $tmp/two.rc)" = 0 ]'
+    check "up arrow recalls the previous session's entry" \
+        '[ "$(grep -ac "seed 11 (fixed)" "$tmp/two.out")" -ge 1 ] && grep -aq "seed 5 (fixed)" "$tmp/two.out"'
+    printf '!seed 3\n!quit\n' | session three "$tmp/home3" H3_HISTORY="$tmp/elsewhere"
+    check "H3_HISTORY names the history file" '[ -f "$tmp/elsewhere" ] && [ ! -e "$tmp/home3/.h3_history" ]'
+    { for i in $(seq 1 520); do echo "!seed $i"; done; echo '!quit'; } | session many "$tmp/home4"
+    check "520 lines: exit 0" '[ "$(cat $tmp/many.rc)" = 0 ]'
+    check "history keeps the last 500 entries" \
+        '[ "$(entries "$tmp/home4/.h3_history" | wc -l)" = 500 ] && [ "$(entries "$tmp/home4/.h3_history" | tail -1)" = "!quit" ] &&
+         [ "$(entries "$tmp/home4/.h3_history" | head -1)" = "!seed 22" ]'
+    printf '!seed 4\n!seed 6\n!quit\n' | session ro "$tmp/home5" H3_HISTORY="$tmp/no/such/dir/history"
+    check "unwritable history: the session goes on (exit 0)" \
+        '[ "$(cat $tmp/ro.rc)" = 0 ] && grep -aq "seed 6 (fixed)" "$tmp/ro.out"'
+    check "unwritable history: one warning line" \
+        '[ "$(grep -ac "cannot write the history file $tmp/no/such/dir/history" "$tmp/ro.out")" = 1 ]'
+else
+    check "no editor: no history file" '[ ! -e "$tmp/home/.h3_history" ]'
+fi
+printf '!seed 9\n!quit\n' | HOME="$tmp/home6" $SESSION >"$tmp/pipe.out" 2>&1
+check "from a pipe: exit 0, no prompt, no history" \
+    '[ $? = 0 ] && grep -q "seed 9 (fixed)" "$tmp/pipe.out" && ! grep -q "h3> " "$tmp/pipe.out" && [ ! -e "$tmp/home6/.h3_history" ]'
+echo "RESULT $pass $fail"

@@ -1,0 +1,17 @@
+/* The interactive session's line input (features.md 3): with a terminal on stdin and a build with libedit
+ * (EDIT=1, the default when its headers are installed), a line editor with history kept in $HOME/.h3_history
+ * (H3_HISTORY overrides the path; 500 entries; long lines wrap); otherwise plain lines from stdin (pipes,
+ * files), with the prompt printed only on a terminal. */
+#ifndef H3_LINE_EDIT_H
+#define H3_LINE_EDIT_H
+
+typedef struct line_reader line_reader;
+
+line_reader *line_reader_new(void); /* NULL: out of memory */
+/* The next line without its line end (malloc'd, the caller frees it), or NULL at the end of the input. */
+char *line_reader_read(line_reader *r, const char *prompt);
+/* Whether lines come from the editor (for messages and tests). */
+int line_reader_edits(const line_reader *r);
+void line_reader_free(line_reader *r); /* NULL is fine */
+
+#endif
