@@ -25,6 +25,14 @@ typedef struct h3_ref {
     const char *audio_path; /* H3_REF_VIDEO_AUDIO only */
 } h3_ref;
 
+/* One preview image (--show, features.md 2): the representative frame after a denoising pass, or a final frame. */
+typedef struct h3_preview {
+    const float *rgb;           /* [height][width][3] in [0, 1], the output canvas */
+    int          width, height;
+    int          pass, passes;  /* after pass `pass` (1-based) of `passes`; pass 0: a final frame */
+    int64_t      frame;         /* its frame index in the video */
+} h3_preview;
+
 typedef struct h3_request {
     const char *model_dir;
     const char *prompt;
@@ -52,6 +60,11 @@ typedef struct h3_request {
     int         cuda;          /* --backend cuda */
     int         threads;
     int         random_weights; /* --random-weights: weights made from the configs (benchmarks), t2va only */
+    /* --show: called with one representative frame after every denoising pass (decoded from the current latents by
+     * a preview video decoder kept during the denoising) and then with every final frame; nonzero cancels the
+     * generation. NULL: no previews, nothing extra loaded. */
+    int       (*preview)(void *user, const h3_preview *p);
+    void       *preview_user;
 } h3_request;
 
 /* Defaults: seed 42, 20 steps, bf16, output "h3.mp4". */

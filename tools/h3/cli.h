@@ -13,8 +13,8 @@ int cmd_bench(int argc, char **argv);
 
 /* `h3 generate -d DIR` without -p: the interactive session (cmd_session.c, docs/session.md).
  * r holds the start-up flags (they seed the session's state); seed_given / output_given: --seed /
- * -o were on the command line. Returns the exit status. */
+ * -o were on the command line; zoom: --zoom (!show's previews). Returns the exit status. */
 struct h3_request;
-int cmd_session(const struct h3_request *r, int seed_given, int output_given);
+int cmd_session(const struct h3_request *r, int seed_given, int output_given, int zoom);
 
 #endif

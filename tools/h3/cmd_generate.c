@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "terminal.h"
 #include "pipeline/generate.h"
 #include "pipeline/request.h"
 
@@ -43,6 +44,9 @@ static void usage(FILE *f) {
             "                           H3_TOKEN_REDUCTION_BLOCKS=B:E, _EARLY=STEPS:END|0, _SCALE=S override)\n"
             "  --backend cpu|cuda       [cpu]    --threads N   CPU threads [all cores]\n"
             "  --profile                per-phase time and peak memory report\n"
+            "  --show                   terminal previews: a frame after every denoising pass, then every final frame\n"
+            "                           (Kitty/Ghostty or iTerm2/WezTerm/Konsole inline images; keeps a preview VAE)\n"
+            "  --zoom N                 previews shown at N x their pixel size (>= 1; 2 suits Retina) [2]\n"
             "  --random-weights         no checkpoint: every model made with random weights at the shapes of -d's\n"
             "                           configs (a release skeleton works), in backend memory; t2va only. A benchmark\n"
             "                           of the whole pipeline: the output is noise. -o '' then writes nothing\n");
@@ -61,7 +65,7 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, int *out
 int cmd_generate(int argc, char **argv) {
     h3_request r;
     h3_request_init(&r);
-    int seed_given = 0, output_given = 0;
+    int seed_given = 0, output_given = 0, show = 0, zoom = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -84,6 +88,10 @@ int cmd_generate(int argc, char **argv) {
             r.token_reduction = 1;
             continue;
         }
+        if (!strcmp(a, "--show")) {
+            show = 1;
+            continue;
+        }
         if (i + 1 >= argc) return cli_error("generate: %s needs a value (see h3 generate --help)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "-d") || !strcmp(a, "--model-dir")) r.model_dir = v;
@@ -104,6 +112,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--render-width")) { if (parse_int(a, v, 1, 1 << 20, &r.render_width)) return 2; }
         else if (!strcmp(a, "--render-height")) { if (parse_int(a, v, 1, 1 << 20, &r.render_height)) return 2; }
         else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 4096, &r.threads)) return 2; }
+        else if (!strcmp(a, "--zoom")) { if (parse_int(a, v, 1, 64, &zoom)) return 2; }
         else if (!strcmp(a, "--seconds")) {
             char *end;
             r.seconds = strtod(v, &end);
@@ -149,7 +158,14 @@ int cmd_generate(int argc, char **argv) {
             return cli_error("generate: unknown option '%s' (see h3 generate --help)", a);
         }
     }
-    if (!r.prompt && r.model_dir && r.model_dir[0]) return cmd_session(&r, seed_given, output_given);
+    /* --show: previews on stdout through the terminal's graphics protocol, when there is one */
+    term_preview tp = {term_graphics_detect(), zoom, stdout};
+    if (show && tp.g == TERM_NONE)
+        fprintf(stderr, "h3: warning: --show: no graphics terminal detected (Kitty/Ghostty or iTerm2/WezTerm/Konsole): "
+                        "no previews\n");
+    else if (show)
+        r.preview = term_preview_frame, r.preview_user = &tp;
+    if (!r.prompt && r.model_dir && r.model_dir[0]) return cmd_session(&r, seed_given, output_given, zoom);
     if (r.resident) return cli_error("generate: --resident keeps the models between a session's generations: start a session (no -p)");
     int aligned;
     h3_err e = {{0}};

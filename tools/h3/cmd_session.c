@@ -27,6 +27,7 @@
 
 #include "cli.h"
 #include "line_edit.h"
+#include "terminal.h"
 #include "media/media.h"
 #include "pipeline/generate.h"
 #include "pipeline/progress.h"
@@ -51,6 +52,7 @@ typedef struct session {
     /* paths set by !first / !last / !ref-image (start-up paths point into argv and are not ours) */
     char       *first_owned, *last_owned, *ref_owned[H3_MAX_REFS];
     char        last_mp4[PATH_CAP]; /* the last generation's MP4 (for !save), or "" */
+    term_preview tp;         /* !show: the terminal's graphics protocol, zoom, stream */
 } session;
 
 typedef struct gen_paths {
@@ -231,6 +233,8 @@ static int c_status(session *s, const char *arg) {
     printf("profile %s; %d generated, %d failed; resident %s, quant %s\n", st->profile ? "on" : "off", s->done,
            s->failed, st->resident ? "on (!cache lists the kept models)" : "off (each generation loads every phase's weights)",
            st->quant_fp8 ? "fp8" : "none");
+    printf("show %s (terminal graphics: %s, zoom %d)\n", st->preview ? "on" : "off", term_graphics_name(s->tp.g),
+           s->tp.zoom);
     return 0;
 }
 
@@ -444,6 +448,23 @@ static int c_resident(session *s, const char *arg) {
     return 0;
 }
 
+/* !show [on|off]: --show's terminal previews */
+static int c_show(session *s, const char *arg) {
+    if (arg) {
+        if (!strcmp(arg, "on")) {
+            if (s->tp.g == TERM_NONE)
+                return say_error("!show: no graphics terminal detected (Kitty/Ghostty or iTerm2/WezTerm/Konsole)");
+            s->st.preview = term_preview_frame, s->st.preview_user = &s->tp;
+        } else if (!strcmp(arg, "off")) {
+            s->st.preview = NULL, s->st.preview_user = NULL;
+        } else {
+            return say_error("!show expects on or off, got '%s'", arg);
+        }
+    }
+    printf("show %s\n", s->st.preview ? "on: a frame after every denoising pass, then every final frame" : "off");
+    return 0;
+}
+
 /* !token-reduction [on|off]: --token-reduction */
 static int c_token_reduction(session *s, const char *arg) {
     if (arg) {
@@ -485,6 +506,7 @@ static const struct {
     {"resident", "[on|off]", "keep each phase's model loaded between generations (--resident)", c_resident, 1},
     {"cache", "[clear]", "show / free the models kept by !resident", c_cache, 1},
     {"token-reduction", "[on|off]", "DiT middle blocks on paired video tokens (features.md 5.5)", c_token_reduction, 1},
+    {"show", "[on|off]", "terminal previews (--show); refused without a graphics terminal", c_show, 1},
     {"first", "[PATH|clear]", "show/set/clear the first keyframe (fl2va); not with references", c_first, 1},
     {"last", "[PATH|clear]", "show/set/clear the last keyframe (fl2va); not with references", c_last, 1},
     {"ref-image", "[PATH]", "append an image reference (ref2va); not with keyframes", c_ref_image, 1},
@@ -595,13 +617,15 @@ static void session_free(session *s) {
     for (int i = 0; i < H3_MAX_REFS; i++) free(s->ref_owned[i]);
 }
 
-int cmd_session(const h3_request *r, int seed_given, int output_given) {
+int cmd_session(const h3_request *r, int seed_given, int output_given, int zoom) {
     if (output_given && r->output && r->output[0])
         return cli_error("generate: -o %s: a session writes video-NNNN.mp4 into its own directory (!output DIR); "
                          "give -p for one video, or -o '' for no MP4", r->output);
     session s;
     memset(&s, 0, sizeof s);
     s.st = *r;
+    s.tp = (term_preview){term_graphics_detect(), zoom, stdout};
+    if (s.st.preview) s.st.preview_user = &s.tp; /* --show: the session's own */
     s.seed_fixed = seed_given;
     s.mux = !(r->output && !r->output[0]);
     s.frames_base = r->frames_dir, s.wav_base = r->wav, s.dump_base = r->dump_latents;
