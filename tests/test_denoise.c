@@ -459,6 +459,60 @@ static void test_token_reduction_schedule(void) {
     unsetenv("H3_TOKEN_REDUCTION_BLOCKS"), unsetenv("H3_TOKEN_REDUCTION_EARLY"), unsetenv("H3_TOKEN_REDUCTION_SCALE");
 }
 
+/* features.md 5.7 (the 256-square RoPE adaptation): rope_spatial_scale 0.5 gives the loop of a layout whose rows'
+ * h and w position ids are halved by hand (the same bits), and differs from the released coordinates; the t
+ * coordinate and everything else are untouched. On a t2va layout of the tiny DiT, random rows, 3 passes. */
+static void test_rope_spatial_scale(h3_backend *be) {
+    h3_err e = {{0}};
+    dit_model *m = dit_load(be, "tests/fixtures/tiny/transformer", 0, &e);
+    CHECK(m != NULL, "dit_load: %s", e.msg);
+    if (!m) return;
+    const int64_t tags[3] = {1, 1, 1};
+    layout *L = layout_new_t2va(tags, 3, 2, 4, 4, 3, NULL, 0, &e);
+    layout *H = layout_new_t2va(tags, 3, 2, 4, 4, 3, NULL, 0, &e);
+    CHECK(L && H, "layouts: %s", e.msg);
+    if (!L || !H) {
+        layout_free(L), layout_free(H), dit_free(m);
+        return;
+    }
+    for (int64_t r = 0; r < H->S; r++) H->position_ids[3 * r + 1] *= 0.5, H->position_ids[3 * r + 2] *= 0.5;
+    const int64_t nv = L->Nv * 96, na = L->Na * 32, nt = 3 * 16;
+    float *v0 = malloc(sizeof(float) * (size_t)nv), *a0 = malloc(sizeof(float) * (size_t)na), text[3 * 16];
+    uint64_t x = 12345;
+    for (int64_t i = 0; i < nv + na + nt; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        float u = (float)((x >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+        if (i < nv) v0[i] = u;
+        else if (i < nv + na) a0[i - nv] = u;
+        else text[i - nv - na] = u;
+    }
+    float *rows[3][2];
+    for (int k = 0; k < 3; k++) { /* 0: scale 0.5; 1: halved by hand; 2: released */
+        sched sv, sa;
+        sched_init(&sv, 3, SCHED_VIDEO_SHIFT, &e), sched_init(&sa, 3, SCHED_AUDIO_SHIFT, &e);
+        rows[k][0] = malloc(sizeof(float) * (size_t)nv), rows[k][1] = malloc(sizeof(float) * (size_t)na);
+        memcpy(rows[k][0], v0, sizeof(float) * (size_t)nv), memcpy(rows[k][1], a0, sizeof(float) * (size_t)na);
+        denoise_args a = {.L = k == 1 ? H : L, .text = text, .video_sched = &sv, .audio_sched = &sa,
+                          .video_rows = rows[k][0], .audio_rows = rows[k][1], .rope_spatial_scale = k == 0 ? 0.5f : 0.0f};
+        CHECK(denoise_run(m, &a, &e) == 0, "rope scale loop %d: %s", k, e.msg);
+        sched_free(&sv), sched_free(&sa);
+    }
+    CHECK(!memcmp(rows[0][0], rows[1][0], sizeof(float) * (size_t)nv) &&
+              !memcmp(rows[0][1], rows[1][1], sizeof(float) * (size_t)na),
+          "rope_spatial_scale 0.5 equals the loop on halved h/w position ids");
+    CHECK(memcmp(rows[0][0], rows[2][0], sizeof(float) * (size_t)nv) != 0,
+          "rope_spatial_scale 0.5 changes the video rows (max diff %.3g)", max_abs(rows[0][0], rows[2][0], nv));
+    for (int64_t r = 0; r < L->S; r++) /* the caller's layout is not modified */
+        if (L->position_ids[3 * r + 1] != H->position_ids[3 * r + 1] * 2.0) {
+            CHECK(0, "the layout's position ids were changed at row %lld", (long long)r);
+            break;
+        }
+    for (int k = 0; k < 3; k++) free(rows[k][0]), free(rows[k][1]);
+    free(v0), free(a0);
+    layout_free(L), layout_free(H);
+    dit_free(m);
+}
+
 int main(void) {
     test_probe_op();
     test_token_reduction_schedule();
@@ -473,6 +527,7 @@ int main(void) {
         test_errors(be);
         test_reuse(be);
         test_core_reuse(be);
+        test_rope_spatial_scale(be);
     }
     h3_backend_free(be);
     TEST_END();

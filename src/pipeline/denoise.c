@@ -108,12 +108,21 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
     int steps = sched_evaluations(a->video_sched);
     if (sched_evaluations(a->audio_sched) < steps) steps = sched_evaluations(a->audio_sched);
 
-    float *v_out = malloc(sizeof(float) * (size_t)(L->Nv * Q));
-    float *a_out = malloc(sizeof(float) * (size_t)(L->Na * Ca));
-    int64_t *tidx = malloc(sizeof(int64_t) * (size_t)(L->S > 0 ? L->S : 1));
     const int reuse = a->reuse > 1 ? a->reuse : 1, core_reuse = a->core_reuse > 1 ? a->core_reuse : 1;
     if (reuse > 1 && core_reuse > 1)
         return h3_fail(e, "denoise: --core-reuse cannot be combined with --reuse > 1 (features.md 5.4)");
+    /* features.md 5.7: the spatial coordinates scaled (the t coordinate and the layout stay as they are) */
+    const int scaled = a->rope_spatial_scale > 0.0f && a->rope_spatial_scale != 1.0f;
+    double *pos = scaled ? malloc(sizeof(double) * 3 * (size_t)(L->S > 0 ? L->S : 1)) : NULL;
+    if (scaled && !pos) return h3_fail(e, "denoise: out of memory");
+    for (int64_t r = 0; scaled && r < L->S; r++) {
+        pos[3 * r] = L->position_ids[3 * r];
+        pos[3 * r + 1] = (double)((float)L->position_ids[3 * r + 1] * a->rope_spatial_scale);
+        pos[3 * r + 2] = (double)((float)L->position_ids[3 * r + 2] * a->rope_spatial_scale);
+    }
+    float *v_out = malloc(sizeof(float) * (size_t)(L->Nv * Q));
+    float *a_out = malloc(sizeof(float) * (size_t)(L->Na * Ca));
+    int64_t *tidx = malloc(sizeof(int64_t) * (size_t)(L->S > 0 ? L->S : 1));
     const int64_t ntv = (L->Nv - ncv) * Q, nta = (L->Na - nca) * Ca;
     vel_history hv = {.n = ntv}, ha = {.n = nta};
     int rc = -1, evals = 0;
@@ -145,7 +154,7 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
             .S = L->S,
             .timestep_indices = tidx,
             .token_tags = L->token_tags,
-            .position_ids = L->position_ids,
+            .position_ids = scaled ? pos : L->position_ids,
             .video_indices = L->video_indices,
             .audio_indices = L->audio_indices,
             .text_indices = L->text_indices,
@@ -178,6 +187,7 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
     rc = 0;
     if (a->evaluations) *a->evaluations = evals;
 done:
+    free(pos);
     free(v_out);
     free(a_out);
     free(tidx);

@@ -37,6 +37,8 @@ typedef struct denoise_args {
      * reduce_early_passes passes restore before reduce_early_end instead */
     int           reduce_begin, reduce_end, reduce_early_passes, reduce_early_end;
     float         reduce_scale;
+    float         rope_spatial_scale; /* features.md 5.7: every row's h and w RoPE coordinates times this (0.5 at a
+                                         256x256 render canvas); 0 or 1: the released coordinates */
     denoise_progress_fn progress;
     void         *progress_user;
 } denoise_args;

@@ -760,6 +760,11 @@ static int phase_dit(gen *s, h3_err *e) {
                        .audio_rows = arows, .progress = denoise_progress, .progress_user = s, .reuse = s->r->reuse,
                        .layers = s->r->layers, .core_reuse = s->r->core_reuse,
                        .release_adaln = 1 /* spec 4.5: tables cached, 39% of the weights dropped */};
+    if (g->width == 256 && g->height == 256 && !s->r->reference_rope) { /* features.md 5.7 */
+        da.rope_spatial_scale = 0.5f;
+        fprintf(stderr, "h3: 256x256: spatial RoPE coordinates halved against lattice artefacts (features.md 5.7; "
+                        "--use-reference-rope keeps the released ones)\n");
+    }
     if (s->r->token_reduction) {
         if (denoise_token_reduction(&da, c->num_layers, e)) goto done;
         char early[64] = "";

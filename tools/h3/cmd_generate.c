@@ -44,6 +44,8 @@ static void usage(FILE *f) {
             "                           H3_TOKEN_REDUCTION_BLOCKS=B:E, _EARLY=STEPS:END|0, _SCALE=S override)\n"
             "  --backend cpu|cuda       [cpu]    --threads N   CPU threads [all cores]\n"
             "  --profile                per-phase time and peak memory report\n"
+            "  --use-reference-rope     at a 256x256 render canvas keep the released spatial RoPE (default: its h/w\n"
+            "                           coordinates halved against lattice artefacts, features.md 5.7)\n"
             "  --show                   terminal previews: a frame after every denoising pass, then every final frame\n"
             "                           (Kitty/Ghostty or iTerm2/WezTerm/Konsole inline images; keeps a preview VAE)\n"
             "  --zoom N                 previews shown at N x their pixel size (>= 1; 2 suits Retina) [2]\n"
@@ -90,6 +92,10 @@ int cmd_generate(int argc, char **argv) {
         }
         if (!strcmp(a, "--show")) {
             show = 1;
+            continue;
+        }
+        if (!strcmp(a, "--use-reference-rope")) {
+            r.reference_rope = 1;
             continue;
         }
         if (i + 1 >= argc) return cli_error("generate: %s needs a value (see h3 generate --help)", a);

@@ -233,8 +233,8 @@ static int c_status(session *s, const char *arg) {
     printf("profile %s; %d generated, %d failed; resident %s, quant %s\n", st->profile ? "on" : "off", s->done,
            s->failed, st->resident ? "on (!cache lists the kept models)" : "off (each generation loads every phase's weights)",
            st->quant_fp8 ? "fp8" : "none");
-    printf("show %s (terminal graphics: %s, zoom %d)\n", st->preview ? "on" : "off", term_graphics_name(s->tp.g),
-           s->tp.zoom);
+    printf("show %s (terminal graphics: %s, zoom %d); spatial RoPE at 256x256: %s\n", st->preview ? "on" : "off",
+           term_graphics_name(s->tp.g), s->tp.zoom, st->reference_rope ? "released" : "halved");
     return 0;
 }
 
@@ -448,6 +448,18 @@ static int c_resident(session *s, const char *arg) {
     return 0;
 }
 
+/* !reference-rope [on|off]: --use-reference-rope (features.md 5.7) */
+static int c_reference_rope(session *s, const char *arg) {
+    if (arg) {
+        if (!strcmp(arg, "on")) s->st.reference_rope = 1;
+        else if (!strcmp(arg, "off")) s->st.reference_rope = 0;
+        else return say_error("!reference-rope expects on or off, got '%s'", arg);
+    }
+    printf("reference rope %s\n", s->st.reference_rope ? "on: the released spatial RoPE at 256x256"
+                                                       : "off: spatial RoPE halved at a 256x256 render canvas");
+    return 0;
+}
+
 /* !show [on|off]: --show's terminal previews */
 static int c_show(session *s, const char *arg) {
     if (arg) {
@@ -507,6 +519,8 @@ static const struct {
     {"cache", "[clear]", "show / free the models kept by !resident", c_cache, 1},
     {"token-reduction", "[on|off]", "DiT middle blocks on paired video tokens (features.md 5.5)", c_token_reduction, 1},
     {"show", "[on|off]", "terminal previews (--show); refused without a graphics terminal", c_show, 1},
+    {"reference-rope", "[on|off]", "the released spatial RoPE at 256x256 (--use-reference-rope; features.md 5.7)",
+     c_reference_rope, 1},
     {"first", "[PATH|clear]", "show/set/clear the first keyframe (fl2va); not with references", c_first, 1},
     {"last", "[PATH|clear]", "show/set/clear the last keyframe (fl2va); not with references", c_last, 1},
     {"ref-image", "[PATH]", "append an image reference (ref2va); not with keyframes", c_ref_image, 1},

@@ -194,6 +194,8 @@ def h3_args(task, case):
     args = ["-d", "tests/fixtures/tiny", "-p", case["prompt"], "--seed", str(case["seed"]),
             "--width", str(case["width"]), "--height", str(case["height"]),
             "--frames", str(COMMON["num_frames"]), "--steps", str(COMMON["evaluations"]), "--precision", "fp32"]
+    if case["width"] == 256 and case["height"] == 256:  # h3 halves the spatial RoPE there (features.md 5.7)
+        args += ["--use-reference-rope"]
     if task == "fl2va":
         args += ["--first-frame", f"{REL_OUT}/fl2va_first.png", "--last-frame", f"{REL_OUT}/fl2va_last.png"]
     elif task == "ref2va":
