@@ -155,21 +155,14 @@ static __device__ __forceinline__ void load8f(float (&d)[8], const float *p) {
     float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
     d[0] = a.x, d[1] = a.y, d[2] = a.z, d[3] = a.w, d[4] = b.x, d[5] = b.y, d[6] = b.z, d[7] = b.w;
 }
+/* The RMSNorm + modulation of one row held in registers (u: this thread's RMC_V 16-byte chunks, zeros past the row),
+ * written to yr: the sum of squares in double over the block, then the reference's roundings. Shared by
+ * k_rmsnorm_mod_cached and k_gated_residual_rmsnorm_mod, so both give the same bits. */
 template <int HW>
-static __global__ void __launch_bounds__(1024) k_rmsnorm_mod_cached(uint16_t *y, const uint16_t *x, int64_t dim,
-                                                                     const float *w, float eps, const float *table,
-                                                                     int64_t tstride, const int32_t *ridx,
-                                                                     int64_t shift_off, int64_t scale_off) {
-    __shared__ double red[32];
-    const int64_t r = blockIdx.x, nvec = dim / 8;
-    const uint4 *xr = (const uint4 *)(x + r * dim);
-    uint4 *yr = (uint4 *)(y + r * dim);
-    uint4 u[RMC_V];
-#pragma unroll
-    for (int i = 0; i < RMC_V; i++) {
-        int64_t c8 = threadIdx.x + (int64_t)i * blockDim.x;
-        u[i] = c8 < nvec ? xr[c8] : make_uint4(0u, 0u, 0u, 0u);
-    }
+static __device__ __forceinline__ void norm_mod_row(const uint4 (&u)[RMC_V], uint4 *yr, int64_t r, int64_t nvec,
+                                                    int64_t dim, const float *w, float eps, const float *table,
+                                                    int64_t tstride, const int32_t *ridx, int64_t shift_off,
+                                                    int64_t scale_off, double *red) {
     double ss = 0.0;
 #pragma unroll
     for (int i = 0; i < RMC_V; i++) {
@@ -214,6 +207,24 @@ static __global__ void __launch_bounds__(1024) k_rmsnorm_mod_cached(uint16_t *y,
         for (int j = 0; j < 4; j++) o[j] = (uint32_t)pbf16<HW>(v[2 * j]) | ((uint32_t)pbf16<HW>(v[2 * j + 1]) << 16);
         yr[c8] = make_uint4(o[0], o[1], o[2], o[3]);
     }
+}
+
+template <int HW>
+static __global__ void __launch_bounds__(1024) k_rmsnorm_mod_cached(uint16_t *y, const uint16_t *x, int64_t dim,
+                                                                     const float *w, float eps, const float *table,
+                                                                     int64_t tstride, const int32_t *ridx,
+                                                                     int64_t shift_off, int64_t scale_off) {
+    __shared__ double red[32];
+    const int64_t r = blockIdx.x, nvec = dim / 8;
+    const uint4 *xr = (const uint4 *)(x + r * dim);
+    uint4 *yr = (uint4 *)(y + r * dim);
+    uint4 u[RMC_V];
+#pragma unroll
+    for (int i = 0; i < RMC_V; i++) {
+        int64_t c8 = threadIdx.x + (int64_t)i * blockDim.x;
+        u[i] = c8 < nvec ? xr[c8] : make_uint4(0u, 0u, 0u, 0u);
+    }
+    norm_mod_row<HW>(u, yr, r, nvec, dim, w, eps, table, tstride, ridx, shift_off, scale_off, red);
 }
 
 extern "C" void cuda_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, int64_t rows, int64_t dim,
@@ -681,50 +692,7 @@ static __global__ void __launch_bounds__(1024)
         u[i] = make_uint4(o[0], o[1], o[2], o[3]);
         xr[c8] = u[i];
     }
-    double ss = 0.0; /* from here on k_rmsnorm_mod_cached's code on u (zeros past the row, as there) */
-#pragma unroll
-    for (int i = 0; i < RMC_V; i++) {
-        uint32_t wv[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float a = __uint_as_float(wv[j] << 16), b = __uint_as_float(wv[j] & 0xffff0000u);
-            ss += (double)a * a;
-            ss += (double)b * b;
-        }
-    }
-    ss = cuda_block_sum_d(ss, red);
-    const float inv = 1.0f / sqrtf((float)(ss / (double)dim) + eps);
-    const float *shift = NULL, *scale = NULL;
-    if (table) {
-        const float *t = table + (int64_t)ridx[r] * tstride;
-        shift = t + shift_off, scale = t + scale_off;
-    }
-#pragma unroll
-    for (int i = 0; i < RMC_V; i++) {
-        int64_t c8 = threadIdx.x + (int64_t)i * blockDim.x;
-        if (c8 >= nvec) break;
-        float wf[8], sh[8], sc[8], v[8];
-        if (w) load8f(wf, w + c8 * 8);
-        if (table) load8f(sh, shift + c8 * 8), load8f(sc, scale + c8 * 8);
-        uint32_t wv[4] = {u[i].x, u[i].y, u[i].z, u[i].w}, o[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) v[2 * j] = __uint_as_float(wv[j] << 16), v[2 * j + 1] = __uint_as_float(wv[j] & 0xffff0000u);
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            float t = v[k] * inv;
-            if (w) t = t * wf[k];
-            t = rbf16<HW>(t);
-            if (table) {
-                float one_plus = rbf16<HW>(1.0f + sc[k]);
-                float prod = rbf16<HW>(t * one_plus);
-                t = prod + sh[k];
-            }
-            v[k] = t;
-        }
-#pragma unroll
-        for (int j = 0; j < 4; j++) o[j] = (uint32_t)pbf16<HW>(v[2 * j]) | ((uint32_t)pbf16<HW>(v[2 * j + 1]) << 16);
-        yr[c8] = make_uint4(o[0], o[1], o[2], o[3]);
-    }
+    norm_mod_row<HW>(u, yr, r, nvec, dim, w, eps, table, tstride, ridx, shift_off, scale_off, red); /* as k_rmsnorm_mod_cached */
 }
 
 extern "C" void cuda_bf16_gated_residual_rmsnorm_modulate(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch,
