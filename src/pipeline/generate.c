@@ -766,7 +766,10 @@ static int phase_dit(gen *s, h3_err *e) {
                         "--use-reference-rope keeps the released ones)\n");
     }
     if (s->r->token_reduction) {
-        if (denoise_token_reduction(&da, c->num_layers, e)) goto done;
+        if (denoise_token_reduction(&da, c->num_layers, e)) {
+            rc = H3_GENERATE_BAD_INPUT; /* an H3_TOKEN_REDUCTION_BLOCKS beyond this model's blocks */
+            goto done;
+        }
         char early[64] = "";
         if (da.reduce_early_passes)
             snprintf(early, sizeof early, " (%d..%d for the first %d passes)", da.reduce_begin, da.reduce_early_end - 1,

@@ -1,5 +1,6 @@
 #include "request.h"
 
+#include "denoise.h"
 #include "layout.h"
 
 #include <math.h>
@@ -90,6 +91,11 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
     if (r->quant_fp8 && !r->bf16) return h3_fail(e, "--quant fp8 needs --precision bf16 (the fp32 mode is the reference)");
     if (r->token_reduction && !r->bf16)
         return h3_fail(e, "--token-reduction needs --precision bf16 (the fp32 mode is the reference)");
+    if (r->token_reduction) { /* the H3_TOKEN_REDUCTION_* overrides' syntax and ranges now; END <= the model's blocks
+                                 once its config is read (denoise_token_reduction again in the DiT phase) */
+        denoise_args probe = {0};
+        if (denoise_token_reduction(&probe, 1 << 20, e)) return -1;
+    }
     if (r->core_reuse > 1 && r->reuse > 1)
         return h3_fail(e, "--core-reuse %d cannot be combined with --reuse %d (features.md 5.4)", r->core_reuse, r->reuse);
     if ((r->first_frame || r->last_frame) && r->nrefs)

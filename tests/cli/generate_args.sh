@@ -41,6 +41,9 @@ check "layers range" "--layers expects an integer in 35..50" -- -d "$TINY" -p hi
 check "quant needs bf16" "--quant fp8 needs --precision bf16" -- -d "$TINY" -p hi -o "$O" --precision fp32 --quant fp8
 check "quant value" "--quant must be none or fp8" -- -d "$TINY" -p hi -o "$O" --quant fp4
 check "token reduction needs bf16" "--token-reduction needs --precision bf16" -- -d "$TINY" -p hi -o "$O" --precision fp32 --token-reduction
+H3_TOKEN_REDUCTION_BLOCKS=9:3 check "token reduction blocks override" "H3_TOKEN_REDUCTION_BLOCKS" -- -d "$TINY" -p hi -o "$O" --token-reduction
+H3_TOKEN_REDUCTION_SCALE=7 check "token reduction scale override" "H3_TOKEN_REDUCTION_SCALE" -- -d "$TINY" -p hi -o "$O" --token-reduction
+H3_TOKEN_REDUCTION_EARLY=x check "token reduction early override" "H3_TOKEN_REDUCTION_EARLY" -- -d "$TINY" -p hi -o "$O" --token-reduction
 check "render alone" "--render-width and --render-height must be given together" -- -d "$TINY" -p hi -o "$O" --render-width 64
 check "render multiple" "must be multiples of 32" -- -d "$TINY" -p hi -o "$O" --width 128 --height 64 --render-width 48 --render-height 32
 check "render aspect" "must have exactly its aspect" -- -d "$TINY" -p hi -o "$O" --width 128 --height 64 --render-width 96 --render-height 64
@@ -72,6 +75,12 @@ check "random weights t2va only" "--random-weights: only t2va" -- -d "$TINY" -p 
 out=$("$H3" generate -d "$TINY" -p "A fox." -o "" --random-weights --steps 2 --width 64 --height 32 --profile 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -q "make random transformer" <<<"$out" && grep -q "^  compute " <<<"$out" && [ -z "$(ls -A "$tmp/out")" ]; then
     pass=$((pass + 1)); else echo "FAIL --random-weights run: rc $rc: $(tail -3 <<<"$out")"; fail=$((fail + 1)); fi
+
+# an H3_TOKEN_REDUCTION_BLOCKS end past the model's blocks is known once its config is read: still exit 2, nothing written
+out=$(H3_TOKEN_REDUCTION_BLOCKS=4:900 "$H3" generate -d "$TINY" -p hi -o "" --dump-latents "$tmp/tr.st" --token-reduction \
+      --steps 2 --width 64 --height 32 2>&1 </dev/null); rc=$?
+if [ $rc -eq 2 ] && tail -1 <<<"$out" | grep -qF "H3_TOKEN_REDUCTION_BLOCKS must be BEGIN:END" && [ ! -e "$tmp/tr.st" ]; then
+    pass=$((pass + 1)); else echo "FAIL token reduction blocks past the model: rc $rc: $(tail -1 <<<"$out")"; fail=$((fail + 1)); fi
 
 # make-tiny: a valid snapshot, atomic, never overwriting.
 if "$H3" make-tiny "$tmp/snap" >/dev/null 2>&1 && "$H3" info -d "$tmp/snap" >/dev/null 2>&1; then pass=$((pass + 1)); else echo "FAIL make-tiny + info"; fail=$((fail + 1)); fi
