@@ -82,6 +82,17 @@ out=$(H3_TOKEN_REDUCTION_BLOCKS=4:900 "$H3" generate -d "$TINY" -p hi -o "" --du
 if [ $rc -eq 2 ] && tail -1 <<<"$out" | grep -qF "H3_TOKEN_REDUCTION_BLOCKS must be BEGIN:END" && [ ! -e "$tmp/tr.st" ]; then
     pass=$((pass + 1)); else echo "FAIL token reduction blocks past the model: rc $rc: $(tail -1 <<<"$out")"; fail=$((fail + 1)); fi
 
+# --info (features.md 2): alone it inspects only (h3 info's report, exit 0); with -p it inspects, then generates
+out=$("$H3" generate -d "$TINY" --info 2>&1 </dev/null); rc=$?
+if [ $rc -eq 0 ] && grep -q "^snapshot $TINY" <<<"$out" && [ "$out" = "$("$H3" info -d "$TINY" 2>&1)" ]; then
+    pass=$((pass + 1)); else echo "FAIL generate --info: rc $rc: $(tail -2 <<<"$out")"; fail=$((fail + 1)); fi
+out=$("$H3" generate -d "$TINY" --info -p "A fox." -o "" --dump-latents "$tmp/info.st" --steps 2 --width 64 --height 32 \
+      2>&1 </dev/null); rc=$?
+if [ $rc -eq 0 ] && grep -q "^snapshot $TINY" <<<"$out" && [ -s "$tmp/info.st" ]; then
+    pass=$((pass + 1)); else echo "FAIL generate --info -p: rc $rc: $(tail -2 <<<"$out")"; fail=$((fail + 1)); fi
+out=$("$H3" generate -d "$tmp/nosuch" --info 2>&1 </dev/null); rc=$?
+if [ $rc -eq 2 ]; then pass=$((pass + 1)); else echo "FAIL generate --info on a missing snapshot: rc $rc: $out"; fail=$((fail + 1)); fi
+
 # make-tiny: a valid snapshot, atomic, never overwriting.
 if "$H3" make-tiny "$tmp/snap" >/dev/null 2>&1 && "$H3" info -d "$tmp/snap" >/dev/null 2>&1; then pass=$((pass + 1)); else echo "FAIL make-tiny + info"; fail=$((fail + 1)); fi
 out=$("$H3" make-tiny "$tmp/snap" 2>&1); rc=$?

@@ -44,6 +44,7 @@ static void usage(FILE *f) {
             "                           H3_TOKEN_REDUCTION_BLOCKS=B:E, _EARLY=STEPS:END|0, _SCALE=S override)\n"
             "  --backend cpu|cuda       [cpu]    --threads N   CPU threads [all cores]\n"
             "  --profile                per-phase time and peak memory report\n"
+            "  --info                   describe and check the snapshot (h3 info) first; without -p nothing else\n"
             "  --use-reference-rope     at a 256x256 render canvas keep the released spatial RoPE (default: its h/w\n"
             "                           coordinates halved against lattice artefacts, features.md 5.7)\n"
             "  --show                   terminal previews: a frame after every denoising pass, then every final frame\n"
@@ -67,7 +68,7 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, int *out
 int cmd_generate(int argc, char **argv) {
     h3_request r;
     h3_request_init(&r);
-    int seed_given = 0, output_given = 0, show = 0, zoom = 2;
+    int seed_given = 0, output_given = 0, show = 0, zoom = 2, info = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -92,6 +93,10 @@ int cmd_generate(int argc, char **argv) {
         }
         if (!strcmp(a, "--show")) {
             show = 1;
+            continue;
+        }
+        if (!strcmp(a, "--info")) {
+            info = 1;
             continue;
         }
         if (!strcmp(a, "--use-reference-rope")) {
@@ -163,6 +168,14 @@ int cmd_generate(int argc, char **argv) {
         } else {
             return cli_error("generate: unknown option '%s' (see h3 generate --help)", a);
         }
+    }
+    /* --info (features.md 2): `h3 info -d DIR` first; alone it only inspects, with -p a clean snapshot then generates */
+    if (info) {
+        if (!r.model_dir || !r.model_dir[0]) return cli_error("generate: --info needs -d SNAPSHOT_DIR");
+        char *iargv[] = {"info", "-d", (char *)r.model_dir, NULL};
+        int irc = cmd_info(3, iargv);
+        fflush(stdout);
+        if (irc != 0 || !r.prompt) return irc;
     }
     /* --show: previews on stdout through the terminal's graphics protocol, when there is one */
     term_preview tp = {term_graphics_detect(), zoom, stdout};
