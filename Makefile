@@ -1,13 +1,15 @@
 # h3 build. `make` builds build/h3 (CPU backend, FFmpeg media); `make test` runs the test suite.
-#   make CUDA=1   adds the CUDA backend (nvcc, sm_90a; cuBLASLt/cuDNN)
-#   make MEDIA=0  builds without FFmpeg (media commands then fail with a clear error)
+#   make CUDA=1   adds the CUDA backend (nvcc, sm_90a; cuBLASLt/cuDNN), into build-cuda/
+#   make MEDIA=0  builds without FFmpeg (media commands then fail with a clear error), into build-nomedia/
 #   make SAN=1    builds with ASan/UBSan into build-san/
+# Each configuration has its own default build folder (make does not track flags, so one folder per set of
+# flags keeps a CPU build's objects out of a CUDA link); BUILD=DIR overrides it.
 CC      ?= cc
 NVCC    ?= nvcc
 CUDA    ?= 0
 MEDIA   ?= 1
 SAN     ?= 0
-BUILD   ?= build
+BUILD   ?= build$(if $(filter 1,$(CUDA)),-cuda)$(if $(filter 0,$(MEDIA)),-nomedia)
 
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -ffp-contract=off -g
 ifeq ($(SAN),1)
