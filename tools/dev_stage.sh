@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stages a CUDA build for the lent GPU machine: stripped binaries of BUILD (default build-cuda) plus
 # the shared libraries that machine lacks, into DEST (default .dev-main, git-ignored), laid out like
-# a build dir so tests/cuda/run_device.sh DEST and run_e2e_device.sh DEST work there.
+# a build dir so tests/cuda/run_device.sh DEST and run_e2e_device.sh DEST work there, packed into DEST/bundle.tar.xz
+# (the run_*_device.sh scripts unpack it with tools/dev_unpack.sh DEST).
 set -eu
 B=${1:-build-cuda}
 D=${2:-.dev-main}
@@ -16,4 +17,7 @@ for l in libedit.so.2 libbsd.so.0 libmd.so.0; do
     p=$(ldd "$B/h3" | awk -v l="$l" '$1 == l { print $3 }')
     [ -n "$p" ] && cp -L "$p" "$D/lib/"
 done
+# one xz bundle (the binaries share the static library: 31 MB -> ~1.2 MB), so the tree + this + diffusers' source
+# (.dev-ref) stay under the device's 64 MiB carry; tools/dev_unpack.sh (run by tests/cuda/run_*_device.sh) unpacks it
+tar -cJf "$D.bundle" -C "$D" . && rm -rf "$D" && mkdir -p "$D" && mv "$D.bundle" "$D/bundle.tar.xz"
 du -sh "$D"

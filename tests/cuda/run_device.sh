@@ -5,6 +5,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 build=${1:-build-cuda}
+bash tools/dev_unpack.sh "$build" # tools/dev_stage.sh's bundle
 out=${OUT:-cuda-logs}
 mkdir -p "$out"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv; } >"$out/gpu.txt" 2>&1

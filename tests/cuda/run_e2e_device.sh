@@ -17,6 +17,7 @@
 # the same pixels as the golden's PNGs; a MEDIA=0 build reads binary PPM). Last line: RESULT <passed> <failed>.
 set -u
 B=${1:-build-cuda}
+bash tools/dev_unpack.sh "$B" # tools/dev_stage.sh's bundle
 LOGDIR=${OUT:-/tmp/h3_e2e_cuda}
 WORK=$(mktemp -d /tmp/h3_e2e_cuda.XXXXXX)
 mkdir -p "$LOGDIR"

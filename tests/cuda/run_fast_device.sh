@@ -4,6 +4,7 @@
 # Usage (device): bash tests/cuda/run_fast_device.sh [build dir, default .dev-main] [what: all|dit|vae]
 set -u
 B=${1:-.dev-main}
+bash tools/dev_unpack.sh "$B" # tools/dev_stage.sh's bundle
 WHAT=${2:-all}
 OUTD=${OUT:-/tmp/h3_fast}
 mkdir -p "$OUTD"

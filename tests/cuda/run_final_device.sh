@@ -9,6 +9,7 @@
 # Usage (device): bash tests/cuda/run_final_device.sh [build dir, default .dev-main] [diffusers src dir]
 set -u
 B=${1:-.dev-main}
+bash tools/dev_unpack.sh "$B" # tools/dev_stage.sh's bundle
 REF=${2:-.dev-ref/src}
 O=${OUT:-/tmp/h3_final}
 mkdir -p "$O"

@@ -6,6 +6,7 @@
 # Usage (device): bash tests/cuda/run_fp8_device.sh [DIR, default .dev-main]
 set -u
 B=${1:-.dev-main}
+bash tools/dev_unpack.sh "$B" # tools/dev_stage.sh's bundle
 O=${OUT:-/tmp/h3_fp8}
 mkdir -p "$O"
 export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -6,6 +6,7 @@
 # Usage (repository root on the device): bash tests/cuda/run_profile_device.sh [DIR, default .dev-main]
 set -u
 D=${1:-.dev-main}
+bash tools/dev_unpack.sh "$D" # tools/dev_stage.sh's bundle
 O=${OUT:-/tmp/h3_profile}
 mkdir -p "$O"
 export LD_LIBRARY_PATH="$PWD/$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

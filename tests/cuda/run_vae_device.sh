@@ -7,6 +7,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 D=${1:-.dev-main}
+bash tools/dev_unpack.sh "$D" # tools/dev_stage.sh's bundle
 export LD_LIBRARY_PATH="$PWD/$D/lib:${LD_LIBRARY_PATH:-}"
 out=${OUT:-vae-logs}
 mkdir -p "$out"
