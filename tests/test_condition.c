@@ -136,12 +136,33 @@ static void test_references(void) {
     h3_err e;
     for (int64_t i = 0; in && out && i < iv.shape[0]; i++) {
         int w, h;
-        CHECK(cond_ref_image_size((int)in[2 * i], (int)in[2 * i + 1], "--ref-image", &w, &h, &e) == 0, "%s", e.msg);
+        CHECK(cond_ref_image_size((int)in[2 * i], (int)in[2 * i + 1], "--ref-image", COND_REF_SIZE_REFERENCE, 64, 32, &w,
+                                  &h, &e) == 0, "%s", e.msg);
         CHECK(w == out[2 * i] && h == out[2 * i + 1], "image %lldx%lld -> %dx%d, reference %lldx%lld", (long long)in[2 * i],
               (long long)in[2 * i + 1], w, h, (long long)out[2 * i], (long long)out[2 * i + 1]);
     }
     int w, h;
-    CHECK(cond_ref_image_size(500, 100, "--ref-image x.png", &w, &h, &e) == -1 && strstr(e.msg, "1:4"), "%s", e.msg);
+    CHECK(cond_ref_image_size(500, 100, "--ref-image x.png", COND_REF_SIZE_REFERENCE, 64, 32, &w, &h, &e) == -1 &&
+              strstr(e.msg, "1:4"), "%s", e.msg);
+    /* the Metal engine's policies, features.md 1.3's examples: `match` scales down only to the canvas's area,
+     * `max` down only to a 2048 short edge; both keep the 1:4..4:1 rule */
+    static const int pol[][7] = {
+        {COND_REF_SIZE_MATCH, 1920, 1080, 512, 512, 672, 384},    /* the spec's example */
+        {COND_REF_SIZE_MATCH, 640, 480, 1024, 1024, 640, 480},    /* smaller than the canvas: kept */
+        {COND_REF_SIZE_MATCH, 650, 481, 1024, 1024, 640, 480},    /* kept, sides to multiples of 32 */
+        {COND_REF_SIZE_MATCH, 64, 64, 64, 32, 32, 32},            /* 2048 pixels: 45.25 -> 32 */
+        {COND_REF_SIZE_MAX, 4096, 2160, 64, 32, 3872, 2048},      /* the spec's example */
+        {COND_REF_SIZE_MAX, 640, 480, 64, 32, 640, 480},          /* never enlarged */
+        {COND_REF_SIZE_REFERENCE, 640, 480, 64, 32, 2720, 2048},  /* the reference enlarges to a 2048 short edge */
+    };
+    for (size_t i = 0; i < sizeof pol / sizeof pol[0]; i++) {
+        const int *c = pol[i];
+        int ok = cond_ref_image_size(c[1], c[2], "--ref-image", (cond_ref_size)c[0], c[3], c[4], &w, &h, &e) == 0;
+        CHECK(ok && w == c[5] && h == c[6], "policy %d: %dx%d under %dx%d -> %dx%d, want %dx%d", c[0], c[1], c[2], c[3],
+              c[4], w, h, c[5], c[6]);
+    }
+    CHECK(cond_ref_image_size(500, 100, "--ref-image x.png", COND_REF_SIZE_MATCH, 512, 512, &w, &h, &e) == -1 &&
+              strstr(e.msg, "1:4"), "match keeps the aspect rule: %s", e.msg);
 
     const uint8_t *video = get(s, "video.in", &v);
     int n = (int)v.shape[0], vh = (int)v.shape[1], vw = (int)v.shape[2];

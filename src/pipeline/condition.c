@@ -47,12 +47,19 @@ int cond_fit_keyframe(const uint8_t *rgb, int w, int h, int index, int W, int H,
     return rc ? -1 : 0;
 }
 
-int cond_ref_image_size(int w, int h, const char *what, int *out_w, int *out_h, h3_err *e) {
+int cond_ref_image_size(int w, int h, const char *what, cond_ref_size policy, int canvas_w, int canvas_h, int *out_w,
+                        int *out_h, h3_err *e) {
     if (w <= 0 || h <= 0) return h3_fail(e, "%s: the image has no pixels (%dx%d)", what, w, h);
     if (w > 4 * h || h > 4 * w)
         return h3_fail(e, "%s: a reference image must be within 1:4 and 4:1, got %dx%d", what, w, h);
     const int m = LAYOUT_CANVAS_MULTIPLE;
     double scale = (double)COND_REF_IMAGE_SHORT_EDGE / (w < h ? w : h);
+    if (policy == COND_REF_SIZE_MATCH) { /* scale down only, to the canvas's pixel area */
+        const double area = (double)canvas_w * canvas_h, have = (double)w * h;
+        scale = have > area ? sqrt(area / have) : 1.0;
+    } else if (policy == COND_REF_SIZE_MAX && scale > 1.0) {
+        scale = 1.0; /* down only, to a 2048 short edge */
+    }
     int th = (int)py_round(h * scale / m) * m, tw = (int)py_round(w * scale / m) * m;
     *out_h = th > m ? th : m;
     *out_w = tw > m ? tw : m;

@@ -45,9 +45,15 @@ void cond_cover_geometry(int w, int h, int W, int H, int *resized_w, int *resize
  * follower) cover-scaled then centre-cropped; an image already W x H is copied. out [H][W][3]. */
 int cond_fit_keyframe(const uint8_t *rgb, int w, int h, int index, int W, int H, uint8_t *out, h3_err *e);
 
-/* Image reference size: aspect within 1:4..4:1 (else an error naming `what`), short edge 2048,
- * each side max(32, round(side*scale/32)*32) (Python round). */
-int cond_ref_image_size(int w, int h, const char *what, int *out_w, int *out_h, h3_err *e);
+/* --ref-image-size: the reference's rule (diffusers and LightX2V: short edge 2048, scaled up or down; the
+ * default), or the Metal engine's policies (features.md 1.3): `match` scales down only so the pixel area is
+ * at most the render canvas's, `max` scales down only so the short edge is at most 2048. */
+typedef enum cond_ref_size { COND_REF_SIZE_REFERENCE = 0, COND_REF_SIZE_MATCH, COND_REF_SIZE_MAX } cond_ref_size;
+
+/* Image reference size: aspect within 1:4..4:1 (else an error naming `what`), then the policy's scale, each side
+ * max(32, round(side*scale/32)*32) (Python round). canvas_w x canvas_h: the render canvas (`match` only). */
+int cond_ref_image_size(int w, int h, const char *what, cond_ref_size policy, int canvas_w, int canvas_h, int *out_w,
+                        int *out_h, h3_err *e);
 
 /* resolve_canvas_size(aw, ah, 32, short_edge, max_pixels) (the released rule: 768, 768*1344). */
 int cond_resolve_canvas(double aspect_width, double aspect_height, int short_edge, int64_t max_pixels, int *height,
@@ -120,7 +126,7 @@ int cond_set_keyframes(cond_set *s, const char *first, const char *last, int *he
 /* ref2va: reads the references in order (h3_ref of request.h), prepares them as
  * the setup step does for an aligned target of num_frames frames, and applies the media limits. */
 struct h3_request;
-int cond_set_references(cond_set *s, const struct h3_request *r, int num_frames, h3_err *e);
+int cond_set_references(cond_set *s, const struct h3_request *r, int num_frames, int canvas_w, int canvas_h, h3_err *e);
 
 /* VAE encodes (video VAE encoder for visual items, audio VAE encoder for sound), each model
  * loaded, used and freed here. vae_dir / audio_vae_dir: the snapshot folders. */

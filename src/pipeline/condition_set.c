@@ -91,7 +91,7 @@ static void take_audio(cond_item *it, h3_audio *a) {
     a->data = NULL;
 }
 
-int cond_set_references(cond_set *s, const h3_request *r, int num_frames, h3_err *e) {
+int cond_set_references(cond_set *s, const h3_request *r, int num_frames, int canvas_w, int canvas_h, h3_err *e) {
     memset(s, 0, sizeof *s);
     s->ref2va = 1;
     static const char *const flag[] = {"--ref-image", "--ref-silent-video", "--ref-video", "--ref-video-audio", "--ref-audio"};
@@ -106,7 +106,11 @@ int cond_set_references(cond_set *s, const h3_request *r, int num_frames, h3_err
             h3_image im = {0};
             if (h3_read_image(ref->path, NULL, &im, e)) { fail_with(e, it->what); goto fail; }
             int w, h;
-            if (cond_ref_image_size(im.width, im.height, it->what, &w, &h, e)) { h3_image_free(&im); goto fail; }
+            if (cond_ref_image_size(im.width, im.height, it->what, (cond_ref_size)r->ref_image_size, canvas_w, canvas_h, &w,
+                                    &h, e)) {
+                h3_image_free(&im);
+                goto fail;
+            }
             it->T = 1, it->H = h, it->W = w;
             it->pixels = malloc((size_t)w * h * 3);
             int rc = !it->pixels ? h3_fail(e, "%s: out of memory for %dx%d", it->what, w, h)

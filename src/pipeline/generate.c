@@ -268,7 +268,8 @@ static char *cond_key(const gen *s) {
     path_in(s, "text_encoder", tdir, sizeof tdir);
     model_key(s, tdir, s->r->bf16 ? "bf16" : "fp32", RANDOM_TEXT, mkey);
     const layout_geometry *g = &s->g;
-    fprintf(k, "%s|task %d|%dx%d|frames %d|prompt %s", mkey, (int)s->task, g->width, g->height, g->num_frames,
+    fprintf(k, "%s|task %d|%dx%d|frames %d|ref size %d|prompt %s", mkey, (int)s->task, g->width, g->height, g->num_frames,
+            s->r->ref_image_size,
             s->r->prompt ? s->r->prompt : "");
     int bad = key_file(k, s->r->first_frame) || key_file(k, s->r->last_frame);
     for (int i = 0; i < s->r->nrefs && !bad; i++) {
@@ -1072,7 +1073,7 @@ static int resolve_geometry(gen *s, h3_err *e) {
     }
     if (s->task == H3_REF2VA) {
         progress_begin(&s->pg, "read references", 0);
-        if (cond_set_references(&s->cond, s->r, s->g.num_frames, e)) return -1;
+        if (cond_set_references(&s->cond, s->r, s->g.num_frames, s->g.width, s->g.height, e)) return -1;
         progress_end(&s->pg);
     }
     return 0;

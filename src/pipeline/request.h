@@ -57,6 +57,8 @@ typedef struct h3_request {
     int         quant_fp8;     /* --quant fp8: the DiT blocks' linears as FP8 W8A8 (docs/fp8.md); bf16 only */
     int         resident;      /* --resident (sessions): keep each phase's model for the next generation */
     int         token_reduction; /* --token-reduction (features.md 5.5): pooled target-video tokens in middle blocks */
+    int         ref_image_size; /* --ref-image-size: 0 reference (2048 short edge, as diffusers), 1 match, 2 max
+                                   (cond_ref_size, features.md 1.3) */
     int         reference_rope; /* --use-reference-rope: the released spatial RoPE at a 256x256 render canvas, where it
                                    is otherwise halved (features.md 5.7) */
     int         cuda;          /* --backend cuda */

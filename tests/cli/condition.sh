@@ -34,6 +34,21 @@ run_bad "--ref-video without audio" "--ref-video $M/v60.mov: the file has no aud
 run_bad "short soundtrack" "56 output frames" --ref-video $M/h264_aac.mp4
 run_bad "short audio clip" "--ref-audio $M/mono32k.flac: the audio lasts 0.10 s, at least 2 s" --ref-image $M/rgb.png --ref-audio $M/mono32k.flac
 run_bad "short replacement soundtrack" "at least 2 s" --ref-video-audio $M/v30.mov $M/stereo48k.wav
+run_bad "match keeps the aspect rule" "a reference image must be within 1:4 and 4:1" --ref-image $W --ref-image-size match
+
+# --ref-image-size (features.md 1.3): the policy decides the reference image's size, so the conditioning differs
+# from the default (the reference's 2048 short edge); the ref2va golden's image on the 64x32 canvas
+RI=tests/fixtures/golden/e2e/ref2va_image.png
+for p in reference match max; do
+    "$H3" generate -d $TINY -p "<Picture 1> sings." --width 64 --height 32 --frames 120 --steps 2 -o '' \
+        --dump-latents "$tmp/rs_$p.st" --ref-image $RI --ref-image-size $p 2>"$tmp/rs_$p.err"
+    if [ $? -eq 0 ] && [ -s "$tmp/rs_$p.st" ]; then ok; else bad "--ref-image-size $p: $(tail -1 "$tmp/rs_$p.err")"; fi
+done
+if ! cmp -s "$tmp/rs_reference.st" "$tmp/rs_match.st"; then ok; else bad "--ref-image-size match: the same output as the default"; fi
+"$H3" generate -d $TINY -p "<Picture 1> sings." --width 64 --height 32 --frames 120 --steps 2 -o '' \
+    --dump-latents "$tmp/rs_x.st" --ref-image $RI --ref-image-size huge 2>"$tmp/rs_x.err"
+if [ $? -eq 2 ] && grep -q "ref-image-size must be reference, match or max" "$tmp/rs_x.err" && [ ! -e "$tmp/rs_x.st" ]; then ok
+else bad "--ref-image-size huge: $(cat "$tmp/rs_x.err")"; fi
 
 echo "RESULT $pass $fail"
 [ "$fail" -eq 0 ]

@@ -35,6 +35,8 @@ static void usage(FILE *f) {
             "  --first-frame IMG, --last-frame IMG       fl2va keyframes\n"
             "  --ref-image IMG, --ref-silent-video VID, --ref-video VID, --ref-video-audio VID AUD,\n"
             "  --ref-audio AUD          ref2va references, in order (max 12: 9 images, 3 videos, 3 audio)\n"
+            "  --ref-image-size P       image references: reference (2048 short edge, as diffusers) [default], match\n"
+            "                           (down to the canvas's pixel area) or max (down to a 2048 short edge)\n"
             "  --frames-dir DIR         also write PNG frames; --wav PATH also write the audio\n"
             "  --dump-latents PATH      write final latents, frames and audio (safetensors, docs/probe.md)\n"
             "  --precision bf16|fp32    bf16 as the release runs (default) or the fp32 reference\n"
@@ -140,6 +142,11 @@ int cmd_generate(int argc, char **argv) {
             if (!strcmp(v, "bf16")) r.bf16 = 1;
             else if (!strcmp(v, "fp32")) r.bf16 = 0;
             else return cli_error("generate: --precision must be bf16 or fp32, got '%s'", v);
+        } else if (!strcmp(a, "--ref-image-size")) {
+            if (!strcmp(v, "reference")) r.ref_image_size = 0;
+            else if (!strcmp(v, "match")) r.ref_image_size = 1;
+            else if (!strcmp(v, "max")) r.ref_image_size = 2;
+            else return cli_error("generate: --ref-image-size must be reference, match or max, got '%s'", v);
         } else if (!strcmp(a, "--quant")) {
             if (!strcmp(v, "fp8")) r.quant_fp8 = 1;
             else if (!strcmp(v, "none")) r.quant_fp8 = 0;
