@@ -20,8 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +55,7 @@ typedef struct session {
     char       *first_owned, *last_owned, *ref_owned[H3_MAX_REFS];
     char        last_mp4[PATH_CAP]; /* the last generation's MP4 (for !save), or "" */
     term_preview tp;         /* !show: the terminal's graphics protocol, zoom, stream */
+    int         open;        /* !open on: each finished MP4 goes to the system opener */
 } session;
 
 typedef struct gen_paths {
@@ -233,8 +236,9 @@ static int c_status(session *s, const char *arg) {
     printf("profile %s; %d generated, %d failed; resident %s, quant %s\n", st->profile ? "on" : "off", s->done,
            s->failed, st->resident ? "on (!cache lists the kept models)" : "off (each generation loads every phase's weights)",
            st->quant_fp8 ? "fp8" : "none");
-    printf("show %s (terminal graphics: %s, zoom %d); spatial RoPE at 256x256: %s\n", st->preview ? "on" : "off",
-           term_graphics_name(s->tp.g), s->tp.zoom, st->reference_rope ? "released" : "halved");
+    printf("show %s (terminal graphics: %s, zoom %d); open %s; spatial RoPE at 256x256: %s\n",
+           st->preview ? "on" : "off", term_graphics_name(s->tp.g), s->tp.zoom, s->open ? "on" : "off",
+           st->reference_rope ? "released" : "halved");
     return 0;
 }
 
@@ -304,6 +308,55 @@ static int c_steps(session *s, const char *arg) { return set_int("steps", arg, 1
 static int c_reuse(session *s, const char *arg) { return set_int("reuse", arg, 1, 32, &s->st.reuse); }
 static int c_layers(session *s, const char *arg) { return set_int("layers", arg, 35, 50, &s->st.layers); }
 static int c_core_reuse(session *s, const char *arg) { return set_int("core-reuse", arg, 1, 6, &s->st.core_reuse); }
+static int c_zoom(session *s, const char *arg) { return set_int("zoom", arg, 1, 64, &s->tp.zoom); }
+
+/* !open: the system's opener for files (H3_OPENER names another program, e.g. for tests), found on PATH */
+static const char *opener(void) {
+    const char *o = getenv("H3_OPENER");
+    return o && *o ? o : "xdg-open";
+}
+
+static int on_path(const char *prog) {
+    if (strchr(prog, '/')) return access(prog, X_OK) == 0;
+    const char *path = getenv("PATH");
+    char buf[PATH_CAP];
+    for (const char *p = path ? path : ""; *p;) {
+        size_t n = strcspn(p, ":");
+        if (n && n + strlen(prog) + 2 < sizeof buf) {
+            snprintf(buf, sizeof buf, "%.*s/%s", (int)n, p, prog);
+            if (access(buf, X_OK) == 0) return 1;
+        }
+        p += n + (p[n] == ':');
+    }
+    return 0;
+}
+
+/* Starts the opener on path without waiting for it (finished openers are reaped here and at the end). */
+static void open_file(const char *path) {
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    char *argv[] = {(char *)opener(), (char *)path, NULL};
+    pid_t pid;
+    extern char **environ;
+    int err = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+    if (err) say_error("!open: cannot start %s: %s", argv[0], strerror(err));
+}
+
+static int c_open(session *s, const char *arg) {
+    if (arg) {
+        if (!strcmp(arg, "on")) {
+            if (!s->mux) return say_error("!open: this session writes no MP4s (-o '')");
+            if (!on_path(opener())) return say_error("!open: %s not found (H3_OPENER names another opener)", opener());
+            s->open = 1;
+        } else if (!strcmp(arg, "off")) {
+            s->open = 0;
+        } else {
+            return say_error("!open expects on or off, got '%s'", arg);
+        }
+    }
+    printf("open %s\n", s->open ? "on: each finished video goes to the system opener" : "off");
+    return 0;
+}
 
 static int c_output(session *s, const char *arg) {
     if (arg) {
@@ -519,6 +572,8 @@ static const struct {
     {"cache", "[clear]", "show / free the models kept by !resident", c_cache, 1},
     {"token-reduction", "[on|off]", "DiT middle blocks on paired video tokens (features.md 5.5)", c_token_reduction, 1},
     {"show", "[on|off]", "terminal previews (--show); refused without a graphics terminal", c_show, 1},
+    {"zoom", "[N]", "previews shown at N x their pixel size (--zoom, 1..64)", c_zoom, 1},
+    {"open", "[on|off]", "open each finished video with the system opener (xdg-open; H3_OPENER)", c_open, 1},
     {"reference-rope", "[on|off]", "the released spatial RoPE at 256x256 (--use-reference-rope; features.md 5.7)",
      c_reference_rope, 1},
     {"first", "[PATH|clear]", "show/set/clear the first keyframe (fl2va); not with references", c_first, 1},
@@ -604,6 +659,7 @@ static void generate(session *s, const char *prompt) {
     if (q.wav) printf(", %s", p.wav);
     if (q.dump_latents) printf(", %s", p.dump);
     printf("\n");
+    if (s->open && s->mux) open_file(p.mp4);
 }
 
 /* ---- start-up and the loop ---- */
@@ -696,6 +752,8 @@ int cmd_session(const h3_request *r, int seed_given, int output_given, int zoom)
         if (quit) break;
     }
     line_reader_free(in);
+    while (waitpid(-1, NULL, WNOHANG) > 0) { /* openers that already finished */
+    }
     int removed = rmdir(s.tmp_dir) == 0; /* only when nothing was written there */
     fprintf(stderr, "h3: session ended: %d generated, %d failed%s%s\n", s.done, s.failed,
             removed ? "; removed the empty " : "", removed ? s.tmp_dir : "");
