@@ -22,6 +22,11 @@ static int count_steps(void *user, int step, int total) {
     return 0;
 }
 
+/* n uniform values in [-1, 1) from a 64-bit LCG (state advanced) */
+static void fill_uniform(float *x, int64_t n, uint64_t *st) {
+    for (int64_t i = 0; i < n; i++) x[i] = (float)((*st = *st * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+}
+
 static double max_abs(const float *a, const float *b, int64_t n) {
     double m = 0;
     for (int64_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
@@ -284,8 +289,8 @@ static void test_reuse(h3_backend *be) {
     float *text = malloc(sizeof(float) * 3 * 16), *v0 = malloc(sizeof(float) * (size_t)nv);
     float *a0 = malloc(sizeof(float) * (size_t)na);
     uint64_t st = 7;
-    for (int64_t i = 0; i < nv; i++) v0[i] = (float)((st = st * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
-    for (int64_t i = 0; i < na; i++) a0[i] = (float)((st = st * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+    fill_uniform(v0, nv, &st);
+    fill_uniform(a0, na, &st);
     for (int i = 0; i < 3 * 16; i++) text[i] = 0.1f * (float)(i % 7) - 0.3f;
     /* the loop under test */
     float *xv = malloc(sizeof(float) * (size_t)nv), *xa = malloc(sizeof(float) * (size_t)na);
@@ -478,14 +483,10 @@ static void test_rope_spatial_scale(h3_backend *be) {
     for (int64_t r = 0; r < H->S; r++) H->position_ids[3 * r + 1] *= 0.5, H->position_ids[3 * r + 2] *= 0.5;
     const int64_t nv = L->Nv * 96, na = L->Na * 32, nt = 3 * 16;
     float *v0 = malloc(sizeof(float) * (size_t)nv), *a0 = malloc(sizeof(float) * (size_t)na), text[3 * 16];
-    uint64_t x = 12345;
-    for (int64_t i = 0; i < nv + na + nt; i++) {
-        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-        float u = (float)((x >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-        if (i < nv) v0[i] = u;
-        else if (i < nv + na) a0[i - nv] = u;
-        else text[i - nv - na] = u;
-    }
+    uint64_t st = 12345;
+    fill_uniform(v0, nv, &st);
+    fill_uniform(a0, na, &st);
+    fill_uniform(text, nt, &st);
     float *rows[3][2];
     for (int k = 0; k < 3; k++) { /* 0: scale 0.5; 1: halved by hand; 2: released */
         sched sv, sa;

@@ -406,6 +406,12 @@ static void wire(video_vae *v) {
     }
 }
 
+/* H3_VAE_BATCH: video_vae_set_decode_batch's default (1: the per-tile path; 0: by the output budget) */
+static int env_decode_batch(void) {
+    const char *vb = getenv("H3_VAE_BATCH");
+    return vb && atoi(vb) > 0 ? atoi(vb) : 0;
+}
+
 /* The part of construction shared by video_vae_new and video_vae_new_random: the model with its
  * parts, config, expected tensor list and an empty weight table (NULL on error). */
 static video_vae *start_model(h3_backend *be, const video_vae_config *cfg, int parts, h3_err *e) {
@@ -418,8 +424,7 @@ static video_vae *start_model(h3_backend *be, const video_vae_config *cfg, int p
     v->bf16 = (parts & VIDEO_VAE_BF16) && (parts & VIDEO_VAE_DECODER);
     v->parts = parts & (VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER);
     v->cfg = *cfg;
-    const char *vb = getenv("H3_VAE_BATCH"); /* video_vae_set_decode_batch's default (1: the per-tile path) */
-    v->batch = vb && atoi(vb) > 0 ? atoi(vb) : 0;
+    v->batch = env_decode_batch();
     if ((v->parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
         h3_fail(e, "video VAE encoder: the %s backend has no convolution ops in this build", h3_backend_name(be));
         goto fail;
@@ -1355,8 +1360,7 @@ size_t video_vae_download_slot_bytes(const video_vae_config *c, int64_t h, int64
     video_vae_tiling t;
     vv_stitch s;
     h3_err e;
-    const char *vb = getenv("H3_VAE_BATCH");
-    int batch = vb && atoi(vb) > 0 ? atoi(vb) : 0;
+    const int batch = env_decode_batch();
     if (batch == 1 || h < 1 || w < 1 || vv_resolve_tiling(tiling, c->S, &t, &e) != 0) return 0; /* per-tile path */
     if (vv_stitch_init(&s, h * c->S, w * c->S, &t, (int)c->S, 1, 1, &e) != 0) return 0;
     /* job 0's tokens, as job_tokens_count: clip frames x the first tile's latent rows x columns */

@@ -4,14 +4,7 @@
 # released ones; other canvases are untouched. (The loop-level rule, halved coordinates bit for bit, is in
 # tests/test_denoise.c; the diffusers parity at 256x256 runs with --use-reference-rope in tests/test_e2e.c.)
 set -u
-H3=${H3:-build/h3}
-TINY=tests/fixtures/tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
+source "$(dirname "$0")/lib/common.bash"
 NOTE="spatial RoPE coordinates halved"
 run() { # name, args...
     local n=$1; shift

@@ -4,14 +4,7 @@
 # an opener or without MP4s (-o ''). !zoom sets the previews' scale (1..64). MP4s need FFmpeg: the !open part is
 # skipped in a MEDIA=0 build.
 set -u
-H3=${H3:-build/h3}
-TINY=tests/fixtures/tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
+source "$(dirname "$0")/lib/common.bash"
 BASE=(-d "$TINY" --width 64 --height 32 --frames 120 --steps 2 --seed 4)
 
 printf '!zoom 3\n!status\n!zoom 0\n!quit\n' | "$H3" generate "${BASE[@]}" -o '' --dump-latents "$tmp/z.st" \

@@ -7,14 +7,7 @@
 #  - without it (EDIT=0 build): the prompt, plain lines, no history file;
 #  - from a pipe (no terminal) either build reads plain lines and writes no history.
 set -u
-H3=${H3:-build/h3}
-TINY=tests/fixtures/tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
+source "$(dirname "$0")/lib/common.bash"
 SESSION="$H3 generate -d $TINY --width 64 --height 32 --frames 120 --steps 2"
 # session NAME HOME [VAR=VALUE...] < input: runs a session on a pty, output in $tmp/NAME.out, status in $tmp/NAME.rc
 session() {

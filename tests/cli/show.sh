@@ -8,14 +8,7 @@
 #  - no graphics terminal: one warning line and no images; --zoom 0 is refused (exit 2);
 #  - the session's !show is refused without a graphics terminal and turns previews on with one.
 set -u
-H3=${H3:-build/h3}
-TINY=tests/fixtures/tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { if eval "$2"; then ok; else bad "$1"; fi; }
+source "$(dirname "$0")/lib/common.bash"
 # a clean terminal environment, then the variables given
 term() { env -u KITTY_WINDOW_ID -u TERM_PROGRAM -u GHOSTTY_RESOURCES_DIR -u ITERM_SESSION_ID -u WEZTERM_PANE \
              -u KONSOLE_VERSION TERM=dumb "$@"; }

@@ -310,6 +310,14 @@ static int c_layers(session *s, const char *arg) { return set_int("layers", arg,
 static int c_core_reuse(session *s, const char *arg) { return set_int("core-reuse", arg, 1, 6, &s->st.core_reuse); }
 static int c_zoom(session *s, const char *arg) { return set_int("zoom", arg, 1, 64, &s->tp.zoom); }
 
+/* "on" / "off" of a toggle command into *on; anything else: one error line naming the command */
+static int parse_toggle(const char *cmd, const char *arg, int *on) {
+    if (!strcmp(arg, "on")) *on = 1;
+    else if (!strcmp(arg, "off")) *on = 0;
+    else return say_error("!%s expects on or off, got '%s'", cmd, arg);
+    return 0;
+}
+
 /* !open: the system's opener for files (H3_OPENER names another program, e.g. for tests), found on PATH */
 static const char *opener(void) {
     const char *o = getenv("H3_OPENER");
@@ -343,16 +351,12 @@ static void open_file(const char *path) {
 }
 
 static int c_open(session *s, const char *arg) {
+    int on;
     if (arg) {
-        if (!strcmp(arg, "on")) {
-            if (!s->mux) return say_error("!open: this session writes no MP4s (-o '')");
-            if (!on_path(opener())) return say_error("!open: %s not found (H3_OPENER names another opener)", opener());
-            s->open = 1;
-        } else if (!strcmp(arg, "off")) {
-            s->open = 0;
-        } else {
-            return say_error("!open expects on or off, got '%s'", arg);
-        }
+        if (parse_toggle("open", arg, &on)) return -1;
+        if (on && !s->mux) return say_error("!open: this session writes no MP4s (-o '')");
+        if (on && !on_path(opener())) return say_error("!open: %s not found (H3_OPENER names another opener)", opener());
+        s->open = on;
     }
     printf("open %s\n", s->open ? "on: each finished video goes to the system opener" : "off");
     return 0;
@@ -492,9 +496,8 @@ static int c_quit(session *s, const char *arg) { return 1; }
 /* !resident [on|off]: --resident, the models kept between generations (off frees them at the next one) */
 static int c_resident(session *s, const char *arg) {
     if (arg) {
-        if (!strcmp(arg, "on")) s->st.resident = 1;
-        else if (!strcmp(arg, "off")) s->st.resident = 0, h3_gen_ctx_drop_models(s->ctx);
-        else return say_error("!resident expects on or off, got '%s'", arg);
+        if (parse_toggle("resident", arg, &s->st.resident)) return -1;
+        if (!s->st.resident) h3_gen_ctx_drop_models(s->ctx);
     }
     printf("resident %s\n", s->st.resident ? "on: each phase's model stays loaded for the next generation"
                                             : "off: each generation loads and frees every phase's weights");
@@ -503,11 +506,7 @@ static int c_resident(session *s, const char *arg) {
 
 /* !reference-rope [on|off]: --use-reference-rope (features.md 5.7) */
 static int c_reference_rope(session *s, const char *arg) {
-    if (arg) {
-        if (!strcmp(arg, "on")) s->st.reference_rope = 1;
-        else if (!strcmp(arg, "off")) s->st.reference_rope = 0;
-        else return say_error("!reference-rope expects on or off, got '%s'", arg);
-    }
+    if (arg && parse_toggle("reference-rope", arg, &s->st.reference_rope)) return -1;
     printf("reference rope %s\n", s->st.reference_rope ? "on: the released spatial RoPE at 256x256"
                                                        : "off: spatial RoPE halved at a 256x256 render canvas");
     return 0;
@@ -515,16 +514,12 @@ static int c_reference_rope(session *s, const char *arg) {
 
 /* !show [on|off]: --show's terminal previews */
 static int c_show(session *s, const char *arg) {
+    int on;
     if (arg) {
-        if (!strcmp(arg, "on")) {
-            if (s->tp.g == TERM_NONE)
-                return say_error("!show: no graphics terminal detected (Kitty/Ghostty or iTerm2/WezTerm/Konsole)");
-            s->st.preview = term_preview_frame, s->st.preview_user = &s->tp;
-        } else if (!strcmp(arg, "off")) {
-            s->st.preview = NULL, s->st.preview_user = NULL;
-        } else {
-            return say_error("!show expects on or off, got '%s'", arg);
-        }
+        if (parse_toggle("show", arg, &on)) return -1;
+        if (on && s->tp.g == TERM_NONE)
+            return say_error("!show: no graphics terminal detected (Kitty/Ghostty or iTerm2/WezTerm/Konsole)");
+        s->st.preview = on ? term_preview_frame : NULL, s->st.preview_user = on ? &s->tp : NULL;
     }
     printf("show %s\n", s->st.preview ? "on: a frame after every denoising pass, then every final frame" : "off");
     return 0;
@@ -532,11 +527,7 @@ static int c_show(session *s, const char *arg) {
 
 /* !token-reduction [on|off]: --token-reduction */
 static int c_token_reduction(session *s, const char *arg) {
-    if (arg) {
-        if (!strcmp(arg, "on")) s->st.token_reduction = 1;
-        else if (!strcmp(arg, "off")) s->st.token_reduction = 0;
-        else return say_error("!token-reduction expects on or off, got '%s'", arg);
-    }
+    if (arg && parse_toggle("token-reduction", arg, &s->st.token_reduction)) return -1;
     printf("token reduction %s\n", s->st.token_reduction ? "on" : "off");
     return 0;
 }

@@ -151,10 +151,6 @@ static __global__ void __launch_bounds__(RM_THREADS) k_rmsnorm_mod(uint16_t *y, 
  * and reads w / shift / scale as float4s (the scalar, 32-byte-strided loads of k_rmsnorm_mod were its
  * bottleneck: 0.43 ms at 19540 x 5376, ~1 TB/s). Threads per block = ceil(dim / 8 / RMC_V), a multiple of 32. */
 enum { RMC_V = 4 };
-static __device__ __forceinline__ void load8f(float (&d)[8], const float *p) {
-    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
-    d[0] = a.x, d[1] = a.y, d[2] = a.z, d[3] = a.w, d[4] = b.x, d[5] = b.y, d[6] = b.z, d[7] = b.w;
-}
 /* The RMSNorm + modulation of one row held in registers (u: this thread's RMC_V 16-byte chunks, zeros past the row),
  * written to yr: the sum of squares in double over the block, then the reference's roundings. Shared by
  * k_rmsnorm_mod_cached and k_gated_residual_rmsnorm_mod, so both give the same bits. */

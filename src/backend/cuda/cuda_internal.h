@@ -124,6 +124,12 @@ static inline dim3 grid_rows_cols(int64_t rows, int64_t cols, int threads) {
 
 /* Sum over the block, every thread gets the result; `red` holds blockDim.x / 32 doubles (shared).
  * The leading barrier lets a block call it twice in a row (red may still be read). */
+/* 8 floats from a 16-byte-aligned p as two float4 loads (gains, tables, cos/sin rows) */
+static __device__ __forceinline__ void load8f(float (&d)[8], const float *p) {
+    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    d[0] = a.x, d[1] = a.y, d[2] = a.z, d[3] = a.w, d[4] = b.x, d[5] = b.y, d[6] = b.z, d[7] = b.w;
+}
+
 static __device__ __forceinline__ double cuda_block_sum_d(double v, double *red) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

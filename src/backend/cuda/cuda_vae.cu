@@ -211,10 +211,6 @@ static __global__ void k_qk_norm_rope64x4(uint16_t *x, int64_t rows, int64_t row
  * sum of squares, its shuffle tree and every product are those of k_qk_norm_rope64x4: the same bits (HW: the
  * output rounding through cvt.rn.bf16.f32, the same bits as the integer form, cuda_internal.h). */
 enum { QK_QUADS = 4 };
-static __device__ __forceinline__ void qk_load8f(float (&d)[8], const float *p) {
-    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
-    d[0] = a.x, d[1] = a.y, d[2] = a.z, d[3] = a.w, d[4] = b.x, d[5] = b.y, d[6] = b.z, d[7] = b.w;
-}
 template <int HW>
 static __global__ void __launch_bounds__(QK_WARPS * 32)
     k_qk_norm_rope64_shfl(uint16_t *x, int64_t rows, int64_t row_stride, int64_t period, int heads, float eps,
@@ -236,7 +232,7 @@ static __global__ void __launch_bounds__(QK_WARPS * 32)
         float cs[8] = {0.0f}, sn[8] = {0.0f};
         if (rotl) {
             const int64_t s = r % period;
-            qk_load8f(cs, cos + s * rot_dim + c8), qk_load8f(sn, sin + s * rot_dim + c8);
+            load8f(cs, cos + s * rot_dim + c8), load8f(sn, sin + s * rot_dim + c8);
         }
 #pragma unroll
         for (int i = 0; i < QK_QUADS; i++) {

@@ -1,13 +1,7 @@
 # Shared by the probe CLI tests (sourced, not run): counters, a scratch folder, and the two checks
 # of the probe contract: an op that must succeed, and bad input that must fail with exactly one line
 # on stderr, exit code 2 and no output file. Callers print "RESULT $pass $fail" at the end.
-H3=${H3:-build/h3}
-TINY=tests/fixtures/tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
 run_ok() { # name, args...
     local name=$1; shift
