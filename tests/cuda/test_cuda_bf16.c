@@ -357,23 +357,36 @@ int main(int argc, char **argv) {
     test_residual_norm("residual+norm no gain 50x2048", 50, 2048, 1, 0, 0, 0, 0);
     test_residual_norm("residual+norm 33x100 (fallback: dim % 8)", 33, 100, 1, 1, 1, 0, 0);
     test_residual_norm("residual+norm 50x2048, y unaligned (fallback)", 50, 2048, 1, 1, 0, 0, 1);
-    {   /* the integer rounding (H3_BF16_ROUND=sw) on a backend of its own */
+    /* the other rounding forms (H3_BF16_ROUND=sw: integer, hw: hardware with the NaN test everywhere; the default
+     * adds the packed pair conversions) on backends of their own: the same bits as the CPU twins */
+    static const char *const forms[2] = {"sw", "hw"};
+    for (int f = 0; f < 2; f++) {
         const char *prev_env = getenv("H3_BF16_ROUND");
         char *prev = prev_env ? strdup(prev_env) : NULL;
-        setenv("H3_BF16_ROUND", "sw", 1);
-        h3_backend *hw = gpu;
+        setenv("H3_BF16_ROUND", forms[f], 1);
+        h3_backend *dflt = gpu;
         gpu = h3_backend_new(H3_BACKEND_CUDA, 0, &e);
         if (prev) setenv("H3_BF16_ROUND", prev, 1);
         else unsetenv("H3_BF16_ROUND");
         free(prev);
-        CHECK(gpu != NULL, "a second CUDA backend (H3_BF16_ROUND=sw): %s", e.msg);
+        CHECK(gpu != NULL, "a second CUDA backend (H3_BF16_ROUND=%s): %s", forms[f], e.msg);
         if (gpu) {
-            test_residual_norm("residual+norm 300x5376, H3_BF16_ROUND=sw", 300, 5376, 1, 1, 1, 0, 0);
+            char nm[96];
+            snprintf(nm, sizeof nm, "residual+norm 300x5376, H3_BF16_ROUND=%s", forms[f]);
+            test_residual_norm(nm, 300, 5376, 1, 1, 1, 0, 0);
+            snprintf(nm, sizeof nm, "rmsnorm+modulate 300x5376, H3_BF16_ROUND=%s", forms[f]);
+            test_norm_modulate(nm, 300, 5376, 1, 1);
+            snprintf(nm, sizeof nm, "head norm+rope D128 rot96, H3_BF16_ROUND=%s", forms[f]);
+            test_head_norm_rope(nm, 200, 4, 128, 96, 0, 1);
+            snprintf(nm, sizeof nm, "gated residual 300x5376, H3_BF16_ROUND=%s", forms[f]);
+            test_gated_residual(nm, 300, 5376, 1);
+            snprintf(nm, sizeof nm, "swiglu 300x14336, H3_BF16_ROUND=%s", forms[f]);
+            test_swiglu(nm, 300, 14336, 0);
             h3_sync(gpu);
-            CHECK(h3_backend_check(gpu, &e) == 0, "H3_BF16_ROUND=sw backend: %s", e.msg);
+            CHECK(h3_backend_check(gpu, &e) == 0, "H3_BF16_ROUND=%s backend: %s", forms[f], e.msg);
             h3_backend_free(gpu);
         }
-        gpu = hw;
+        gpu = dflt;
     }
     test_swiglu("swiglu 300x14336 value first", 300, 14336, 0);
     test_swiglu("swiglu 300x1000 gate first", 300, 1000, 1);

@@ -89,8 +89,11 @@ int cuda_backend_init(h3_backend *be, h3_err *e) {
     c->widen_tile = 64LL << 20; /* 256 MB of fp32: big enough to keep the SGEMM efficient */
     const char *prec = getenv("H3_CUDA_PRECISION");
     c->force_fp32 = prec && strcmp(prec, "fp32") == 0;
-    const char *hr = getenv("H3_BF16_ROUND"); /* "sw": the integer bf16 rounding in cuda_bf16.cu (same bits) */
-    c->bf16_hw_round = !(hr && !strcmp(hr, "sw"));
+    /* H3_BF16_ROUND (same bits in every form): "sw" the integer bf16 rounding in cuda_bf16.cu, "hw" the
+     * hardware conversion with the NaN test everywhere, default ("pair") also the packed pair conversions of
+     * the DiT's q/k norm + RoPE kernel */
+    const char *hr = getenv("H3_BF16_ROUND");
+    c->bf16_hw_round = hr && !strcmp(hr, "sw") ? 0 : hr && !strcmp(hr, "hw") ? 1 : 2;
     const char *fv = getenv("H3_FLASH_VARIANT"); /* tuning runs: force one cuda_flash_sm90 variant */
     c->flash_variant = fv && *fv ? atoi(fv) : -1;
     const char *bn = getenv("H3_FLASH_BN");

@@ -188,19 +188,21 @@ static __device__ __forceinline__ void norm_mod_row(const uint4 (&u)[RMC_V], uin
 #pragma unroll
         for (int j = 0; j < 4; j++) v[2 * j] = __uint_as_float(wv[j] << 16), v[2 * j + 1] = __uint_as_float(wv[j] & 0xffff0000u);
 #pragma unroll
-        for (int k = 0; k < 8; k++) { /* norm_mod with the vectors in registers */
-            float t = v[k] * inv;
-            if (w) t = t * wf[k];
-            t = rbf16<HW>(t);
+        for (int k = 0; k < 8; k += 2) { /* norm_mod with the vectors in registers, two channels at a time */
+            float t0 = v[k] * inv, t1 = v[k + 1] * inv;
+            if (w) t0 = t0 * wf[k], t1 = t1 * wf[k + 1];
+            rn2<HW>(t0, t1);
             if (table) {
-                float one_plus = rbf16<HW>(1.0f + sc[k]);
-                float prod = rbf16<HW>(t * one_plus);
-                t = prod + sh[k];
+                float op0 = 1.0f + sc[k], op1 = 1.0f + sc[k + 1];
+                rn2<HW>(op0, op1);
+                float p0 = t0 * op0, p1 = t1 * op1;
+                rn2<HW>(p0, p1);
+                t0 = p0 + sh[k], t1 = p1 + sh[k + 1];
             }
-            v[k] = t;
+            v[k] = t0, v[k + 1] = t1;
         }
 #pragma unroll
-        for (int j = 0; j < 4; j++) o[j] = (uint32_t)pbf16<HW>(v[2 * j]) | ((uint32_t)pbf16<HW>(v[2 * j + 1]) << 16);
+        for (int j = 0; j < 4; j++) o[j] = pack2<HW>(v[2 * j], v[2 * j + 1]);
         yr[c8] = make_uint4(o[0], o[1], o[2], o[3]);
     }
 }
@@ -240,7 +242,10 @@ extern "C" void cuda_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_
                    (!table || (aligned16(table) && table_stride % 4 == 0 && shift_off % 4 == 0 && scale_off % 4 == 0));
     if (dim % 8 == 0 && nvec <= (int64_t)RMC_V * 1024 && aligned16(x) && aligned16(y) && params16) {
         unsigned threads = (unsigned)(((nvec + RMC_V - 1) / RMC_V + 31) / 32 * 32);
-        if (cuda_of(be)->bf16_hw_round)
+        if (cuda_of(be)->bf16_hw_round == 2)
+            k_rmsnorm_mod_cached<2><<<(unsigned)rows, threads, 0, st>>>(y, x, dim, w, eps, table, table_stride,
+                                                                        row_index, shift_off, scale_off);
+        else if (cuda_of(be)->bf16_hw_round)
             k_rmsnorm_mod_cached<1><<<(unsigned)rows, threads, 0, st>>>(y, x, dim, w, eps, table, table_stride,
                                                                         row_index, shift_off, scale_off);
         else
@@ -386,8 +391,8 @@ static __global__ void __launch_bounds__(256) k_head_norm_rope_row8(uint16_t *x,
 #pragma unroll
     for (int j = 0; j < E; j++) {
         wg[j] = w ? w[d0 + j] : 1.0f;
-        c[j] = rotl ? rbf16<HW>(cos[r * rot + d0 + j]) : 0.0f;
-        sn[j] = rotl ? rbf16<HW>(sin[r * rot + d0 + j]) : 0.0f;
+        c[j] = rotl ? rbf16<HW ? 1 : 0>(cos[r * rot + d0 + j]) : 0.0f; /* loaded values: the tested rounding */
+        sn[j] = rotl ? rbf16<HW ? 1 : 0>(sin[r * rot + d0 + j]) : 0.0f;
     }
     /* the partner channel d +- half lives `shift` lanes away inside the same half-warp */
     const int src = (lane & 16) | (sub < shift ? sub + shift : sub - shift);
@@ -413,28 +418,50 @@ static __global__ void __launch_bounds__(256) k_head_norm_rope_row8(uint16_t *x,
             for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
             float inv = 1.0f / sqrtf((float)(ss / (double)D) + eps);
             float n[E];
+            uint32_t o[4];
+            if (HW == 2) { /* pairs through one packed conversion each (rn_pair) */
+                float t[E];
 #pragma unroll
-            for (int j = 0; j < E; j++) {
-                float t = v[j] * inv;
-                if (w) t = t * wg[j];
-                n[j] = rbf16<HW>(t);
+                for (int j = 0; j < E; j++) {
+                    t[j] = v[j] * inv;
+                    if (w) t[j] = t[j] * wg[j];
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) n[2 * j] = t[2 * j], n[2 * j + 1] = t[2 * j + 1], rn2<HW>(n[2 * j], n[2 * j + 1]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < E; j++) {
+                    float t = v[j] * inv;
+                    if (w) t = t * wg[j];
+                    n[j] = rbf16<HW>(t);
+                }
             }
             if (cos) {
                 float p[E];
 #pragma unroll
                 for (int j = 0; j < E; j++) p[j] = __shfl_sync(0xffffffffu, n[j], src);
                 if (rotl) {
+                    if (HW == 2) {
 #pragma unroll
-                    for (int j = 0; j < E; j++) {
-                        float rv = d0 + j < half ? -p[j] : p[j];
-                        n[j] = rbf16<HW>(n[j] * c[j]) + rbf16<HW>(rv * sn[j]);
+                        for (int j = 0; j < E; j += 2) {
+                            float rv0 = d0 + j < half ? -p[j] : p[j], rv1 = d0 + j + 1 < half ? -p[j + 1] : p[j + 1];
+                            float a0 = n[j] * c[j], a1 = n[j + 1] * c[j + 1], b0 = rv0 * sn[j], b1 = rv1 * sn[j + 1];
+                            rn2<HW>(a0, a1), rn2<HW>(b0, b1);
+                            n[j] = a0 + b0, n[j + 1] = a1 + b1;
+                        }
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < E; j++) {
+                            float rv = d0 + j < half ? -p[j] : p[j];
+                            n[j] = rbf16<HW>(n[j] * c[j]) + rbf16<HW>(rv * sn[j]);
+                        }
                     }
                 }
             }
             if (h < heads) {
-                uint32_t o[4];
 #pragma unroll
-                for (int j = 0; j < 4; j++) o[j] = (uint32_t)pbf16<HW>(n[2 * j]) | ((uint32_t)pbf16<HW>(n[2 * j + 1]) << 16);
+                for (int j = 0; j < 4; j++)
+                    o[j] = pack2<HW>(n[2 * j], n[2 * j + 1]);
                 *(uint4 *)(xr + h * hs) = make_uint4(o[0], o[1], o[2], o[3]);
             }
         }
@@ -501,7 +528,10 @@ extern "C" void cuda_bf16_head_norm_rope(h3_backend *be, h3_bf16 *x, int64_t row
     cudaStream_t st = cuda_of(be)->stream;
     int vec16 = E == 4 && aligned16(x) && row_stride % 8 == 0 && head_stride % 8 == 0 && (!cos || (rot_dim / 2) % 8 == 0);
     if (vec16)
-        if (cuda_of(be)->bf16_hw_round)
+        if (cuda_of(be)->bf16_hw_round == 2)
+            k_head_norm_rope_row8<2><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(x, rows, row_stride, heads, head_stride,
+                                                                                 w, eps, rot_dim, cos, sin);
+        else if (cuda_of(be)->bf16_hw_round)
             k_head_norm_rope_row8<1><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(x, rows, row_stride, heads, head_stride,
                                                                                  w, eps, rot_dim, cos, sin);
         else
@@ -616,8 +646,8 @@ static __global__ void k_gated_residual(uint16_t *x, const uint16_t *br, int64_t
                     int64_t c = c8 * 8 + 2 * j;
                     float x0 = __uint_as_float(a[j] << 16), x1 = __uint_as_float(a[j] & 0xffff0000u);
                     float b0 = __uint_as_float(b[j] << 16), b1 = __uint_as_float(b[j] & 0xffff0000u);
-                    if (gate) b0 = rbf16<HW>(gate[c] * b0), b1 = rbf16<HW>(gate[c + 1] * b1);
-                    o[j] = (uint32_t)pbf16<HW>(x0 + b0) | ((uint32_t)pbf16<HW>(x1 + b1) << 16);
+                    if (gate) b0 = gate[c] * b0, b1 = gate[c + 1] * b1, rn2<HW>(b0, b1);
+                    o[j] = pack2<HW>(x0 + b0, x1 + b1);
                 }
                 ((uint4 *)xr)[c8] = make_uint4(o[0], o[1], o[2], o[3]);
             }
@@ -636,7 +666,10 @@ extern "C" void cuda_bf16_gated_residual(h3_backend *be, h3_bf16 *x, const h3_bf
                                          int64_t gate_off) {
     if (rows <= 0 || dim <= 0) return;
     cudaStream_t st = cuda_of(be)->stream;
-    if (dim % 8 == 0 && aligned16(x) && aligned16(branch) && cuda_of(be)->bf16_hw_round)
+    if (dim % 8 == 0 && aligned16(x) && aligned16(branch) && cuda_of(be)->bf16_hw_round == 2)
+        k_gated_residual<1, 2><<<grid_rows_cols(rows, dim / 8, 256), 256, 0, st>>>(x, branch, rows, dim, table,
+                                                                                 table_stride, row_index, gate_off);
+    else if (dim % 8 == 0 && aligned16(x) && aligned16(branch) && cuda_of(be)->bf16_hw_round)
         k_gated_residual<1, 1><<<grid_rows_cols(rows, dim / 8, 256), 256, 0, st>>>(x, branch, rows, dim, table,
                                                                                  table_stride, row_index, gate_off);
     else if (dim % 8 == 0 && aligned16(x) && aligned16(branch))
@@ -682,8 +715,8 @@ static __global__ void __launch_bounds__(1024)
         for (int j = 0; j < 4; j++) {
             float x0 = __uint_as_float(a[j] << 16), x1 = __uint_as_float(a[j] & 0xffff0000u);
             float b0 = __uint_as_float(b[j] << 16), b1 = __uint_as_float(b[j] & 0xffff0000u);
-            if (gate) b0 = rbf16<HW>(g[2 * j] * b0), b1 = rbf16<HW>(g[2 * j + 1] * b1);
-            o[j] = (uint32_t)pbf16<HW>(x0 + b0) | ((uint32_t)pbf16<HW>(x1 + b1) << 16);
+            if (gate) b0 = g[2 * j] * b0, b1 = g[2 * j + 1] * b1, rn2<HW>(b0, b1);
+            o[j] = pack2<HW>(x0 + b0, x1 + b1);
         }
         u[i] = make_uint4(o[0], o[1], o[2], o[3]);
         xr[c8] = u[i];
@@ -713,7 +746,11 @@ extern "C" void cuda_bf16_gated_residual_rmsnorm_modulate(h3_backend *be, h3_bf1
     /* k_rmsnorm_mod_cached's threads per row: its partial sums of squares, so its float result */
     unsigned threads = (unsigned)(((nvec + RMC_V - 1) / RMC_V + 31) / 32 * 32);
     cudaStream_t st = cuda_of(be)->stream;
-    if (cuda_of(be)->bf16_hw_round)
+    if (cuda_of(be)->bf16_hw_round == 2)
+        k_gated_residual_rmsnorm_mod<2><<<(unsigned)rows, threads, 0, st>>>(
+            x, branch, y, dim, gate_table, gate_stride, gate_index, gate_off, w, eps, table, table_stride, row_index,
+            shift_off, scale_off);
+    else if (cuda_of(be)->bf16_hw_round)
         k_gated_residual_rmsnorm_mod<1><<<(unsigned)rows, threads, 0, st>>>(
             x, branch, y, dim, gate_table, gate_stride, gate_index, gate_off, w, eps, table, table_stride, row_index,
             shift_off, scale_off);
@@ -742,9 +779,10 @@ static __global__ void k_swiglu(uint16_t *y, const uint16_t *z, int64_t rows, in
                 uint32_t a[4] = {uv.x, uv.y, uv.z, uv.w}, g[4] = {ug.x, ug.y, ug.z, ug.w}, o[4];
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    float v0 = swiglu1<HW>(__uint_as_float(a[j] << 16), __uint_as_float(g[j] << 16));
-                    float v1 = swiglu1<HW>(__uint_as_float(a[j] & 0xffff0000u), __uint_as_float(g[j] & 0xffff0000u));
-                    o[j] = (uint32_t)pbf16<HW>(v0) | ((uint32_t)pbf16<HW>(v1) << 16);
+                    float g0 = __uint_as_float(g[j] << 16), g1 = __uint_as_float(g[j] & 0xffff0000u);
+                    float s0 = g0 / (1.0f + expf(-g0)), s1 = g1 / (1.0f + expf(-g1)); /* swiglu1's arithmetic */
+                    rn2<HW>(s0, s1);
+                    o[j] = pack2<HW>(__uint_as_float(a[j] << 16) * s0, __uint_as_float(a[j] & 0xffff0000u) * s1);
                 }
                 ((uint4 *)yr)[c8] = make_uint4(o[0], o[1], o[2], o[3]);
             }
@@ -760,7 +798,9 @@ extern "C" void cuda_bf16_swiglu(h3_backend *be, h3_bf16 *y, const h3_bf16 *z, i
     if (rows <= 0 || ff <= 0) return;
     cudaStream_t st = cuda_of(be)->stream;
     int vec = ff % 8 == 0 && ldz % 8 == 0 && val_off % 8 == 0 && gate_off % 8 == 0 && aligned16(z) && aligned16(y);
-    if (vec && cuda_of(be)->bf16_hw_round)
+    if (vec && cuda_of(be)->bf16_hw_round == 2)
+        k_swiglu<1, 2><<<grid_rows_cols(rows, ff / 8, 256), 256, 0, st>>>(y, z, rows, ff, ldz, val_off, gate_off);
+    else if (vec && cuda_of(be)->bf16_hw_round)
         k_swiglu<1, 1><<<grid_rows_cols(rows, ff / 8, 256), 256, 0, st>>>(y, z, rows, ff, ldz, val_off, gate_off);
     else if (vec)
         k_swiglu<1, 0><<<grid_rows_cols(rows, ff / 8, 256), 256, 0, st>>>(y, z, rows, ff, ldz, val_off, gate_off);

@@ -35,8 +35,9 @@ typedef struct cuda_impl {
     int              force_fp32;  /* H3_CUDA_PRECISION=fp32 */
     int              flash_bn;    /* H3_FLASH_BN: keys per flash tile at head_dim 128 (tuning) */
     int              flash_variant; /* cuda_flash_sm90's compiled variant (tests/tuning); -1: by shape */
-    int              bf16_hw_round; /* H3_BF16_ROUND: 1 (default) hardware bf16 rounding in cuda_bf16.cu's kernels and
-                                     * the VAE's q/k norm + RoPE, 0 integer */
+    int              bf16_hw_round; /* H3_BF16_ROUND: 2 (default) as 1 + packed pair conversions in the DiT's q/k norm
+                                     * + RoPE; 1 hardware bf16 rounding in cuda_bf16.cu's kernels and the VAE's q/k
+                                     * norm + RoPE; 0 integer (all the same bits) */
     int              sm_arch;     /* compute capability * 10 + minor (90 on H100/H200) */
     int64_t          widen_tile;  /* elements of a widened weight tile (fp32 matmul path) */
     int              failed;      /* sticky first error */
@@ -165,9 +166,35 @@ static __device__ __forceinline__ uint16_t f32_to_bf16_bits_hw(float f) {
     return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 }
 static __device__ __forceinline__ float round_bf16_hw(float f) { return __uint_as_float((uint32_t)f32_to_bf16_bits_hw(f) << 16); }
-template <int HW> static __device__ __forceinline__ float rbf16(float f) { return HW ? round_bf16_hw(f) : round_bf16(f); }
+/* HW 2 (H3_BF16_ROUND's default): the hardware conversion without the NaN test, for values that are results of
+ * GPU arithmetic only. That arithmetic gives every NaN as the canonical 0x7fffffff, which both rules round to
+ * 0x7fff, so the bits are HW 1's for every input; pairs go through one packed conversion (cvt.rn.bf16x2.f32). A
+ * value loaded from memory keeps the tested form (rbf16<HW ? 1 : 0>). */
+static __device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+template <int HW> static __device__ __forceinline__ float rbf16(float f) {
+    return HW == 2 ? __uint_as_float((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(f)) << 16)
+           : HW    ? round_bf16_hw(f)
+                   : round_bf16(f);
+}
 template <int HW> static __device__ __forceinline__ uint16_t pbf16(float f) {
-    return HW ? f32_to_bf16_bits_hw(f) : f32_to_bf16_bits(f);
+    return HW == 2 ? __bfloat16_as_ushort(__float2bfloat16_rn(f)) : HW ? f32_to_bf16_bits_hw(f) : f32_to_bf16_bits(f);
+}
+/* the bf16 bits of lo (low half) and hi (high half) */
+template <int HW> static __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+    return HW == 2 ? bf16x2_rn(lo, hi) : (uint32_t)pbf16<HW>(lo) | ((uint32_t)pbf16<HW>(hi) << 16);
+}
+/* a and b rounded to bf16 in place */
+template <int HW> static __device__ __forceinline__ void rn2(float &a, float &b) {
+    if (HW == 2) {
+        uint32_t r = bf16x2_rn(a, b);
+        a = __uint_as_float(r << 16), b = __uint_as_float(r & 0xffff0000u);
+    } else {
+        a = rbf16<HW>(a), b = rbf16<HW>(b);
+    }
 }
 
 #endif

@@ -260,7 +260,7 @@ static __global__ void __launch_bounds__(QK_WARPS * 32)
             }
             uint32_t o[4];
 #pragma unroll
-            for (int j = 0; j < 4; j++) o[j] = (uint32_t)pbf16<HW>(v[2 * j]) | ((uint32_t)pbf16<HW>(v[2 * j + 1]) << 16);
+            for (int j = 0; j < 4; j++) o[j] = pack2<HW>(v[2 * j], v[2 * j + 1]);
             xr[(int64_t)(q0 + i) * 32] = make_uint4(o[0], o[1], o[2], o[3]);
         }
     }
@@ -283,7 +283,10 @@ extern "C" void cuda_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, 
         const int64_t per_row = (heads / 4 + QK_QUADS - 1) / QK_QUADS;
         int64_t bs = (rows * per_row + QK_WARPS - 1) / QK_WARPS;
         if (bs > 16384) bs = 16384;
-        if (cuda_of(be)->bf16_hw_round)
+        if (cuda_of(be)->bf16_hw_round == 2)
+            k_qk_norm_rope64_shfl<2><<<(unsigned)bs, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, eps,
+                                                                             rot_dim, cos, sin);
+        else if (cuda_of(be)->bf16_hw_round)
             k_qk_norm_rope64_shfl<1><<<(unsigned)bs, QK_WARPS * 32, 0, st>>>(x, rows, row_stride, period, heads, eps,
                                                                              rot_dim, cos, sin);
         else
