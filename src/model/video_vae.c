@@ -425,6 +425,8 @@ static video_vae *start_model(h3_backend *be, const video_vae_config *cfg, int p
     v->parts = parts & (VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER);
     v->cfg = *cfg;
     v->batch = env_decode_batch();
+    const char *tail = getenv("H3_VAE_TAIL");
+    v->small_tail = !(tail && !strcmp(tail, "0"));
     if ((v->parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
         h3_fail(e, "video VAE encoder: the %s backend has no convolution ops in this build", h3_backend_name(be));
         goto fail;
@@ -1261,7 +1263,12 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
             const int64_t th = d->s.th[i0], tw = d->s.tw[j0], np = job_tokens_count(d, k0);
             const size_t tok_off = (v->pin_bytes - (size_t)(cap * tile_tok)) / 256 * 256; /* tokens at the end */
             float *h_tok = (float *)((uint8_t *)v->pin[slot] + tok_off);
-            while (n < cap && k0 + n < d->njobs) { /* same tile shape */
+            /* the last batch's download and host part are the decode's tail (no GPU work beside them): automatic
+             * batching ends on a batch of a quarter (H3_VAE_TAIL=0: equal batches), its predecessor's host part
+             * running beside its compute */
+            int64_t lim = cap, rest = d->njobs - k0, small = (cap + 3) / 4;
+            if (v->small_tail && v->batch <= 0 && rest <= cap && rest > small && prev_n > 0) lim = rest - small;
+            while (n < lim && k0 + n < d->njobs) { /* same tile shape */
                 int i, j;
                 job_tile(d, k0 + n, &i, &j);
                 if (d->s.th[i] != th || d->s.tw[j] != tw) break;

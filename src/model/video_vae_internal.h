@@ -42,6 +42,7 @@ struct video_vae {
     int          batch;      /* bf16 decode: most tiles per batched pass (0: automatic); 1: per-tile path */
     float       *pin[2];     /* bf16 decode: host buffers of the asynchronous tile downloads (h3_vae_host_alloc) */
     size_t       pin_bytes;
+    int          small_tail; /* H3_VAE_TAIL (default 1): the batched decode ends on a small batch */
     int          vp_on;      /* H3_VAE_PROFILE: per-op wall time of the batched decode (video_vae.c) */
     double       vp_acc[16], vp_t0;
 };
