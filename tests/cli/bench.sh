@@ -2,13 +2,7 @@
 # `h3 bench` on the CPU with the tiny configs: the output format (not the timings) and bad flags
 # (one line, exit 2). The GPU numbers are in docs/cuda.md ("h3 bench").
 set -u
-H3=${H3:-build/h3}
-TINY=tests/fixtures/tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 num='[0-9][0-9.e+-]*'
 
 OMP_WAIT_POLICY=passive "$H3" bench --backend cpu --shapes 64x64x22,96x64x22 --text 16 --repeats 1 \

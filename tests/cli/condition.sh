@@ -3,15 +3,9 @@
 # with one `h3: generate: ...` line naming the flag and file, exit status 2, and writes nothing.
 # The conditioning arithmetic itself is tests/test_condition.c. Skipped in a MEDIA=0 build.
 set -u
-H3=${H3:-build/h3}
+source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 M=tests/fixtures/media
-TINY=tests/fixtures/tiny
 W=tests/fixtures/golden/condition/wide_5x1.png  # 50x10, outside 1:4..4:1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 printf 'not an image' >"$tmp/bad.png"
 if "$H3" generate -d $TINY -p x -o '' --dump-latents "$tmp/o" --first-frame "$tmp/bad.png" 2>&1 | grep -q "MEDIA=0"; then

@@ -3,14 +3,8 @@
 # and original layouts write byte-identical outputs; bad inputs -> one line, exit 2, no output file.
 # Numerical parity against the reference is tests/test_dit.c (same library code).
 set -u
-H3=${H3:-build/h3}
+source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 G=tests/fixtures/golden/dit
-TINY=tests/fixtures/tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 run_ok() { # name, args...
     local name=$1; shift

@@ -2,10 +2,7 @@
 # `h3 generate` flag validation (one line naming the flag and the rule, exit 2, nothing written)
 # and `h3 make-tiny` (writes a snapshot that `h3 info` validates; never overwrites).
 set -u
-H3=${H3:-build/h3}
-pass=0; fail=0
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-TINY=tests/fixtures/tiny
+source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 IMG=tests/fixtures/media/rgb.png
 check() { # check DESCRIPTION PATTERN -- ARGS...
     local desc=$1 pat=$2; shift 3

@@ -3,13 +3,8 @@
 # checked from outside with ffprobe: H.264 yuv420p at 24 fps, AAC-LC 32 kHz stereo, durations in
 # sync. Skipped (RESULT 0 0) without ffprobe or in a MEDIA=0 build.
 set -u
-H3=${H3:-build/h3}
+source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 T=$(dirname "$H3")/tests/test_media
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 if ! command -v ffprobe >/dev/null || [ ! -x "$T" ]; then
     echo "skipped: needs ffprobe and $T"; echo "RESULT 0 0"; exit 0

@@ -3,14 +3,8 @@
 # input -> one line on stderr, exit 2, no output file. Value parity of the probe outputs is checked
 # by tests/test_{sched,layout,noise,denoise}.c (they run the same probe ops on the same files).
 set -u
-H3=${H3:-build/h3}
+source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 G=tests/fixtures/golden/pipeline
-TINY=tests/fixtures/tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 run_ok() { # name, out file, args...
     local name=$1 out=$2; shift 2

@@ -14,13 +14,7 @@
 #  - !first/!last/!ref-image/!refs/!ref-remove set keyframes and references (section 6); !save (section 7).
 # The MP4/PNG parts are skipped in a MEDIA=0 build (the latents dump needs no FFmpeg).
 set -u
-H3=${H3:-build/h3}
-TINY=tests/fixtures/tiny
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 same() { # name, file a, file b (or directories)
     if [ -e "$2" ] && [ -e "$3" ] && { if [ -d "$2" ]; then diff -r "$2" "$3" >/dev/null; else cmp -s "$2" "$3"; fi; }; then ok
     else bad "$1: $2 and $3 differ or are missing"; fi

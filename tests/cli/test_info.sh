@@ -1,11 +1,8 @@
 #!/usr/bin/env bash
 # h3 info on the real release skeleton (configs + indexes, no weights) and on corrupted copies.
 set -u
-H3=${H3:-build/h3}
+source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 SKEL=tests/fixtures/skeleton
-pass=0; fail=0
-ok()   { pass=$((pass + 1)); }
-bad()  { fail=$((fail + 1)); echo "FAIL: $*"; }
 expect() { # expect DESCRIPTION WANT_RC PATTERN... -- CMD...
     local desc=$1 want=$2; shift 2
     local pats=()
@@ -18,7 +15,6 @@ expect() { # expect DESCRIPTION WANT_RC PATTERN... -- CMD...
     done
     ok
 }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 expect "skeleton validates (index only)" 0 \
     "transformer (DiT, t2va + fl2va)" "tensors: 638 (config implies 638, 66,280,430,080 bytes)" \
@@ -49,7 +45,6 @@ sed -i 's/"num_layers": 50/"num_layers": 49/' "$tmp/cfg/transformer/config.json"
 expect "config disagreeing with the index" 2 "tensor 'transformer_blocks.49.adaln_proj.linear.bias' is not implied by the config" "... 12 unexpected tensors in all" -- "$H3" info -d "$tmp/cfg" --index-only
 
 # A real (tiny) snapshot with weights: validates fully, then corrupted shard headers are caught.
-TINY=tests/fixtures/tiny
 expect "tiny snapshot with weights" 0 "tensors: 62 (config implies 62" "ok" -- "$H3" info -d "$TINY"
 cp -rL "$TINY" "$tmp/shape"; chmod -R u+w "$tmp/shape"
 shard="$tmp/shape/transformer/diffusion_pytorch_model-00001-of-00002.safetensors"

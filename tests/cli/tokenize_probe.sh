@@ -3,14 +3,9 @@
 # the goldens written with the HF tokenizer (tools/reference/gen_tokenizer_cases.py); bad input -> one
 # line on stderr, exit 2, no output file. Id parity over all cases is tests/test_tokenizer.c.
 set -u
-H3=${H3:-build/h3}
+source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 G=tests/fixtures/golden/tokenizer
 SNAP=tests/fixtures/skeleton
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 run_bad() { # name, expected stderr fragment, args...
     local name=$1 want=$2; shift 2
