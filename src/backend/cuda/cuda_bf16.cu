@@ -418,50 +418,30 @@ static __global__ void __launch_bounds__(256) k_head_norm_rope_row8(uint16_t *x,
             for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
             float inv = 1.0f / sqrtf((float)(ss / (double)D) + eps);
             float n[E];
-            uint32_t o[4];
-            if (HW == 2) { /* pairs through one packed conversion each (rn_pair) */
-                float t[E];
 #pragma unroll
-                for (int j = 0; j < E; j++) {
-                    t[j] = v[j] * inv;
-                    if (w) t[j] = t[j] * wg[j];
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++) n[2 * j] = t[2 * j], n[2 * j + 1] = t[2 * j + 1], rn2<HW>(n[2 * j], n[2 * j + 1]);
-            } else {
-#pragma unroll
-                for (int j = 0; j < E; j++) {
-                    float t = v[j] * inv;
-                    if (w) t = t * wg[j];
-                    n[j] = rbf16<HW>(t);
-                }
+            for (int j = 0; j < E; j += 2) { /* two channels at a time (rn2: one packed conversion at HW 2) */
+                n[j] = v[j] * inv, n[j + 1] = v[j + 1] * inv;
+                if (w) n[j] = n[j] * wg[j], n[j + 1] = n[j + 1] * wg[j + 1];
+                rn2<HW>(n[j], n[j + 1]);
             }
             if (cos) {
                 float p[E];
 #pragma unroll
                 for (int j = 0; j < E; j++) p[j] = __shfl_sync(0xffffffffu, n[j], src);
                 if (rotl) {
-                    if (HW == 2) {
 #pragma unroll
-                        for (int j = 0; j < E; j += 2) {
-                            float rv0 = d0 + j < half ? -p[j] : p[j], rv1 = d0 + j + 1 < half ? -p[j + 1] : p[j + 1];
-                            float a0 = n[j] * c[j], a1 = n[j + 1] * c[j + 1], b0 = rv0 * sn[j], b1 = rv1 * sn[j + 1];
-                            rn2<HW>(a0, a1), rn2<HW>(b0, b1);
-                            n[j] = a0 + b0, n[j + 1] = a1 + b1;
-                        }
-                    } else {
-#pragma unroll
-                        for (int j = 0; j < E; j++) {
-                            float rv = d0 + j < half ? -p[j] : p[j];
-                            n[j] = rbf16<HW>(n[j] * c[j]) + rbf16<HW>(rv * sn[j]);
-                        }
+                    for (int j = 0; j < E; j += 2) {
+                        float rv0 = d0 + j < half ? -p[j] : p[j], rv1 = d0 + j + 1 < half ? -p[j + 1] : p[j + 1];
+                        float a0 = n[j] * c[j], a1 = n[j + 1] * c[j + 1], b0 = rv0 * sn[j], b1 = rv1 * sn[j + 1];
+                        rn2<HW>(a0, a1), rn2<HW>(b0, b1);
+                        n[j] = a0 + b0, n[j + 1] = a1 + b1;
                     }
                 }
             }
             if (h < heads) {
+                uint32_t o[4];
 #pragma unroll
-                for (int j = 0; j < 4; j++)
-                    o[j] = pack2<HW>(n[2 * j], n[2 * j + 1]);
+                for (int j = 0; j < 4; j++) o[j] = pack2<HW>(n[2 * j], n[2 * j + 1]);
                 *(uint4 *)(xr + h * hs) = make_uint4(o[0], o[1], o[2], o[3]);
             }
         }
@@ -761,8 +741,9 @@ extern "C" void cuda_bf16_gated_residual_rmsnorm_modulate(h3_backend *be, h3_bf1
     CUDA_LAUNCHED(be, "bf16_gated_residual_rmsnorm_modulate");
 }
 
+static __device__ __forceinline__ float silu_f32(float g) { return g / (1.0f + expf(-g)); } /* before its rounding */
 template <int HW> static __device__ __forceinline__ float swiglu1(float val, float g) {
-    float s = rbf16<HW>(g / (1.0f + expf(-g)));
+    float s = rbf16<HW>(silu_f32(g));
     return val * s;
 }
 
@@ -780,7 +761,7 @@ static __global__ void k_swiglu(uint16_t *y, const uint16_t *z, int64_t rows, in
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     float g0 = __uint_as_float(g[j] << 16), g1 = __uint_as_float(g[j] & 0xffff0000u);
-                    float s0 = g0 / (1.0f + expf(-g0)), s1 = g1 / (1.0f + expf(-g1)); /* swiglu1's arithmetic */
+                    float s0 = silu_f32(g0), s1 = silu_f32(g1); /* swiglu1 on a pair */
                     rn2<HW>(s0, s1);
                     o[j] = pack2<HW>(__uint_as_float(a[j] << 16) * s0, __uint_as_float(a[j] & 0xffff0000u) * s1);
                 }
