@@ -108,7 +108,7 @@ endif
 endif
 cuda-tests: $(BUILD)/tests/cuda/test_cuda_ops $(BUILD)/tests/cuda/test_cuda_ops2 $(BUILD)/tests/cuda/test_cuda_bf16 $(BUILD)/tests/cuda/bench_cuda_ops $(BUILD)/tests/cuda/dit_block_cuda $(BUILD)/tests/cuda/test_cuda_bench $(BUILD)/tests/cuda/cmp_dumps \
             $(BUILD)/tests/cuda/test_flash_sm90 $(BUILD)/tests/cuda/vae_decode_cuda $(BUILD)/tests/cuda/test_cuda_fp8 \
-            $(BUILD)/tests/cuda/test_cuda_upload
+            $(BUILD)/tests/cuda/test_cuda_upload $(BUILD)/tests/cuda/test_cuda_stream
 
 # libFuzzer targets (clang, ASan + UBSan): `make fuzz`, then e.g.
 #   build-fuzz/fuzz_safetensors -max_total_time=600 fuzz/corpus/safetensors

@@ -659,6 +659,93 @@ static void test_layers(h3_backend *be) {
     dit_free(b);
 }
 
+
+/* --ssd-streaming (features.md 7.3): a model whose main blocks' linears are copied into two slots per forward gives
+ * the resident model's bits, in both layouts and both modes, over two forwards (the second starts on the block the
+ * first prefetched), with --layers, and for one block alone; the fill count and bytes add up. Also loaded from the
+ * tiny checkpoint files (the slots then copy from the file mapping). */
+static void stream_case(h3_backend *be, const char *label, const char *dir, int mode) {
+    h3_err e = {{0}};
+    dit_config c;
+    CHECK(dit_config_load(dir, &c, &e) == 0, "config: %s", e.msg);
+    c.num_layers = 8;
+    for (int from_file = 0; from_file < 2; from_file++) {
+        if (from_file) CHECK(dit_config_load(dir, &c, &e) == 0, "config: %s", e.msg);
+        dit_model *a = from_file ? dit_load(be, dir, mode, &e) : dit_new_random(be, &c, mode, 91, &e);
+        dit_model *b = a ? (from_file ? dit_load(be, dir, mode | DIT_STREAM, &e) : dit_new_random(be, &c, mode | DIT_STREAM, 91, &e))
+                         : NULL;
+        CHECK(a && b, "%s models: %s", label, e.msg);
+        if (!a || !b) {
+            dit_free(a);
+            return;
+        }
+        const float ts[2] = {0.5f, 0.75f};
+        CHECK(dit_prepare_timesteps(a, ts, 2, &e) == 0 && dit_prepare_timesteps(b, ts, 2, &e) == 0, "tables: %s", e.msg);
+        const int64_t tags[3] = {1, 1, 1};
+        layout *L = layout_new_t2va(tags, 3, 2, 4, 4, 5, NULL, 0, &e);
+        int64_t *tidx = malloc(sizeof(int64_t) * (size_t)L->S);
+        float tv[LAYOUT_MAX_TIMESTEPS];
+        int K;
+        layout_row_timesteps(L, 0.75f, 0.5f, tv, &K, tidx);
+        const int64_t VP = 96, CA = c.audio_in_channels, H = c.hidden_size;
+        float *v = malloc(sizeof(float) * (size_t)(L->Nv * VP)), *au = malloc(sizeof(float) * (size_t)(L->Na * CA));
+        float *text = malloc(sizeof(float) * (size_t)(3 * c.text_dim));
+        for (int64_t i = 0; i < L->Nv * VP; i++) v[i] = sinf(0.37f * (float)i);
+        for (int64_t i = 0; i < L->Na * CA; i++) au[i] = cosf(0.11f * (float)i);
+        for (int64_t i = 0; i < 3 * c.text_dim; i++) text[i] = 0.2f * sinf((float)i);
+        dit_inputs in = {.video = v, .Nv = L->Nv, .audio = au, .Na = L->Na, .text = text, .Nt = L->T, .timestep = tv,
+                         .K = K, .S = L->S, .timestep_indices = tidx, .token_tags = L->token_tags,
+                         .position_ids = L->position_ids, .video_indices = L->video_indices,
+                         .audio_indices = L->audio_indices, .text_indices = L->text_indices};
+        const size_t nv = (size_t)(L->Nv * VP), na = (size_t)(L->Na * CA);
+        float *ova = malloc(sizeof(float) * nv), *oaa = malloc(sizeof(float) * na);
+        float *ovb = malloc(sizeof(float) * nv), *oab = malloc(sizeof(float) * na);
+        int same = 1;
+        for (int pass = 0; pass < 2; pass++) {
+            CHECK(dit_forward(a, &in, ova, oaa, &e) == 0 && dit_forward(b, &in, ovb, oab, &e) == 0, "forwards: %s", e.msg);
+            same &= !memcmp(ova, ovb, sizeof(float) * nv) && !memcmp(oaa, oab, sizeof(float) * na);
+        }
+        CHECK(same, "%s%s: streamed forwards differ from the resident model's", label, from_file ? " (files)" : "");
+        dit_stream_stats st, none;
+        dit_get_stream_stats(b, &st);
+        dit_get_stream_stats(a, &none);
+        const int64_t Lb = c.num_layers;
+        /* the first forward copies its first block, then prefetches each next one and block 0 again (L + 1), the second
+         * L more; with two blocks or fewer both stay in the slots after the first forward */
+        const int64_t want = Lb <= 2 ? Lb : 2 * Lb + 1;
+        CHECK(st.fills == want && none.fills == 0 && st.bytes > 0 && st.slot_bytes > 0,
+              "%s: %lld fills (want %lld), %g bytes", label, (long long)st.fills, (long long)want, st.bytes);
+        const double per_block = st.bytes / (double)st.fills;
+        const double I = (double)c.num_attention_heads * c.attention_head_dim, FF = c.ffn_dim;
+        CHECK(per_block == 2.0 * (3 * I * H + H * I + 2 * FF * H + H * FF), "%s: %g bytes per block copy", label, per_block);
+        /* one block alone, on packed rows of a fixed pattern */
+        float *Xa = malloc(sizeof(float) * (size_t)(L->S * H)), *Xb = malloc(sizeof(float) * (size_t)(L->S * H));
+        for (int64_t i = 0; i < L->S * H; i++) Xa[i] = Xb[i] = 0.25f * sinf(0.013f * (float)i);
+        if (mode & DIT_BF16) h3_round_bf16_buf(be, Xa, L->S * H), h3_round_bf16_buf(be, Xb, L->S * H);
+        CHECK(dit_block_forward(a, 1, Xa, &in, &e) == 0 && dit_block_forward(b, 1, Xb, &in, &e) == 0, "block: %s", e.msg);
+        CHECK(!memcmp(Xa, Xb, sizeof(float) * (size_t)(L->S * H)), "%s: one streamed block differs", label);
+        if (!from_file) { /* --layers 5 of 8 on both: the prefetch skips the dropped blocks */
+            CHECK(dit_select_layers(a, 5, &e) == 0 && dit_select_layers(b, 5, &e) == 0, "--layers: %s", e.msg);
+            for (int pass = 0; pass < 2; pass++) {
+                CHECK(dit_forward(a, &in, ova, oaa, &e) == 0 && dit_forward(b, &in, ovb, oab, &e) == 0, "forwards: %s",
+                      e.msg);
+                CHECK(!memcmp(ova, ovb, sizeof(float) * nv) && !memcmp(oaa, oab, sizeof(float) * na),
+                      "%s: --layers 5: streamed forward %d differs", label, pass);
+            }
+        }
+        if (mode & DIT_BF16) {
+            CHECK(dit_quantize_fp8(b, &e) == -1 && strstr(e.msg, "--ssd-streaming"), "fp8 + streaming: '%s'", e.msg);
+        }
+        printf("  %-40s %-7s identical, %lld copies of %.0f bytes\n", label, from_file ? "(files)" : "(random)",
+               (long long)st.fills, per_block);
+        free(Xa), free(Xb);
+        free(tidx), free(v), free(au), free(text), free(ova), free(oaa), free(ovb), free(oab);
+        layout_free(L);
+        dit_free(a);
+        dit_free(b);
+    }
+}
+
 int main(void) {
     h3_err e = {{0}};
     h3_backend *be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
@@ -686,6 +773,11 @@ int main(void) {
     test_errors(be);
     printf("layer thinning:\n");
     test_layers(be);
+    printf("--ssd-streaming:\n");
+    stream_case(be, "diffusers layout, bf16", FIX "tiny/transformer", DIT_BF16);
+    stream_case(be, "diffusers layout, fp32", FIX "tiny/transformer", 0);
+    stream_case(be, "original layout, bf16", FIX "tiny/FL2VA/transformer", DIT_BF16);
+    stream_case(be, "original layout, fp32", FIX "tiny/FL2VA/transformer", 0);
     h3_backend_free(be);
     TEST_END();
 }

@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static int check_shape(int ndim, const int64_t *shape, h3_dtype dtype, h3_err *e) {
     if (ndim < 0 || ndim > H3_MAX_DIMS) return h3_fail(e, "tensor rank %d outside 0..%d", ndim, H3_MAX_DIMS);
@@ -96,7 +99,15 @@ double h3_max_abs(const float *a, const float *ref, size_t n) {
 }
 
 void h3_memcpy_par(void *dst, const void *src, size_t n) {
-    const size_t piece = (size_t)8 << 20;
+    /* pieces of 1..8 MiB, at least two per thread when n allows (a 64 MiB staging chunk on 16 threads: 2 MiB) */
+#ifdef _OPENMP
+    const size_t threads = (size_t)omp_get_max_threads();
+#else
+    const size_t threads = 1;
+#endif
+    const size_t per = n / (2 * threads);
+    size_t piece = per < ((size_t)1 << 20) ? (size_t)1 << 20 : per > ((size_t)8 << 20) ? (size_t)8 << 20 : per;
+    piece = (piece + 65535) & ~(size_t)65535;
     const int64_t np = (int64_t)((n + piece - 1) / piece);
 #pragma omp parallel for schedule(dynamic, 1) if (np > 1)
     for (int64_t i = 0; i < np; i++) {

@@ -33,8 +33,9 @@ const char *h3_shape_str(const int64_t *shape, int ndim, char *buf, size_t cap);
 /* New fp32 copy of any tensor (bf16/f16/f8/f64/ints converted by value). */
 h3_tensor *h3_tensor_to_f32(const h3_tensor *t, h3_err *e);
 
-/* memcpy with OpenMP threads in 8 MB pieces (large copies out of file mappings: the page faults, i.e. the reads
- * from disk or page cache, run in parallel). */
+/* memcpy with OpenMP threads in pieces of 1..8 MiB, two or more per thread where n allows (large copies out of file
+ * mappings: the page faults, i.e. the reads from disk or page cache, run in parallel; copies into pinned staging
+ * buffers). */
 void h3_memcpy_par(void *dst, const void *src, size_t n);
 
 /* Comparison metrics used by every parity test: relative L2 = ||a-b|| / ||b||, max |a-b|. */

@@ -284,12 +284,32 @@ static int lookup_checked(dit_model *m, const h3_expect_list *ex, const char *na
     return 0;
 }
 
+/* Makes a weight usable: backend resident (uploaded, or taken over from dit_new_random's device memory), or for the
+ * tensors dit_host_tensor names a view of host memory (kept as owned kind 2). A streamed part is also recorded as its
+ * block's source (dit_stream.c). */
 static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *name, h3_err *e) {
     h3_tensor view;
-    int mi;
+    int mi, part;
+    int64_t blk;
     if (lookup_checked(m, ex, name, &view, &mi, e) != 0) return NULL;
+    const int host = dit_host_tensor(m, name, &part, &blk);
     h3_tensor *w;
-    if (mi >= 0 && m->mem_on_backend && m->mem_on_backend[mi]) {
+    if (host) {
+        if (mi >= 0 && m->mem_on_backend && m->mem_on_backend[mi]) { /* random, made on the device: bring it over */
+            const size_t nb = h3_tensor_nbytes(&view);
+            void *hb = malloc(nb ? nb : 1);
+            if (!hb) {
+                h3_fail(e, "out of host memory for '%s' (%zu bytes)", name, nb);
+                return NULL;
+            }
+            h3_download(m->be, hb, view.data, nb);
+            h3_free(m->be, m->mem[mi]->data);
+            m->mem[mi]->data = view.data = hb;
+            m->mem[mi]->owns_data = 1;
+            m->mem_on_backend[mi] = 0;
+        }
+        w = h3_tensor_view(view.dtype, view.ndim, view.shape, view.data, e);
+    } else if (mi >= 0 && m->mem_on_backend && m->mem_on_backend[mi]) {
         /* already in backend memory (made there by dit_new_random): the model takes it over */
         w = h3_tensor_view(view.dtype, view.ndim, view.shape, view.data, e);
         if (!w) return NULL;
@@ -300,11 +320,13 @@ static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *nam
     }
     if (!w) return NULL;
     m->total_bytes += h3_tensor_nbytes(&view);
-    if (keep_tensor(m, w, 0) != 0) {
-        h3_weight_free(m->be, w);
+    if (keep_tensor(m, w, host ? 2 : 0) != 0) {
+        if (host) h3_tensor_free(w);
+        else h3_weight_free(m->be, w);
         h3_fail(e, "out of memory");
         return NULL;
     }
+    if (m->stream && part >= 0) m->stream->src[blk * DIT_PARTS + part] = w;
     return w;
 }
 
@@ -414,10 +436,11 @@ static int load_block(dit_model *m, const h3_expect_list *ex, dit_block_w *b, in
     if (!(b->norm2 = load_vec(m, ex, NAME("norm2.weight"), e))) return -1;
     if (!(b->attn.norm_q = load_vec(m, ex, NAME(orig ? "attn.q_norm.weight" : "attn.norm_q.weight"), e))) return -1;
     if (!(b->attn.norm_k = load_vec(m, ex, NAME(orig ? "attn.k_norm.weight" : "attn.norm_k.weight"), e))) return -1;
+    const int streamed = !refiner && m->stream; /* --ssd-streaming: host sources, bound to a slot per forward */
     if (!(b->attn.to_out = load_w(m, ex, NAME(orig ? "attn.out_proj.weight" : "attn.to_out.0.weight"), e))) return -1;
     if (orig) {
         if (!(b->attn.qkv = load_w(m, ex, NAME("attn.qkv_proj.weight"), e))) return -1;
-    } else if (m->bf16 && m->be->kind != H3_BACKEND_CPU) {
+    } else if (m->bf16 && m->be->kind != H3_BACKEND_CPU && !streamed) {
         char q[192], k[192], v[192];
         snprintf(q, sizeof q, "%s.attn.to_q.weight", p);
         snprintf(k, sizeof k, "%s.attn.to_k.weight", p);
@@ -434,10 +457,14 @@ static int load_block(dit_model *m, const h3_expect_list *ex, dit_block_w *b, in
     if (!fc1) return -1;
     int64_t FF = c->ffn_dim;
     b->ff_in = fc1;
-    b->ff_value = row_view(m, fc1, orig ? FF : 0, FF, e);
-    b->ff_gate = row_view(m, fc1, orig ? 0 : FF, FF, e);
-    if (!b->ff_value || !b->ff_gate) return -1;
+    if (!streamed) {
+        b->ff_value = row_view(m, fc1, orig ? FF : 0, FF, e);
+        b->ff_gate = row_view(m, fc1, orig ? 0 : FF, FF, e);
+        if (!b->ff_value || !b->ff_gate) return -1;
+    }
     if (!(b->ff_down = load_w(m, ex, NAME(orig ? "mlp.fc2.weight" : "ff.net.2.weight"), e))) return -1;
+    if (streamed) /* the host tensors are in m->stream->src; the fields point into a slot only while bound */
+        b->attn.to_out = b->attn.qkv = b->attn.to_q = b->attn.to_k = b->attn.to_v = b->ff_in = b->ff_down = NULL;
     if (!refiner) {
         if (!(b->adaln_w = load_w(m, ex, NAME("adaln_proj.linear.weight"), e))) return -1;
         if (!(b->adaln_b = load_w(m, ex, NAME("adaln_proj.linear.bias"), e))) return -1;
@@ -516,30 +543,41 @@ done:
     return rc;
 }
 
-dit_model *dit_load(h3_backend *be, const char *dir, int bf16, h3_err *e) {
+/* The mode's fields (dit.h DIT_BF16, DIT_STREAM); cfg must be set. */
+static int set_mode(dit_model *m, int mode, h3_err *e) {
+    m->bf16 = (mode & DIT_BF16) != 0;
+    m->adaln_host = m->be->kind != H3_BACKEND_CPU;
+    if (!(mode & DIT_STREAM)) return 0;
+    if (!(m->stream = calloc(1, sizeof *m->stream)) ||
+        !(m->stream->src = calloc((size_t)(m->cfg.num_layers > 0 ? m->cfg.num_layers : 1) * DIT_PARTS, sizeof(h3_tensor *))))
+        return h3_fail(e, "out of memory");
+    return 0;
+}
+
+dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e) {
     dit_model *m = calloc(1, sizeof *m);
     if (!m) {
         h3_fail(e, "out of memory");
         return NULL;
     }
     m->be = be;
-    m->bf16 = bf16;
-    if (dit_config_load(dir, &m->cfg, e) != 0 || !(m->st = st_set_open(dir, e)) || load_all(m, e) != 0) {
+    if (dit_config_load(dir, &m->cfg, e) != 0 || set_mode(m, mode, e) != 0 || !(m->st = st_set_open(dir, e)) ||
+        load_all(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) {
         dit_free(m);
         return NULL;
     }
     return m;
 }
 
-dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int bf16, uint64_t seed, h3_err *e) {
+dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, h3_err *e) {
     dit_model *m = calloc(1, sizeof *m);
     if (!m) {
         h3_fail(e, "out of memory");
         return NULL;
     }
     m->be = be;
-    m->bf16 = bf16;
     m->cfg = *cfg;
+    if (set_mode(m, mode, e) != 0) goto fail;
     if (dit_expected_tensors(cfg, &m->mem_names, e) != 0) goto fail;
     m->mem = calloc((size_t)m->mem_names.n, sizeof *m->mem);
     m->mem_on_backend = calloc((size_t)m->mem_names.n, 1);
@@ -553,7 +591,9 @@ dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int bf16, uint6
         float offset = is_norm ? 1.0f : 0.0f;
         uint64_t base = seed ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
         h3_tensor *t;
-        if (be->kind != H3_BACKEND_CPU && x->ndim == 2) {
+        int part;
+        int64_t blk;
+        if (be->kind != H3_BACKEND_CPU && x->ndim == 2 && !dit_host_tensor(m, x->name, &part, &blk)) {
             /* matrices (all but a few MB of the 66 GB) are made on the device: no host copy */
             t = h3_tensor_view(x->dtype, x->ndim, x->shape, NULL, e);
             if (!t) goto fail;
@@ -580,7 +620,7 @@ dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int bf16, uint6
         }
         if (is_freq) dit_rope_inv_freq(t->data, cfg->rope_freq_dim, cfg->rope_theta);
     }
-    if (load_all(m, e) != 0) goto fail;
+    if (load_all(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) goto fail;
     return m;
 oom:
     h3_fail(e, "out of memory");
@@ -602,11 +642,12 @@ static void block_free_fp8(h3_backend *be, dit_block_w *w) {
 
 void dit_free(dit_model *m) {
     if (!m) return;
+    dit_stream_free(m);
     for (int b = 0; m->blocks && b < m->cfg.num_layers; b++) block_free_fp8(m->be, &m->blocks[b]);
     for (int i = 0; i < m->n_cache; i++) free_cache_entry(m, &m->cache[i]);
     free(m->cache);
     for (int i = m->n_owned - 1; i >= 0; i--) {
-        /* row views never own data; uploads own device memory on CUDA */
+        /* row views and host tensors never own data; uploads own device memory on CUDA */
         if (m->owned_is_view[i]) h3_tensor_free(m->owned[i]);
         else h3_weight_free(m->be, m->owned[i]);
     }
@@ -688,12 +729,23 @@ static int compute_adaln(dit_model *m, const float *t, int n, dit_adaln_entry *o
     }
     /* SiLU in fp32 on the fp32 temb, then the cast to the bf16 projections (spec 4.5 step 1, trap 12) */
     h3_silu(m->be, u, temb, (int64_t)n * c->time_embed_dim, flags);
-    for (int64_t b = 0; b < L; b++) {
-        h3_matmul(m->be, mm, u, n, m->blocks[b].adaln_w, m->blocks[b].adaln_b, flags);
-        for (int k = 0; k < n; k++)
+    for (int64_t b = 0; b <= L && rc == 0; b++) {
+        /* host-resident projections (GPU backends): one block's copy on the backend at a time (features.md 7.1) */
+        const h3_tensor *w = b < L ? m->blocks[b].adaln_w : m->out_ada_w, *bias = b < L ? m->blocks[b].adaln_b : m->out_ada_b;
+        h3_tensor *dw = NULL, *db = NULL;
+        if (m->adaln_host && (!(dw = h3_weight_upload(m->be, w, e)) || !(db = h3_weight_upload(m->be, bias, e)))) {
+            h3_weight_free(m->be, dw);
+            for (int k = 0; k < n; k++) free_cache_entry(m, &out[k]);
+            rc = -1;
+            break;
+        }
+        if (dw) w = dw, bias = db;
+        h3_matmul(m->be, b < L ? mm : mf, u, n, w, bias, flags);
+        for (int k = 0; k < n && b < L; k++)
             h3_copy(m->be, out[k].blocks + b * row, mm + (int64_t)k * row, (size_t)row * sizeof(float));
+        h3_weight_free(m->be, dw), h3_weight_free(m->be, db);
     }
-    h3_matmul(m->be, mf, u, n, m->out_ada_w, m->out_ada_b, flags);
+    if (rc) goto done;
     for (int k = 0; k < n; k++) h3_copy(m->be, out[k].final, mf + (int64_t)k * 2 * H, (size_t)(2 * H) * sizeof(float));
 done:
     h3_free(m->be, temb), h3_free(m->be, u), h3_free(m->be, mm), h3_free(m->be, mf);
@@ -707,7 +759,10 @@ static dit_adaln_entry *find_cached(dit_model *m, float t) {
 }
 
 int dit_timesteps_available(const dit_model *m, const float *t, int n) {
-    if (!m->adaln_released) return 1;
+    return !m->adaln_released || dit_timesteps_cached(m, t, n);
+}
+
+int dit_timesteps_cached(const dit_model *m, const float *t, int n) {
     for (int i = 0; i < n; i++) {
         int have = 0;
         for (int j = 0; j < m->n_cache && !have; j++) have = m->cache[j].t == t[i];
@@ -749,17 +804,19 @@ int dit_prepare_timesteps(dit_model *m, const float *t, int n, h3_err *e) {
  * Row views of it (no memory of their own) stay in the owned list and must no longer be used. */
 static void drop_tensor(dit_model *m, h3_tensor *w) {
     if (!w) return;
-    if (m->be->kind == H3_BACKEND_CPU && m->st) { /* file pages only */
-        long page = sysconf(_SC_PAGESIZE);
-        uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-        uintptr_t hi = ((uintptr_t)w->data + h3_tensor_nbytes(w)) & ~((uintptr_t)page - 1);
-        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-    }
-    for (int j = 0; j < m->n_owned; j++)
-        if (m->owned[j] == w && !m->owned_is_view[j]) {
+    for (int j = 0; j < m->n_owned; j++) {
+        if (m->owned[j] != w) continue;
+        if (m->st && (m->be->kind == H3_BACKEND_CPU || m->owned_is_view[j] == 2)) { /* file pages only */
+            long page = sysconf(_SC_PAGESIZE);
+            uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+            uintptr_t hi = ((uintptr_t)w->data + h3_tensor_nbytes(w)) & ~((uintptr_t)page - 1);
+            if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        }
+        if (!m->owned_is_view[j]) {
             h3_weight_free(m->be, w);
             m->owned[j] = NULL;
         }
+    }
 }
 
 /* Drops the AdaLN projections (spec 1: 39% of the release's bytes). On the CPU the weights are
@@ -864,6 +921,7 @@ int dit_select_layers(dit_model *m, int active, h3_err *e) {
 int dit_quantize_fp8(dit_model *m, h3_err *e) {
     if (m->fp8) return 0;
     if (!m->bf16) return h3_fail(e, "--quant fp8 needs the bf16 mode (--precision bf16)");
+    if (m->stream) return h3_fail(e, "--quant fp8 cannot be combined with --ssd-streaming (the FP8 blocks are resident)");
     for (int b = 0; b < m->cfg.num_layers; b++) {
         if (dit_layer_skipped(m, b)) continue;
         dit_block_w *w = &m->blocks[b];
@@ -1238,6 +1296,16 @@ static int64_t next_block_on_same_rows(const dit_model *m, const dit_inputs *in,
     return -1;
 }
 
+/* --ssd-streaming's prefetch after block b: the next active block, after the last the first (the next forward's). */
+static int64_t next_active_block(const dit_model *m, int64_t b) {
+    const int64_t L = m->cfg.num_layers;
+    for (int64_t i = 1; i <= L; i++) {
+        int64_t n = (b + i) % L;
+        if (!(m->skip && m->skip[n])) return n;
+    }
+    return -1;
+}
+
 int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *audio_out, h3_err *e) {
     if (validate_inputs(m, in, e, 0) != 0) return -1;
     const dit_config *c = &m->cfg;
@@ -1298,9 +1366,9 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
             h3_free(be, X0);
             goto done;
         }
-        int reduced = 0;
+        int reduced = 0, stream_failed = 0;
         int64_t norm1_ready = -1; /* bf16: the block whose norm1 output the last block left in s16.n (-1: none) */
-        for (int64_t b = 0; b < L; b++) {
+        for (int64_t b = 0; b < L && !stream_failed; b++) {
             if (reduce && b == in->reduce_begin) { /* features.md 5.5: enter, the full rows kept in X as the bypass */
                 h3_bf16_rows_pool_pairs(be, red.X, (h3_bf16 *)X, red.pairs, red.S_red, H);
                 h3_copy(be, red.base, red.X, (size_t)(red.S_red * H) * 2);
@@ -1311,17 +1379,26 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
                 reduced = 0;
             }
             if (m->skip && m->skip[b]) continue; /* --layers (features.md 5.3) */
+            if (m->stream && dit_stream_bind(m, b, e) != 0) {
+                stream_failed = 1;
+                break;
+            }
             if (!m->bf16) {
                 run_block(m, &x, b, X);
-                continue;
+            } else {
+                const int64_t next = next_block_on_same_rows(m, in, reduce, b);
+                dit16_run_block(m, reduced ? &red.ctx : &x, b, reduced ? red.X : (h3_bf16 *)X, norm1_ready == b, next);
+                norm1_ready = next;
             }
-            const int64_t next = next_block_on_same_rows(m, in, reduce, b);
-            dit16_run_block(m, reduced ? &red.ctx : &x, b, reduced ? red.X : (h3_bf16 *)X, norm1_ready == b, next);
-            norm1_ready = next;
+            if (m->stream && dit_stream_unbind(m, b, next_active_block(m, b), e) != 0) stream_failed = 1;
         }
         if (reduced)
             h3_bf16_rows_expand_delta(be, (h3_bf16 *)X, red.X, red.base, red.parent, S, red.prefix, H, in->reduce_scale);
         dit_reduce_free(m, &red);
+        if (stream_failed) {
+            h3_free(be, X0);
+            goto done;
+        }
         if (X0 && core_store(m, X, X0, S) != 0) goto oom;
     }
 
@@ -1363,6 +1440,7 @@ int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h
     if (dit_layer_skipped(m, block)) return h3_fail(e, "dit: block %d was dropped by --layers", block);
     if (validate_inputs(m, in, e, 1) != 0) return -1;
     fwd_ctx x;
+    int rc = 0;
     if (fwd_ctx_init(m, in, &x, e) != 0) return -1;
     if (m->bf16) { /* X holds bf16 values: the bf16 copy is exact */
         h3_bf16 *X16 = h3_alloc(m->be, (size_t)(in->S * m->cfg.hidden_size) * 2);
@@ -1371,90 +1449,18 @@ int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h
             return h3_fail(e, "dit: out of memory (S = %lld)", (long long)in->S);
         }
         h3_bf16_pack(m->be, X16, X, in->S * m->cfg.hidden_size);
-        dit16_run_block(m, &x, block, X16, 0, -1);
+        if (m->stream && dit_stream_bind(m, block, e) != 0) rc = -1;
+        if (!rc) dit16_run_block(m, &x, block, X16, 0, -1);
         h3_bf16_unpack(m->be, X, X16, in->S * m->cfg.hidden_size);
+        if (!rc && m->stream && dit_stream_unbind(m, block, -1, e) != 0) rc = -1;
         h3_sync(m->be);
         h3_free(m->be, X16);
     } else {
-        run_block(m, &x, block, X);
+        if (m->stream && dit_stream_bind(m, block, e) != 0) rc = -1;
+        if (!rc) run_block(m, &x, block, X);
+        if (!rc && m->stream && dit_stream_unbind(m, block, -1, e) != 0) rc = -1;
         h3_sync(m->be);
     }
     fwd_ctx_free(m, &x);
-    return 0;
-}
-
-/* ---------------------------------------------------------------- probe tensors -> inputs */
-
-static int shape_is(const h3_tensor *t, int ndim, const int64_t *shape) {
-    if (t->ndim != ndim) return 0;
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] >= 0 && t->shape[i] != shape[i]) return 0;
-    return 1;
-}
-
-static int bad_shape(h3_err *e, const char *name, const h3_tensor *t, const char *rule) {
-    char s[128];
-    return h3_fail(e, "input '%s': shape %s, %s", name, h3_shape_str(t->shape, t->ndim, s, sizeof s), rule);
-}
-
-int dit_inputs_from_tensors(const dit_config *c, const dit_tensors *t, int64_t b, dit_inputs *out, h3_err *e) {
-    const h3_tensor *req[10] = {t->hidden_states, t->audio_hidden_states, t->encoder_hidden_states, t->timestep,
-                                t->timestep_indices, t->token_tags, t->position_ids, t->video_indices,
-                                t->audio_indices, t->text_indices};
-    static const char *names[10] = {"hidden_states", "audio_hidden_states", "encoder_hidden_states", "timestep",
-                                    "timestep_indices", "token_tags", "position_ids", "video_indices",
-                                    "audio_indices", "text_indices"};
-    static const h3_dtype want[10] = {H3_F32, H3_F32, H3_F32, H3_F32, H3_I64, H3_I64, H3_F64, H3_I64, H3_I64, H3_I64};
-    for (int i = 0; i < 10; i++) {
-        if (!req[i]) return h3_fail(e, "input '%s': missing", names[i]);
-        if (req[i]->dtype != want[i])
-            return h3_fail(e, "input '%s': dtype %s, expected %s", names[i], h3_dtype_name(req[i]->dtype),
-                           h3_dtype_name(want[i]));
-    }
-    const h3_tensor *pos = t->position_ids;
-    if (pos->ndim != 2 || pos->shape[1] != 3) return bad_shape(e, "position_ids", pos, "must be (seq_len, 3)");
-    int64_t S = pos->shape[0];
-    if (!shape_is(t->token_tags, 1, (int64_t[]){S}))
-        return bad_shape(e, "token_tags", t->token_tags, "must be (seq_len,) matching position_ids");
-    if (!shape_is(t->timestep_indices, 1, (int64_t[]){S}))
-        return bad_shape(e, "timestep_indices", t->timestep_indices, "must be (seq_len,) matching position_ids");
-    if (t->timestep->ndim != 1) return bad_shape(e, "timestep", t->timestep, "must be 1-D (the distinct values)");
-    if (t->timestep->shape[0] < 1 || t->timestep->shape[0] > 1024)
-        return bad_shape(e, "timestep", t->timestep, "must hold 1..1024 values");
-    for (int i = 7; i < 10; i++)
-        if (req[i]->ndim != 1) return bad_shape(e, names[i], req[i], "must be 1-D");
-    int64_t Nv = t->video_indices->shape[0], Na = t->audio_indices->shape[0], Nt = t->text_indices->shape[0];
-    int64_t VP = (int64_t)c->in_channels * c->patch_size[0] * c->patch_size[1] * c->patch_size[2];
-    const h3_tensor *hv = t->hidden_states, *ha = t->audio_hidden_states, *ht = t->encoder_hidden_states;
-    if (hv->ndim != 3 || hv->shape[0] < 1) return bad_shape(e, "hidden_states", hv, "must be (batch, video rows, patch dim)");
-    int64_t B = hv->shape[0];
-    char rule[160];
-    snprintf(rule, sizeof rule, "must be (%lld, %lld, %lld): batch, len(video_indices), in_channels*prod(patch)",
-             (long long)B, (long long)Nv, (long long)VP);
-    if (!shape_is(hv, 3, (int64_t[]){B, Nv, VP})) return bad_shape(e, "hidden_states", hv, rule);
-    snprintf(rule, sizeof rule, "must be (%lld, %lld, %d): batch, len(audio_indices), audio_in_channels",
-             (long long)B, (long long)Na, c->audio_in_channels);
-    if (!shape_is(ha, 3, (int64_t[]){B, Na, c->audio_in_channels})) return bad_shape(e, "audio_hidden_states", ha, rule);
-    snprintf(rule, sizeof rule, "must be (%lld, %lld, %d): batch, len(text_indices), text_dim", (long long)B,
-             (long long)Nt, c->text_dim);
-    if (!shape_is(ht, 3, (int64_t[]){B, Nt, c->text_dim})) return bad_shape(e, "encoder_hidden_states", ht, rule);
-    if (Nv + Na + Nt != S)
-        return h3_fail(e, "input 'position_ids': %lld rows, but video (%lld) + audio (%lld) + text (%lld) indices "
-                          "address %lld rows", (long long)S, (long long)Nv, (long long)Na, (long long)Nt,
-                       (long long)(Nv + Na + Nt));
-    if (b < 0 || b >= B) return h3_fail(e, "dit: batch item %lld outside [0, %lld)", (long long)b, (long long)B);
-    memset(out, 0, sizeof *out);
-    out->video = (const float *)hv->data + b * Nv * VP;
-    out->audio = (const float *)ha->data + b * Na * c->audio_in_channels;
-    out->text = (const float *)ht->data + b * Nt * c->text_dim;
-    out->Nv = Nv, out->Na = Na, out->Nt = Nt, out->S = S;
-    out->timestep = t->timestep->data;
-    out->K = (int)t->timestep->shape[0];
-    out->timestep_indices = t->timestep_indices->data;
-    out->token_tags = t->token_tags->data;
-    out->position_ids = pos->data;
-    out->video_indices = t->video_indices->data;
-    out->audio_indices = t->audio_indices->data;
-    out->text_indices = t->text_indices->data;
-    return 0;
+    return rc;
 }

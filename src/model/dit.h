@@ -3,6 +3,7 @@
 #ifndef H3_DIT_H
 #define H3_DIT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../backend/backend.h"
@@ -36,9 +37,19 @@ int dit_expected_tensors(const dit_config *cfg, h3_expect_list *out, h3_err *e);
 
 typedef struct dit_model dit_model;
 
-/* Loads (mmap, zero-copy on the CPU) a transformer folder in either layout.
- * bf16: compute as the release runs (spec 4, "[bf16]" roundings); 0: fp32 reference. */
-dit_model *dit_load(h3_backend *be, const char *dir, int bf16, h3_err *e);
+/* How a model is loaded (the `mode` argument of dit_load / dit_new_random; 0 is the fp32 reference, fully resident):
+ * DIT_BF16    compute as the release runs (spec 4, "[bf16]" roundings);
+ * DIT_STREAM  --ssd-streaming (features.md 7.3): the main blocks' four linears stay in host memory (the file
+ *             mapping) and are copied block by block into two backend slots, the next block's copy overlapping
+ *             the current block's compute; outputs are bit-identical to the resident model. Only the blocks' norm
+ *             gains, the token refiner and the input/output layers are resident. Cannot be combined with
+ *             dit_quantize_fp8.
+ * On GPU backends the AdaLN projections (spec 1: 39% of the bytes) always stay in host memory: the tables are
+ * computed one block at a time (features.md 7.1), so they are never resident as a whole. */
+enum { DIT_BF16 = 1, DIT_STREAM = 2 };
+
+/* Loads (mmap, zero-copy on the CPU) a transformer folder in either layout, `mode` as above. */
+dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e);
 void       dit_free(dit_model *m);
 const dit_config *dit_get_config(const dit_model *m);
 
@@ -47,6 +58,8 @@ const dit_config *dit_get_config(const dit_model *m);
 int  dit_prepare_timesteps(dit_model *m, const float *t, int n, h3_err *e);
 /* 1 when dit_prepare_timesteps(t, n) can succeed: the AdaLN weights are still there, or every value has its table. */
 int  dit_timesteps_available(const dit_model *m, const float *t, int n);
+/* 1 when every value already has its table (dit_prepare_timesteps would compute nothing). */
+int  dit_timesteps_cached(const dit_model *m, const float *t, int n);
 void dit_release_adaln(dit_model *m);
 /* --layers (features.md 5.3): keeps `active` of the blocks. A block's score is the mean |value| of its
  * attention and MLP gate rows (AdaLN slots 2 and 5) over every prepared timestep and all three modalities;
@@ -122,7 +135,22 @@ int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h
 
 /* A model with random weights in memory (no files), for benchmarks: every tensor of
  * dit_expected_tensors(cfg) in its release dtype, deterministic in seed. */
-dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int bf16, uint64_t seed, h3_err *e);
+dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, h3_err *e);
+
+/* Memory planning on a GPU backend: the backend bytes of the weights of a model loaded in `mode` (0 and e filled on
+ * a bad config), and of one forward's activation buffers over S packed rows. */
+size_t dit_gpu_weight_bytes(const dit_config *cfg, int mode, h3_err *e);
+size_t dit_activation_bytes(const dit_config *cfg, int mode, int64_t S);
+
+/* --ssd-streaming's totals since the model was made (all 0 for a resident model): block copies, their bytes and
+ * the host seconds spent in the copy calls (reading the source into staging buffers, and waiting for a slot whose
+ * last reader is still running: with the copies hidden that is most of a forward). */
+typedef struct dit_stream_stats {
+    int64_t fills;
+    double  bytes, host_seconds;
+    double  slot_bytes; /* backend memory of the two slots together */
+} dit_stream_stats;
+void dit_get_stream_stats(const dit_model *m, dit_stream_stats *out);
 
 /* The rotary frequency table (spec 4.1), as the reference computes it. */
 void dit_rope_inv_freq(float *out, int rope_freq_dim, float theta);

@@ -5,6 +5,7 @@
 
 #include "../backend/backend_bf16.h"
 #include "../backend/backend_fp8.h"
+#include "../backend/backend_stream.h"
 #include "../io/expect.h"
 #include "../io/safetensors.h"
 #include "dit.h"
@@ -32,6 +33,22 @@ typedef struct dit_block_w {
     h3_tensor *adaln_w, *adaln_b;  /* main blocks only; NULL after dit_release_adaln */
     h3_fp8_linear f8_in, f8_down;  /* --quant fp8: ff_in / ff_down quantized (ff_value / ff_gate unusable then) */
 } dit_block_w;
+
+/* --ssd-streaming (dit_stream.c): the main blocks' streamed linears, by part */
+enum { DIT_PART_QKV, DIT_PART_Q, DIT_PART_K, DIT_PART_V, DIT_PART_OUT, DIT_PART_FF_IN, DIT_PART_FF_DOWN, DIT_PARTS };
+
+typedef struct dit_stream {
+    h3_tensor  **src;             /* [num_layers * DIT_PARTS] host tensors (file mapping or host copies), NULL: none */
+    size_t       offset[DIT_PARTS]; /* where each part sits in a slot */
+    size_t       slot_bytes;
+    h3_slot     *slot[2];
+    int64_t      holds[2];        /* the block each slot holds (or is being filled with); -1: none */
+    dit_block_w  view[2];         /* the slot's bytes as a block's streamed weights (views into the slot) */
+    int          bound;           /* the slot of the block bound now, -1: none */
+    h3_tensor   *view_list[24];   /* the views above, freed with the stream */
+    int          n_views;
+    dit_stream_stats stats;
+} dit_stream;
 
 /* AdaLN tables of one timestep value (spec 4.5): per block [3 modalities][6 slots][hidden], and the
  * final layer's [shift | scale]. Backend memory. */
@@ -73,6 +90,8 @@ struct dit_model {
     size_t       total_bytes; /* stored bytes of every loaded tensor */
     dit_adaln_entry *cache;
     int              n_cache, cap_cache;
+    int              adaln_host; /* the AdaLN projections are host tensors (GPU backends): uploaded per block */
+    dit_stream      *stream;     /* DIT_STREAM, else NULL */
 };
 
 typedef struct dit_scratch {
@@ -121,6 +140,19 @@ int  dit_reduce_new(dit_model *m, const dit_inputs *in, const fwd_ctx *x, dit_re
 void dit_reduce_free(dit_model *m, dit_reduction *r);
 /* rotary tables [S, 6F] of positions pos [S, 3] (dit.c) */
 void dit_rope_tables(const dit_model *m, const double *pos, int64_t S, float *cos_h, float *sin_h);
+
+/* dit_stream.c. 1 when the named tensor stays in host memory for this model (a streamed part, or an AdaLN
+ * projection on a GPU backend); *part is its DIT_PART_* or -1. */
+int  dit_host_tensor(const dit_model *m, const char *name, int *part, int64_t *block);
+/* After every weight is loaded: the slots and their views (checks that every streamed block has block 0's shapes). */
+int  dit_stream_setup(dit_model *m, h3_err *e);
+void dit_stream_free(dit_model *m);
+/* Block b's streamed weights into m->blocks[b] (copied into a slot first unless prefetched), the backend's later
+ * ops waiting for the copy. */
+int  dit_stream_bind(dit_model *m, int64_t b, h3_err *e);
+/* Block b's ops are queued: its slot is released, its fields cleared, and block `prefetch` (>= 0) copied into the
+ * other slot unless it is there already. */
+int  dit_stream_unbind(dit_model *m, int64_t b, int64_t prefetch, h3_err *e);
 
 /* dit_bf16.c: the bf16 mode (spec 4 with every "[bf16]" rounding, on h3_bf16 activations). */
 void dit16_free_scratch(h3_backend *be, dit_scratch16 *s);

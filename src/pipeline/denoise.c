@@ -47,6 +47,21 @@ int denoise_model_ready(const dit_model *m, const denoise_args *a) {
     return ok;
 }
 
+int denoise_tables_cached(const dit_model *m, const denoise_args *a) {
+    const int steps = steps_of(a->video_sched, a->audio_sched), reuse = a->reuse > 1 ? a->reuse : 1;
+    float *vals = malloc(sizeof(float) * (size_t)(steps * LAYOUT_MAX_TIMESTEPS + 1));
+    if (!vals) return 0;
+    int ok = dit_timesteps_cached(m, vals, all_timesteps(a->L, a->video_sched, a->audio_sched, steps, reuse, vals));
+    free(vals);
+    return ok;
+}
+
+int denoise_prepare(dit_model *m, const denoise_args *a, h3_err *e) {
+    const int reuse = a->reuse > 1 ? a->reuse : 1;
+    return prepare_all_timesteps(m, a->L, a->video_sched, a->audio_sched, steps_of(a->video_sched, a->audio_sched),
+                                 reuse, e);
+}
+
 int denoise_pass_is_fresh(int i, int passes, int reuse) {
     if (reuse <= 1) return 1;
     return i == 0 || i % reuse == 0 || i == passes - 1;

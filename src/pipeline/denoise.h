@@ -55,6 +55,12 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e);
 /* 1 when m can run a's loop: its AdaLN weights are still loaded, or the tables of every timestep the loop
  * presents were built before they were released (a model kept from an earlier request, docs/session.md). */
 int denoise_model_ready(const dit_model *m, const denoise_args *a);
+/* Builds the AdaLN tables of every timestep a's loop presents (denoise_run does it too, as a no-op then): a
+ * pipeline calls it as its own phase, since on a GPU it reads the AdaLN projections from host memory (26 GB in
+ * the release) and so belongs with the loading of the weights. */
+int denoise_prepare(dit_model *m, const denoise_args *a, h3_err *e);
+/* 1 when those tables exist already (denoise_prepare has nothing to do). */
+int denoise_tables_cached(const dit_model *m, const denoise_args *a);
 
 /* --core-reuse (features.md 5.4): whether forward f (of a loop whose last pass is `last`) runs the core. */
 int denoise_core_is_fresh(int f, int is_last_pass, int core_reuse);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../backend/backend.h"
+#include "../backend/backend_bench.h" /* h3_memory_query */
 #include "../backend/backend_vae.h"
 #include "../io/safetensors.h"
 #include "../io/snapshot.h"
@@ -660,16 +661,33 @@ static int denoise_progress(void *user, int step, int steps) {
     return 0;
 }
 
+/* --ssd-streaming, or automatically on a GPU when the resident transformer (weights + one forward's activations +
+ * a margin for the AdaLN tables and the allocator) would not fit in the free memory: the dit_load mode. */
+static int dit_mode(gen *s, h3_backend *be, const dit_config *dc, h3_err *e) {
+    const int mode = s->r->bf16 ? DIT_BF16 : 0;
+    if (s->r->ssd_streaming) return mode | DIT_STREAM;
+    h3_memory_stats ms;
+    if (be->kind == H3_BACKEND_CPU || s->r->quant_fp8 || h3_memory_query(be, &ms, e) != 0 || !ms.total_bytes) return mode;
+    const layout_geometry *g = &s->g;
+    const int64_t S = (int64_t)g->num_latent_frames * (g->latent_height / 2) * (g->latent_width / 2) +
+                      g->num_audio_latents + s->T + 4096 /* references, rounding */;
+    const double need = (double)dit_gpu_weight_bytes(dc, mode, e) + (double)dit_activation_bytes(dc, mode, S) + 3.0 * (1u << 30);
+    const double avail = (double)ms.total_bytes - (double)ms.in_use_bytes;
+    if (need <= avail) return mode;
+    fprintf(stderr, "h3: the resident transformer needs ~%.1f GiB, the GPU has %.1f GiB free: streaming its blocks "
+                    "(--ssd-streaming, features.md 7.3)\n", need / (1u << 30), avail / (1u << 30));
+    return mode | DIT_STREAM;
+}
+
 /* The transformer as the request wants it: made from random weights or loaded, --quant fp8 applied. */
 static dit_model *dit_make(gen *s, h3_backend *be, const char *dir, h3_err *e) {
+    dit_config dc;
+    if (dit_config_load(dir, &dc, e) != 0) return NULL;
+    const int mode = dit_mode(s, be, &dc, e);
     begin_on(s, s->r->random_weights ? "make random transformer" : "load transformer", be, 0);
     dit_model *m = NULL;
-    if (s->r->random_weights) {
-        dit_config dc;
-        if (dit_config_load(dir, &dc, e) == 0) m = dit_new_random(be, &dc, s->r->bf16, s->r->seed ^ RANDOM_DIT, e);
-    } else {
-        m = dit_load(be, dir, s->r->bf16, e);
-    }
+    if (s->r->random_weights) m = dit_new_random(be, &dc, mode, s->r->seed ^ RANDOM_DIT, e);
+    else m = dit_load(be, dir, mode, e);
     if (!m) return NULL;
     if ((s->r->quant_fp8 && dit_quantize_fp8(m, e)) || phase_check(be, e)) {
         dit_free(m);
@@ -684,8 +702,8 @@ static int phase_dit(gen *s, h3_err *e) {
     if (snapshot_dit_dir(s->r->model_dir, s->task == H3_REF2VA, dir, sizeof dir, e)) return -1;
     h3_backend *be = phase_backend(s, "DiT", 1, "");
     char key[RKEY], settings[96];
-    snprintf(settings, sizeof settings, "%s|quant %s|layers %d", s->r->bf16 ? "bf16" : "fp32",
-             s->r->quant_fp8 ? "fp8" : "none", s->r->layers);
+    snprintf(settings, sizeof settings, "%s|quant %s|layers %d|stream %d", s->r->bf16 ? "bf16" : "fp32",
+             s->r->quant_fp8 ? "fp8" : "none", s->r->layers, s->r->ssd_streaming);
     model_key(s, dir, settings, RANDOM_DIT, key);
     resident *res = s->res;
     dit_model *m = res ? resident_take(res, (void **)&res->dit, res->dit_key, key, free_dit) : NULL;
@@ -793,12 +811,24 @@ static int phase_dit(gen *s, h3_err *e) {
         if (!(s->pv = preview_vae_new(s, be, e))) goto done;
         s->pv_L = L, s->pv_vrows = vrows, s->pv_arows = arows, s->pv_err.msg[0] = 0;
     }
+    if (!denoise_tables_cached(m, &da)) { /* the AdaLN tables: weight preparation (host-resident projections on GPUs) */
+        begin_on(s, "prepare AdaLN tables", be, 0);
+        if (denoise_prepare(m, &da, e) || phase_check(be, e)) goto done;
+        progress_end(&s->pg);
+    }
     begin_on(s, "denoise", be, sched_evaluations(&vs));
+    dit_stream_stats st0, st1;
+    dit_get_stream_stats(m, &st0);
     if (denoise_run(m, &da, e) || phase_check(be, e)) {
         if (s->pv_err.msg[0]) *e = s->pv_err; /* the preview's own message */
         goto done;
     }
     progress_end(&s->pg);
+    dit_get_stream_stats(m, &st1);
+    if (st1.slot_bytes > 0) /* features.md 7.3's report: what the slots copied during the loop */
+        fprintf(stderr, "h3: --ssd-streaming: %lld block copies, %.2f GB from host memory, %.2f s of host time in the "
+                        "copy calls (waits for a free slot included), slots %.2f GiB\n", (long long)(st1.fills - st0.fills),
+                (st1.bytes - st0.bytes) / 1e9, st1.host_seconds - st0.host_seconds, st1.slot_bytes / (double)(1u << 30));
     video_vae_free(s->pv);
     s->pv = NULL;
     if (s->r->layers < c->num_layers) { /* which blocks --layers dropped */

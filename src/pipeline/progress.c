@@ -119,10 +119,10 @@ void progress_end(progress *p) {
     }
 }
 
-/* Phases that only bring weights in (loads, random models): the rest is the work with the weights
- * resident. */
+/* Phases that only bring weights in (loads, random models, the AdaLN tables made from the AdaLN projections): the
+ * rest is the work with the weights resident. */
 static int is_load_phase(const char *name) {
-    return !strncmp(name, "load ", 5) || !strncmp(name, "make random ", 12);
+    return !strncmp(name, "load ", 5) || !strncmp(name, "make random ", 12) || !strncmp(name, "prepare ", 8);
 }
 
 void progress_report(const progress *p, FILE *out) {

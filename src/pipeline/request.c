@@ -89,6 +89,8 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
     if (r->core_reuse < 1 || r->core_reuse > 6)
         return h3_fail(e, "--core-reuse must be 1..6 (features.md 5.4), got %d", r->core_reuse);
     if (r->quant_fp8 && !r->bf16) return h3_fail(e, "--quant fp8 needs --precision bf16 (the fp32 mode is the reference)");
+    if (r->quant_fp8 && r->ssd_streaming)
+        return h3_fail(e, "--ssd-streaming cannot be combined with --quant fp8 (the FP8 blocks are made resident)");
     if (r->token_reduction && !r->bf16)
         return h3_fail(e, "--token-reduction needs --precision bf16 (the fp32 mode is the reference)");
     if (r->token_reduction) { /* the H3_TOKEN_REDUCTION_* overrides' syntax and ranges now; END <= the model's blocks

@@ -56,6 +56,8 @@ typedef struct h3_request {
     int         bf16;          /* --precision bf16 (default) vs fp32 */
     int         quant_fp8;     /* --quant fp8: the DiT blocks' linears as FP8 W8A8 (docs/fp8.md); bf16 only */
     int         resident;      /* --resident (sessions): keep each phase's model for the next generation */
+    int         ssd_streaming; /* --ssd-streaming (features.md 7.3): the DiT's main blocks streamed from host memory
+                                  through two backend slots (automatic on CUDA when the resident model does not fit) */
     int         token_reduction; /* --token-reduction (features.md 5.5): pooled target-video tokens in middle blocks */
     int         ref_image_size; /* --ref-image-size: 0 reference (2048 short edge, as diffusers), 1 match, 2 max
                                    (cond_ref_size, features.md 1.3) */

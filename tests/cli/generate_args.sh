@@ -37,6 +37,7 @@ check "reuse range" "--reuse expects an integer in 1..3" -- -d "$TINY" -p hi -o 
 check "layers range" "--layers expects an integer in 35..50" -- -d "$TINY" -p hi -o "$O" --layers 51
 check "quant needs bf16" "--quant fp8 needs --precision bf16" -- -d "$TINY" -p hi -o "$O" --precision fp32 --quant fp8
 check "quant value" "--quant must be none or fp8" -- -d "$TINY" -p hi -o "$O" --quant fp4
+check "streaming and fp8" "--ssd-streaming cannot be combined with --quant fp8" -- -d "$TINY" -p hi -o "$O" --ssd-streaming --quant fp8
 check "token reduction needs bf16" "--token-reduction needs --precision bf16" -- -d "$TINY" -p hi -o "$O" --precision fp32 --token-reduction
 H3_TOKEN_REDUCTION_BLOCKS=9:3 check "token reduction blocks override" "H3_TOKEN_REDUCTION_BLOCKS" -- -d "$TINY" -p hi -o "$O" --token-reduction
 H3_TOKEN_REDUCTION_SCALE=7 check "token reduction scale override" "H3_TOKEN_REDUCTION_SCALE" -- -d "$TINY" -p hi -o "$O" --token-reduction
@@ -78,6 +79,16 @@ out=$(H3_TOKEN_REDUCTION_BLOCKS=4:900 "$H3" generate -d "$TINY" -p hi -o "" --du
       --steps 2 --width 64 --height 32 2>&1 </dev/null); rc=$?
 if [ $rc -eq 2 ] && tail -1 <<<"$out" | grep -qF "H3_TOKEN_REDUCTION_BLOCKS must be BEGIN:END" && [ ! -e "$tmp/tr.st" ]; then
     pass=$((pass + 1)); else echo "FAIL token reduction blocks past the model: rc $rc: $(tail -1 <<<"$out")"; fail=$((fail + 1)); fi
+
+# --ssd-streaming (features.md 7.3): the same latents as the resident transformer, bf16 and fp32, with --token-reduction
+for args in "" "--precision fp32" "--token-reduction"; do
+    for st in "" --ssd-streaming; do
+        H3_TOKEN_REDUCTION_BLOCKS=1:2 "$H3" generate -d "$TINY" -p "A fox." -o "" --dump-latents "$tmp/st$st.st" --steps 3 \
+            --width 64 --height 32 $args $st >"$tmp/st.log" 2>&1 </dev/null || echo "FAIL generate $args $st: $(tail -1 "$tmp/st.log")"
+    done
+    if [ -s "$tmp/st.st" ] && cmp -s "$tmp/st.st" "$tmp/st--ssd-streaming.st"; then pass=$((pass + 1))
+    else echo "FAIL --ssd-streaming $args: the latents differ from the resident transformer's"; fail=$((fail + 1)); fi
+done
 
 # --info (features.md 2): alone it inspects only (h3 info's report, exit 0); with -p it inspects, then generates
 out=$("$H3" generate -d "$TINY" --info 2>&1 </dev/null); rc=$?

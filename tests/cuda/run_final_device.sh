@@ -5,7 +5,8 @@
 # the 4-evaluation t2va pipeline at 544x960x124 on random release-shaped weights (generate
 # --random-weights --profile), the tiny end to end (run_e2e_device.sh), and the same-run diffusers
 # baseline (tools/reference/cuda_baseline_pipeline.py, diffusers source carried in $REF); also the FP8 ops
-# (test_cuda_fp8), the DiT with --quant fp8 and the pipeline as an interactive session of two prompts (warm).
+# (test_cuda_fp8), the DiT with --quant fp8 and the pipeline as an interactive session of two prompts (warm); and
+# --ssd-streaming (test_cuda_stream, the DiT bench and the one-shot pipeline with the blocks streamed).
 # Usage (device): bash tests/cuda/run_final_device.sh [build dir, default .dev-main] [diffusers src dir]
 set -u
 B=${1:-.dev-main}
@@ -17,7 +18,7 @@ export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
 T="$O/tests.log"
 : >"$T"
-for t in test_cuda_bf16 test_cuda_ops test_cuda_ops2 vae_decode_cuda test_cuda_bench test_cuda_fp8 test_cuda_upload; do
+for t in test_cuda_bf16 test_cuda_ops test_cuda_ops2 vae_decode_cuda test_cuda_bench test_cuda_fp8 test_cuda_upload test_cuda_stream; do
     s=$(date +%s)
     "$B/tests/cuda/$t" >>"$T" 2>&1
     echo "== $t: rc $? ($(( $(date +%s) - s )) s) $(grep '^RESULT' "$T" | tail -1)"
@@ -35,12 +36,20 @@ echo "== per-op device time, 544x960x124, 4 forwards (1 warm-up + 3 timed):"; gr
 "$B/h3" bench --backend cuda --what dit --repeats 2 --quant fp8 >"$O/bench_fp8.log" 2>&1
 echo "== DiT with --quant fp8 (FP8 W8A8 block linears, docs/fp8.md):"; grep -E '^DIT' "$O/bench_fp8.log"
 
+"$B/h3" bench --backend cuda --what dit --repeats 2 --ssd-streaming 1 >"$O/bench_stream.log" 2>&1
+echo "== DiT with --ssd-streaming (the blocks' linears from host memory through two slots, features.md 7.3):"
+grep -E '^DIT' "$O/bench_stream.log"
+
 P="A red fox runs through fresh snow at dawn, its breath steaming in the cold air, while birds call from the pines."
 "$B/h3" generate -d tests/fixtures/skeleton --random-weights --backend cuda -p "$P" -o '' --width 960 --height 544 \
     --frames 124 --steps 4 --profile >"$O/pipeline.log" 2>&1
 echo "== generate --random-weights 960x544x124, 4 evaluations: rc $?"
 sed -n '/^profile:/,$p' "$O/pipeline.log"
 grep -E '^h3:' "$O/pipeline.log" | head -12
+"$B/h3" generate -d tests/fixtures/skeleton --random-weights --backend cuda -p "$P" -o '' --width 960 --height 544 \
+    --frames 124 --steps 4 --profile --ssd-streaming >"$O/pipeline_stream.log" 2>&1
+echo "== the same with --ssd-streaming: rc $?"
+sed -n '/^profile:/,$p' "$O/pipeline_stream.log"
 
 # the same 4-evaluation t2va in an interactive session (docs/session.md), two prompts: the second generation runs in a
 # warm process (CUDA context, cuBLASLt/cuDNN plans, pinned buffers kept), the "weights resident" case; bf16, then fp8

@@ -148,6 +148,8 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
     h3_memory_reset_peak(be);
     /* warm-up: plans, scratch pool, cuDNN graphs */
     if (dit_forward(m, &in, vout, aout, e) != 0) goto done;
+    dit_stream_stats st0, st1;
+    dit_get_stream_stats(m, &st0);
     double best = 1e30, sum = 0;
     for (int i = 0; i < repeats; i++) {
         h3_sync(be);
@@ -177,6 +179,10 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
            r->dit_tflop, r->dit_tflop / r->dit_s, r->dit_peak);
     if (base > 0) printf(" baseline_s=%.3f ratio=%.2f", base, r->dit_s / base);
     if (reduce) printf(" token_reduction=%d:%d", reduce[0], reduce[1]);
+    dit_get_stream_stats(m, &st1);
+    if (st1.slot_bytes > 0) /* --ssd-streaming: per forward, the bytes copied and the host time spent queueing them */
+        printf(" stream_gb=%.4g stream_host_s=%.4g stream_gbps=%.4g slots_gib=%.3g", (st1.bytes - st0.bytes) / repeats / 1e9,
+               (st1.host_seconds - st0.host_seconds) / repeats, (st1.bytes - st0.bytes) / 1e9 / sum, gib((size_t)st1.slot_bytes));
     printf("\n");
     fflush(stdout);
     rc = 0;
@@ -186,12 +192,12 @@ done:
     return rc;
 }
 
-static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, const int *reduce,
+static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, int stream, const int *reduce,
                      const bench_shape *shapes, int n, int64_t T, int repeats, bench_result *res, h3_err *e) {
     dit_config cfg;
     if (dit_config_load(config_dir, &cfg, e) != 0) return -1;
     double t0 = now_s();
-    dit_model *m = dit_new_random(be, &cfg, bf16, 42, e);
+    dit_model *m = dit_new_random(be, &cfg, (bf16 ? DIT_BF16 : 0) | (stream ? DIT_STREAM : 0), 42, e);
     if (!m) return -1;
     h3_sync(be);
     double t_build = now_s() - t0, t_quant = 0;
@@ -218,9 +224,10 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, 
     size_t wbytes = dit_weight_bytes(m), abytes = dit_adaln_weight_bytes(m);
     dit_release_adaln(m);
     printf("dit: config %s: %d layers, hidden %d, %d heads x %d; random weights %.4g GB made in %.2f s; AdaLN "
-           "tables for 2 timestep values in %.2f s, then %.4g GB of AdaLN weights released\n",
+           "tables for 2 timestep values in %.2f s, then %.4g GB of AdaLN weights released%s\n",
            config_dir, cfg.num_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.attention_head_dim,
-           (double)wbytes / 1e9, t_build, t_adaln, (double)abytes / 1e9);
+           (double)wbytes / 1e9, t_build, t_adaln, (double)abytes / 1e9,
+           stream ? "; --ssd-streaming: the blocks' linears in host memory, two slots on the backend" : "");
     fflush(stdout);
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) rc = bench_dit_shape(be, m, &shapes[i], T, ts, repeats, bf16, reduce, &res[i], e);
@@ -328,7 +335,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: h3 bench [--backend cuda|cpu] [--shapes WxHxF,...] [--text T] [--repeats N] [--vae-repeats N]\n"
             "                [--precision bf16|fp32] [--quant none|fp8] [--token-reduction B:E] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
-            "                [--vae-batch N,...]\n"
+            "                [--vae-batch N,...] [--ssd-streaming 0|1]\n"
             "defaults: --backend cuda --shapes 512x512x22,544x960x124,1344x768x124 --text 256 --repeats 2\n"
             "          --vae-repeats 1 --precision bf16 --what dit,vae\n"
             "          --config tests/fixtures/skeleton/transformer --vae-config tests/fixtures/skeleton/vae\n");
@@ -347,7 +354,7 @@ int cmd_bench(int argc, char **argv) {
     const char *backend = "cuda", *shapes_arg = "512x512x22,544x960x124,1344x768x124", *precision = "bf16";
     const char *what = "dit,vae", *config = "tests/fixtures/skeleton/transformer";
     const char *vae_config = "tests/fixtures/skeleton/vae", *text_arg = "256", *rep_arg = "2", *vrep_arg = "1";
-    const char *vbatch_arg = NULL, *quant = "none", *reduce_arg = NULL;
+    const char *vbatch_arg = NULL, *quant = "none", *reduce_arg = NULL, *stream_arg = "0";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -366,6 +373,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--config")) dst = &config;
         else if (!strcmp(a, "--vae-config")) dst = &vae_config;
         else if (!strcmp(a, "--vae-batch")) dst = &vbatch_arg;
+        else if (!strcmp(a, "--ssd-streaming")) dst = &stream_arg;
         else return cli_error("bench: unknown argument '%s' (see h3 bench --help)", a);
         if (i + 1 >= argc) return cli_error("bench: %s needs a value", a);
         *dst = argv[++i];
@@ -380,6 +388,10 @@ int cmd_bench(int argc, char **argv) {
     if (strcmp(quant, "none") && strcmp(quant, "fp8")) return cli_error("bench: --quant must be none or fp8, got '%s'", quant);
     int fp8 = !strcmp(quant, "fp8");
     if (fp8 && !bf16) return cli_error("bench: --quant fp8 needs --precision bf16");
+    if (strcmp(stream_arg, "0") && strcmp(stream_arg, "1"))
+        return cli_error("bench: --ssd-streaming must be 0 or 1, got '%s'", stream_arg);
+    const int stream = !strcmp(stream_arg, "1");
+    if (stream && fp8) return cli_error("bench: --ssd-streaming 1 cannot be combined with --quant fp8");
     int reduce[2] = {0, 0}, nreduce = 0;
     if (reduce_arg) {
         char *mid, *end;
@@ -443,7 +455,7 @@ int cmd_bench(int argc, char **argv) {
     bench_result res[BENCH_MAX_SHAPES];
     memset(res, 0, sizeof res);
     int rc = 0;
-    if (do_dit && bench_dit(be, config, bf16, fp8, nreduce ? reduce : NULL, shapes, n, T, repeats, res, &e) != 0) {
+    if (do_dit && bench_dit(be, config, bf16, fp8, stream, nreduce ? reduce : NULL, shapes, n, T, repeats, res, &e) != 0) {
         fprintf(stderr, "h3: bench: DiT: %s\n", e.msg);
         rc = 1;
     }

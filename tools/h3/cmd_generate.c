@@ -44,6 +44,9 @@ static void usage(FILE *f) {
             "  --resident               sessions: keep each phase's model loaded for the next generation (!resident)\n"
             "  --token-reduction        DiT blocks 4..29 on averaged pairs of video tokens (features.md 5.5; bf16;\n"
             "                           H3_TOKEN_REDUCTION_BLOCKS=B:E, _EARLY=STEPS:END|0, _SCALE=S override)\n"
+            "  --ssd-streaming          keep the DiT blocks' linears in host memory (the file mapping) and copy them\n"
+            "                           block by block into two GPU slots while the previous block computes (features.md\n"
+            "                           7.3; same output; automatic with --backend cuda when the resident DiT does not fit)\n"
             "  --backend cpu|cuda       [cpu]    --threads N   CPU threads [all cores]\n"
             "  --profile                per-phase time and peak memory report\n"
             "  --info                   describe and check the snapshot (h3 info) first; without -p nothing else\n"
@@ -91,6 +94,10 @@ int cmd_generate(int argc, char **argv) {
         }
         if (!strcmp(a, "--token-reduction")) {
             r.token_reduction = 1;
+            continue;
+        }
+        if (!strcmp(a, "--ssd-streaming")) {
+            r.ssd_streaming = 1;
             continue;
         }
         if (!strcmp(a, "--show")) {

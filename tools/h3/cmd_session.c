@@ -233,9 +233,10 @@ static int c_status(session *s, const char *arg) {
     if (s->frames_base) printf("frames %s/video-NNNN/\n", s->frames_base);
     if (s->wav_base) printf("wav %s, numbered\n", s->wav_base);
     if (s->dump_base) printf("latents %s, numbered\n", s->dump_base);
-    printf("profile %s; %d generated, %d failed; resident %s, quant %s\n", st->profile ? "on" : "off", s->done,
-           s->failed, st->resident ? "on (!cache lists the kept models)" : "off (each generation loads every phase's weights)",
-           st->quant_fp8 ? "fp8" : "none");
+    printf("profile %s; %d generated, %d failed; resident %s, quant %s, ssd-streaming %s\n", st->profile ? "on" : "off",
+           s->done, s->failed,
+           st->resident ? "on (!cache lists the kept models)" : "off (each generation loads every phase's weights)",
+           st->quant_fp8 ? "fp8" : "none", st->ssd_streaming ? "on" : "auto");
     printf("show %s (terminal graphics: %s, zoom %d); open %s; spatial RoPE at 256x256: %s\n",
            st->preview ? "on" : "off", term_graphics_name(s->tp.g), s->tp.zoom, s->open ? "on" : "off",
            st->reference_rope ? "released" : "halved");

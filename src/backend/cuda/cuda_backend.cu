@@ -2,6 +2,7 @@
  * All work goes to one stream per backend, so every op is ordered after the previous one without
  * host synchronization; only h3_download and h3_sync wait. */
 #include "cuda_internal.h"
+#include "cuda_stream.h"
 #include "cuda_vae.h" /* cuda_vae_host_alloc: the staging buffers of cuda_upload */
 extern "C" {
 #include "../../core/tensor.h" /* h3_memcpy_par */
@@ -135,6 +136,7 @@ void cuda_backend_shutdown(h3_backend *be) {
     if (!c) return;
     if (c->warmup_started) pthread_join(c->warmup, NULL);
     cudaStreamSynchronize(c->stream);
+    cuda_copier_release(be);
     cuda_optime_release(be);
     cuda_gemm_rm_release(be);
     cuda_sdpa_release(be);

@@ -44,6 +44,7 @@ typedef struct cuda_impl {
     char             errmsg[512];
     cudaEvent_t      marks[2];
     cudaEvent_t      up_done[2];  /* staged uploads: the DMA of each pinned staging buffer (cuda_upload) */
+    void            *copier;      /* weight slots' copy stream and staging buffers (cuda_stream.cu) */
     void            *sdpa;        /* cuDNN SDPA state (cuda_sdpa_cudnn.cu), created on first use */
     void            *optime;      /* per-op timing (H3_CUDA_OPTIME=1, cuda_optime.cu) */
     void            *rm_plans;    /* cuda_sgemm_rm's plan cache (cuda_gemm_rm.cu) */

@@ -351,8 +351,10 @@ extern "C" void *cuda_vae_host_alloc(h3_backend *be, size_t bytes) {
     if (!bytes) bytes = 1;
     pthread_mutex_lock(&c->pin_lock);
     int best = -1;
+    /* at most twice the size asked for: a staging buffer must not take (and, the weight slots' copier, keep) the
+     * decoder's ~400 MB download buffers that h3_vae_host_prefetch made for it */
     for (int i = 0; i < CUDA_PIN_CACHE; i++)
-        if (c->pin_ptr[i] && !c->pin_used[i] && c->pin_bytes[i] >= bytes &&
+        if (c->pin_ptr[i] && !c->pin_used[i] && c->pin_bytes[i] >= bytes && c->pin_bytes[i] / 2 <= bytes &&
             (best < 0 || c->pin_bytes[i] < c->pin_bytes[best]))
             best = i;
     if (best >= 0) c->pin_used[best] = 1;

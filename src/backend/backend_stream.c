@@ -1,0 +1,79 @@
+/* Weight slots (backend_stream.h): the checks and the CPU twin here, the CUDA twin in cuda/cuda_stream.cu. */
+#include "backend_stream.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/tensor.h" /* h3_memcpy_par */
+#ifdef H3_CUDA
+#include "cuda/cuda_stream.h"
+#endif
+
+struct h3_slot {
+    void  *data;
+    size_t bytes;
+    void  *impl; /* CUDA: the slot's events */
+};
+
+h3_slot *h3_slot_new(h3_backend *be, size_t bytes) {
+    h3_slot *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->bytes = bytes;
+#ifdef H3_CUDA
+    if (be->kind == H3_BACKEND_CUDA) {
+        if (cuda_slot_init(be, &s->data, &s->impl, bytes) != 0) {
+            free(s);
+            return NULL;
+        }
+        return s;
+    }
+#endif
+    if (!(s->data = h3_alloc(be, bytes ? bytes : 1))) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void h3_slot_free(h3_backend *be, h3_slot *s) {
+    if (!s) return;
+#ifdef H3_CUDA
+    if (be->kind == H3_BACKEND_CUDA) {
+        cuda_slot_release_all(be, s->data, s->impl);
+        free(s);
+        return;
+    }
+#endif
+    h3_free(be, s->data);
+    free(s);
+}
+
+void  *h3_slot_data(const h3_slot *s) { return s->data; }
+size_t h3_slot_bytes(const h3_slot *s) { return s->bytes; }
+
+int h3_slot_fill(h3_backend *be, h3_slot *s, const h3_slot_piece *p, int n, h3_err *e) {
+    for (int i = 0; i < n; i++)
+        if (!p[i].src || p[i].offset > s->bytes || p[i].bytes > s->bytes - p[i].offset)
+            return h3_fail(e, "weight slot: piece %d (%zu bytes at offset %zu) %s a slot of %zu bytes", i, p[i].bytes,
+                           p[i].offset, p[i].src ? "ends past" : "has no source for", s->bytes);
+#ifdef H3_CUDA
+    if (be->kind == H3_BACKEND_CUDA) return cuda_slot_fill(be, s->data, s->impl, p, n, e);
+#endif
+    (void)be;
+    for (int i = 0; i < n; i++) h3_memcpy_par((char *)s->data + p[i].offset, p[i].src, p[i].bytes);
+    return 0;
+}
+
+void h3_slot_acquire(h3_backend *be, h3_slot *s) {
+#ifdef H3_CUDA
+    if (be->kind == H3_BACKEND_CUDA) cuda_slot_acquire(be, s->impl);
+#endif
+    (void)be, (void)s;
+}
+
+void h3_slot_release(h3_backend *be, h3_slot *s) {
+#ifdef H3_CUDA
+    if (be->kind == H3_BACKEND_CUDA) cuda_slot_mark_released(be, s->impl);
+#endif
+    (void)be, (void)s;
+}

@@ -1,0 +1,40 @@
+/* Weights streamed into backend memory while the backend computes (features.md 7.3): a slot is a piece of
+ * backend memory that holds one block's matrices at a time. The model fills one slot with the next block's
+ * bytes while the backend runs the current block out of the other slot, so only two blocks are resident.
+ *
+ * Ordering (all on the backend's queue, nothing waits on the host unless said):
+ *   h3_slot_fill     copies host bytes into the slot after the ops queued before the slot's last
+ *                    h3_slot_release have finished with it (CUDA: on a second, copy stream);
+ *   h3_slot_acquire  makes the ops queued after it wait for the slot's last fill;
+ *   h3_slot_release  marks the ops queued so far as the last readers of the slot's contents.
+ * On the CPU a fill is a parallel memcpy and acquire/release do nothing (the ops run in call order).
+ *
+ * Sources are host memory, typically a read-only file mapping; h3_slot_fill returns once they are no longer read
+ * (CUDA stages them through pinned buffers of its own). */
+#ifndef H3_BACKEND_STREAM_H
+#define H3_BACKEND_STREAM_H
+
+#include <stddef.h>
+
+#include "backend.h"
+
+typedef struct h3_slot h3_slot;
+
+typedef struct h3_slot_piece {
+    const void *src;    /* host bytes */
+    size_t      bytes;
+    size_t      offset; /* where they go in the slot */
+} h3_slot_piece;
+
+/* NULL when out of backend memory. */
+h3_slot *h3_slot_new(h3_backend *be, size_t bytes);
+/* Waits for the slot's fills and readers, then gives its memory back. NULL is a no-op. */
+void     h3_slot_free(h3_backend *be, h3_slot *s);
+void    *h3_slot_data(const h3_slot *s);
+size_t   h3_slot_bytes(const h3_slot *s);
+/* Fails (nothing queued) when a piece ends past the slot or has no source. */
+int      h3_slot_fill(h3_backend *be, h3_slot *s, const h3_slot_piece *pieces, int n, h3_err *e);
+void     h3_slot_acquire(h3_backend *be, h3_slot *s);
+void     h3_slot_release(h3_backend *be, h3_slot *s);
+
+#endif

@@ -1,0 +1,124 @@
+/* Weight slots on CUDA (backend_stream.h). Fills run on a copy stream of their own, so the DMA of block b + 1
+ * overlaps the kernels of block b on the compute stream; events order the two: a fill waits for the slot's
+ * "released" event (recorded on the compute stream after the slot's last reader), a reader waits for its
+ * "filled" event (recorded on the copy stream). The sources (file mappings, host copies) go through two pinned
+ * staging buffers of the copy stream, filled by the host with OpenMP threads (h3_memcpy_par: the mapping's page
+ * faults run in parallel) while the other's DMA runs. */
+#include <cuda_runtime.h>
+
+#include "cuda_internal.h"
+#include "cuda_ops.h" /* cuda_alloc, cuda_free */
+#include "cuda_stream.h"
+#include "cuda_vae.h" /* cuda_vae_host_alloc: pinned buffers kept by the backend */
+extern "C" {
+#include "../../core/error.h"
+#include "../../core/tensor.h" /* h3_memcpy_par */
+}
+
+enum { STAGE_BYTES = 64 << 20 };
+
+typedef struct copier {
+    cudaStream_t stream;
+    void        *stage[2];
+    cudaEvent_t  stage_done[2]; /* the last DMA out of each staging buffer */
+    int          stage_used[2];
+} copier;
+
+typedef struct slot_events {
+    cudaEvent_t filled, released;
+} slot_events;
+
+static copier *copier_of(h3_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    if (c->copier) return (copier *)c->copier;
+    copier *k = (copier *)calloc(1, sizeof *k);
+    if (!k) return NULL;
+    if (cudaStreamCreateWithFlags(&k->stream, cudaStreamNonBlocking) != cudaSuccess) {
+        cudaGetLastError();
+        free(k);
+        return NULL;
+    }
+    for (int i = 0; i < 2; i++) cudaEventCreateWithFlags(&k->stage_done[i], cudaEventDisableTiming);
+    c->copier = k;
+    return k;
+}
+
+extern "C" void cuda_copier_release(h3_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    copier *k = (copier *)c->copier;
+    if (!k) return;
+    cudaStreamSynchronize(k->stream);
+    for (int i = 0; i < 2; i++) {
+        cuda_vae_host_free(be, k->stage[i]);
+        cudaEventDestroy(k->stage_done[i]);
+    }
+    cudaStreamDestroy(k->stream);
+    free(k);
+    c->copier = NULL;
+}
+
+extern "C" int cuda_slot_init(h3_backend *be, void **data, void **impl, size_t bytes) {
+    cuda_impl *c = cuda_of(be);
+    copier *k = copier_of(be);
+    slot_events *ev = (slot_events *)calloc(1, sizeof *ev);
+    void *p = NULL; /* from the compute stream's pool, so the memory statistics count the slots */
+    if (!k || !ev || !(p = cuda_alloc(be, bytes))) {
+        free(ev);
+        return -1;
+    }
+    cudaEventCreateWithFlags(&ev->filled, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&ev->released, cudaEventDisableTiming);
+    /* a first fill must not overtake work the compute stream queued before the slot existed */
+    CUDA_OK(be, cudaEventRecord(ev->released, c->stream));
+    CUDA_OK(be, cudaEventRecord(ev->filled, k->stream));
+    *data = p, *impl = ev;
+    return 0;
+}
+
+extern "C" void cuda_slot_release_all(h3_backend *be, void *data, void *impl) {
+    cuda_impl *c = cuda_of(be);
+    slot_events *ev = (slot_events *)impl;
+    copier *k = (copier *)c->copier;
+    if (k) cudaStreamSynchronize(k->stream);
+    cudaStreamSynchronize(c->stream);
+    cuda_free(be, data);
+    if (ev) {
+        cudaEventDestroy(ev->filled);
+        cudaEventDestroy(ev->released);
+        free(ev);
+    }
+}
+
+extern "C" int cuda_slot_fill(h3_backend *be, void *data, void *impl, const h3_slot_piece *p, int n, h3_err *e) {
+    slot_events *ev = (slot_events *)impl;
+    copier *k = copier_of(be);
+    if (!k) return h3_fail(e, "weight slot: cannot create the copy stream");
+    CUDA_OK(be, cudaStreamWaitEvent(k->stream, ev->released, 0));
+    int next = 0;
+    for (int i = 0; i < n; i++) {
+        char *dst = (char *)data + p[i].offset;
+        const char *src = (const char *)p[i].src;
+        for (size_t off = 0; off < p[i].bytes; off += STAGE_BYTES) {
+            const size_t len = p[i].bytes - off < (size_t)STAGE_BYTES ? p[i].bytes - off : (size_t)STAGE_BYTES;
+            const int b = next;
+            next ^= 1;
+            if (!k->stage[b] && !(k->stage[b] = cuda_vae_host_alloc(be, STAGE_BYTES)))
+                return h3_fail(e, "weight slot: out of pinned host memory for a %d MiB staging buffer", STAGE_BYTES >> 20);
+            if (k->stage_used[b]) CUDA_OK(be, cudaEventSynchronize(k->stage_done[b])); /* its last DMA is done */
+            h3_memcpy_par(k->stage[b], src + off, len);
+            CUDA_OK(be, cudaMemcpyAsync(dst + off, k->stage[b], len, cudaMemcpyHostToDevice, k->stream));
+            CUDA_OK(be, cudaEventRecord(k->stage_done[b], k->stream));
+            k->stage_used[b] = 1;
+        }
+    }
+    CUDA_OK(be, cudaEventRecord(ev->filled, k->stream));
+    return cuda_of(be)->failed ? h3_fail(e, "weight slot: %s", cuda_of(be)->errmsg) : 0;
+}
+
+extern "C" void cuda_slot_acquire(h3_backend *be, void *impl) {
+    CUDA_OK(be, cudaStreamWaitEvent(cuda_of(be)->stream, ((slot_events *)impl)->filled, 0));
+}
+
+extern "C" void cuda_slot_mark_released(h3_backend *be, void *impl) {
+    CUDA_OK(be, cudaEventRecord(((slot_events *)impl)->released, cuda_of(be)->stream));
+}

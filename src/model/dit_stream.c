@@ -1,0 +1,253 @@
+/* --ssd-streaming (features.md 7.3) and the host-resident AdaLN projections (7.1).
+ *
+ * With DIT_STREAM the four linears of each main block (q/k/v or the fused qkv_proj, the attention output, the FFN
+ * input and output: 770 MB a block in the release) stay where they were loaded from, the read-only file mapping
+ * (or, for random weights, host memory), and two backend slots take turns: while the backend runs block b out of
+ * one slot, block b + 1 is copied into the other (backend_stream.h orders the copy after block b - 1's last
+ * kernel and block b + 1's first kernel after the copy). Block b's fields in m->blocks are views into its slot
+ * only between dit_stream_bind and dit_stream_unbind, so the very same block code runs on the same bytes as the
+ * resident model: the output is bit-identical. A slot lays the parts out in the order q, k, v (or qkv), out,
+ * FFN in, FFN down, each 256-byte aligned; q, k and v are adjacent, so on CUDA in bf16 mode they are the fused
+ * [3I, H] matrix the resident model stacks at load. After the last block the first one is copied again, so the
+ * next forward (the next denoising step) starts without a wait. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dit_internal.h"
+
+static const char *const part_suffix[2][DIT_PARTS] = {
+    /* diffusers layout */
+    {NULL, "attn.to_q.weight", "attn.to_k.weight", "attn.to_v.weight", "attn.to_out.0.weight", "ff.net.0.proj.weight",
+     "ff.net.2.weight"},
+    /* original layout */
+    {"attn.qkv_proj.weight", NULL, NULL, NULL, "attn.out_proj.weight", "mlp.fc1.weight", "mlp.fc2.weight"},
+};
+
+/* The DIT_PART_* of a main block's streamed linear (its block in *block), else -1. */
+static int stream_part(const dit_config *c, const char *name, int64_t *block) {
+    const char *prefix = c->original_layout ? "blocks." : "transformer_blocks.";
+    size_t n = strlen(prefix);
+    *block = -1;
+    if (strncmp(name, prefix, n)) return -1;
+    char *end;
+    long b = strtol(name + n, &end, 10);
+    if (end == name + n || *end != '.' || b < 0 || b >= c->num_layers) return -1;
+    for (int p = 0; p < DIT_PARTS; p++) {
+        const char *s = part_suffix[c->original_layout ? 1 : 0][p];
+        if (s && !strcmp(end + 1, s)) {
+            *block = b;
+            return p;
+        }
+    }
+    return -1;
+}
+
+static int ends_with(const char *s, const char *tail) {
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && !strcmp(s + a - b, tail);
+}
+
+int dit_host_tensor(const dit_model *m, const char *name, int *part, int64_t *block) {
+    *part = stream_part(&m->cfg, name, block);
+    if (m->be->kind == H3_BACKEND_CPU) return 0; /* every weight is a view of host memory there anyway */
+    if (m->stream && *part >= 0) return 1;
+    /* the AdaLN projections of the main blocks and of the final layer */
+    return ends_with(name, "adaln_proj.linear.weight") || ends_with(name, "adaln_proj.linear.bias") ||
+           !strncmp(name, "norm_out.linear.", 16);
+}
+
+static int fill(dit_model *m, int s, int64_t b, h3_err *e);
+
+static size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+static h3_tensor **src_of(dit_model *m, int64_t b) { return m->stream->src + b * DIT_PARTS; }
+
+/* A view of `bytes` of slot s at offset off with the shape of t, kept in the model's owned list. */
+static h3_tensor *slot_view(dit_model *m, int s, const h3_tensor *t, size_t off, int64_t rows, h3_err *e) {
+    int64_t shape[2] = {rows, t->shape[1]};
+    h3_tensor *v = h3_tensor_view(t->dtype, 2, shape, (char *)h3_slot_data(m->stream->slot[s]) + off, e);
+    if (!v) return NULL;
+    v->owns_data = 0;
+    m->stream->view_list[m->stream->n_views++] = v;
+    return v;
+}
+
+int dit_stream_setup(dit_model *m, h3_err *e) {
+    dit_stream *st = m->stream;
+    const dit_config *c = &m->cfg;
+    const int orig = c->original_layout;
+    int64_t first = -1;
+    for (int64_t b = 0; b < c->num_layers && first < 0; b++)
+        if (src_of(m, b)[DIT_PART_OUT]) first = b;
+    if (first < 0) return h3_fail(e, "--ssd-streaming: no main block has streamed weights");
+    h3_tensor **f = src_of(m, first);
+    size_t off = 0;
+    for (int p = 0; p < DIT_PARTS; p++) {
+        st->offset[p] = off;
+        if (f[p]) off = align256(off + h3_tensor_nbytes(f[p]));
+    }
+    /* q, k, v must be adjacent to serve as the fused [3I, H] matrix: true when each is a multiple of 256 bytes */
+    if (!orig && (st->offset[DIT_PART_K] != st->offset[DIT_PART_Q] + h3_tensor_nbytes(f[DIT_PART_Q]) ||
+                  st->offset[DIT_PART_V] != st->offset[DIT_PART_K] + h3_tensor_nbytes(f[DIT_PART_K])))
+        return h3_fail(e, "--ssd-streaming: to_q / to_k / to_v of %lld bytes do not pack into one matrix",
+                       (long long)h3_tensor_nbytes(f[DIT_PART_Q]));
+    st->slot_bytes = off;
+    for (int64_t b = 0; b < c->num_layers; b++) {
+        h3_tensor **t = src_of(m, b);
+        for (int p = 0; p < DIT_PARTS; p++) {
+            if (!t[p] && !f[p]) continue;
+            if (!t[p] || !f[p] || t[p]->dtype != f[p]->dtype || t[p]->ndim != 2 || t[p]->shape[0] != f[p]->shape[0] ||
+                t[p]->shape[1] != f[p]->shape[1])
+                return h3_fail(e, "--ssd-streaming: block %lld's %s differs in shape or dtype from block %lld's",
+                               (long long)b, part_suffix[orig][p], (long long)first);
+        }
+    }
+    const int fused = !orig && m->bf16 && m->be->kind != H3_BACKEND_CPU;
+    const int64_t FF = c->ffn_dim;
+    for (int s = 0; s < 2; s++) {
+        if (!(st->slot[s] = h3_slot_new(m->be, st->slot_bytes)))
+            return h3_fail(e, "--ssd-streaming: out of backend memory for a %.2f GiB weight slot",
+                           (double)st->slot_bytes / (1u << 30));
+        st->holds[s] = -1;
+        dit_block_w *v = &st->view[s];
+        if (orig) {
+            v->attn.qkv = slot_view(m, s, f[DIT_PART_QKV], st->offset[DIT_PART_QKV], f[DIT_PART_QKV]->shape[0], e);
+        } else if (fused) {
+            v->attn.qkv_planar = slot_view(m, s, f[DIT_PART_Q], st->offset[DIT_PART_Q],
+                                           f[DIT_PART_Q]->shape[0] + f[DIT_PART_K]->shape[0] + f[DIT_PART_V]->shape[0], e);
+        } else {
+            v->attn.to_q = slot_view(m, s, f[DIT_PART_Q], st->offset[DIT_PART_Q], f[DIT_PART_Q]->shape[0], e);
+            v->attn.to_k = slot_view(m, s, f[DIT_PART_K], st->offset[DIT_PART_K], f[DIT_PART_K]->shape[0], e);
+            v->attn.to_v = slot_view(m, s, f[DIT_PART_V], st->offset[DIT_PART_V], f[DIT_PART_V]->shape[0], e);
+        }
+        v->attn.to_out = slot_view(m, s, f[DIT_PART_OUT], st->offset[DIT_PART_OUT], f[DIT_PART_OUT]->shape[0], e);
+        v->ff_in = slot_view(m, s, f[DIT_PART_FF_IN], st->offset[DIT_PART_FF_IN], 2 * FF, e);
+        /* FFN input: original [gate; value], diffusers [value; gate] (spec 2.4), as load_block's row views */
+        const size_t row = (size_t)f[DIT_PART_FF_IN]->shape[1] * h3_dtype_size(f[DIT_PART_FF_IN]->dtype);
+        v->ff_value = slot_view(m, s, f[DIT_PART_FF_IN], st->offset[DIT_PART_FF_IN] + (orig ? FF : 0) * row, FF, e);
+        v->ff_gate = slot_view(m, s, f[DIT_PART_FF_IN], st->offset[DIT_PART_FF_IN] + (orig ? 0 : FF) * row, FF, e);
+        v->ff_down = slot_view(m, s, f[DIT_PART_FF_DOWN], st->offset[DIT_PART_FF_DOWN], f[DIT_PART_FF_DOWN]->shape[0], e);
+        if (!v->attn.to_out || !v->ff_in || !v->ff_value || !v->ff_gate || !v->ff_down ||
+            !(v->attn.qkv || v->attn.qkv_planar || (v->attn.to_q && v->attn.to_k && v->attn.to_v)))
+            return h3_fail(e, "out of memory");
+    }
+    st->bound = -1;
+    st->stats.slot_bytes = 2.0 * (double)st->slot_bytes;
+    return fill(m, 0, first, e); /* the first forward starts on a filled slot (--layers keeps block 0) */
+}
+
+void dit_stream_free(dit_model *m) {
+    dit_stream *st = m->stream;
+    if (!st) return;
+    for (int s = 0; s < 2; s++) h3_slot_free(m->be, st->slot[s]);
+    for (int i = 0; i < st->n_views; i++) h3_tensor_free(st->view_list[i]);
+    free(st->src);
+    free(st);
+    m->stream = NULL;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int fill(dit_model *m, int s, int64_t b, h3_err *e) {
+    dit_stream *st = m->stream;
+    h3_tensor **t = src_of(m, b);
+    h3_slot_piece pc[DIT_PARTS];
+    int n = 0;
+    double bytes = 0;
+    for (int p = 0; p < DIT_PARTS; p++)
+        if (t[p]) {
+            pc[n++] = (h3_slot_piece){t[p]->data, h3_tensor_nbytes(t[p]), st->offset[p]};
+            bytes += (double)h3_tensor_nbytes(t[p]);
+        }
+    if (!n) return h3_fail(e, "--ssd-streaming: block %lld has no streamed weights (dropped by --layers?)", (long long)b);
+    const double t0 = now_s();
+    st->holds[s] = -1;
+    if (h3_slot_fill(m->be, st->slot[s], pc, n, e) != 0) return -1;
+    st->holds[s] = b;
+    st->stats.fills++;
+    st->stats.bytes += bytes;
+    st->stats.host_seconds += now_s() - t0;
+    return 0;
+}
+
+static void set_fields(dit_block_w *w, const dit_block_w *v) {
+    w->attn.qkv = v->attn.qkv, w->attn.qkv_planar = v->attn.qkv_planar;
+    w->attn.to_q = v->attn.to_q, w->attn.to_k = v->attn.to_k, w->attn.to_v = v->attn.to_v;
+    w->attn.to_out = v->attn.to_out;
+    w->ff_in = v->ff_in, w->ff_value = v->ff_value, w->ff_gate = v->ff_gate, w->ff_down = v->ff_down;
+}
+
+int dit_stream_bind(dit_model *m, int64_t b, h3_err *e) {
+    dit_stream *st = m->stream;
+    int s = st->holds[0] == b ? 0 : st->holds[1] == b ? 1 : -1;
+    if (s < 0) { /* not prefetched (the first forward, or a single block): copy it now */
+        s = st->bound == 0 ? 1 : 0;
+        if (fill(m, s, b, e) != 0) return -1;
+    }
+    h3_slot_acquire(m->be, st->slot[s]);
+    set_fields(&m->blocks[b], &st->view[s]);
+    st->bound = s;
+    return 0;
+}
+
+int dit_stream_unbind(dit_model *m, int64_t b, int64_t prefetch, h3_err *e) {
+    dit_stream *st = m->stream;
+    const int s = st->bound;
+    if (s < 0) return h3_fail(e, "internal: --ssd-streaming: block %lld was not bound", (long long)b);
+    h3_slot_release(m->be, st->slot[s]);
+    static const dit_block_w none;
+    set_fields(&m->blocks[b], &none);
+    st->bound = -1;
+    if (prefetch < 0 || st->holds[0] == prefetch || st->holds[1] == prefetch) return 0;
+    st->bound = s; /* so the prefetch takes the other slot */
+    int rc = fill(m, s ^ 1, prefetch, e);
+    st->bound = -1;
+    return rc;
+}
+
+void dit_get_stream_stats(const dit_model *m, dit_stream_stats *out) {
+    static const dit_stream_stats zero;
+    *out = m->stream ? m->stream->stats : zero;
+}
+
+/* Memory planning (generate.c's automatic --ssd-streaming): the backend bytes of a model's weights on a GPU backend
+ * in `mode`, and of one forward's activations over S rows (bf16: X, the norm and branch outputs, the widest GEMM
+ * output and its consumer; fp32: the same in fp32 plus separate q / k / v / attention outputs). */
+size_t dit_gpu_weight_bytes(const dit_config *c, int mode, h3_err *e) {
+    h3_expect_list ex = {0};
+    if (dit_expected_tensors(c, &ex, e) != 0) return 0;
+    size_t bytes = 0;
+    for (int i = 0; i < ex.n; i++) {
+        const h3_expect *x = &ex.v[i];
+        int64_t blk;
+        const int part = stream_part(c, x->name, &blk);
+        if ((mode & DIT_STREAM) && part >= 0) continue;
+        if (ends_with(x->name, "adaln_proj.linear.weight") || ends_with(x->name, "adaln_proj.linear.bias") ||
+            !strncmp(x->name, "norm_out.linear.", 16))
+            continue;
+        size_t n = h3_dtype_size(x->dtype);
+        for (int d = 0; d < x->ndim; d++) n *= (size_t)x->shape[d];
+        bytes += n;
+    }
+    h3_expect_list_free(&ex);
+    if (mode & DIT_STREAM) { /* the two slots: one block's parts each */
+        const size_t H = (size_t)c->hidden_size, I = (size_t)c->num_attention_heads * c->attention_head_dim,
+                     FF = (size_t)c->ffn_dim;
+        bytes += 2 * 2 * (3 * I * H + H * I + 2 * FF * H + H * FF) + 4096;
+    }
+    return bytes;
+}
+
+size_t dit_activation_bytes(const dit_config *c, int mode, int64_t S) {
+    const size_t H = (size_t)c->hidden_size, I = (size_t)c->num_attention_heads * c->attention_head_dim,
+                 FF = (size_t)c->ffn_dim;
+    const size_t big = 3 * I > 2 * FF ? 3 * I : 2 * FF, mid = I > FF ? I : FF;
+    const size_t row = (mode & DIT_BF16) ? 2 * (3 * H + big + mid) : 4 * (2 * H + 4 * I + big) + 4 * H;
+    return (size_t)(S > 0 ? S : 0) * row;
+}
