@@ -452,6 +452,16 @@ static void test_expected(void) {
             if (!orig)
                 printf("  release: %d tensors, %zu bytes; AdaLN projections %zu bytes (%.1f%%) freed by "
                        "dit_release_adaln\n", l.n, bytes, adaln, 100.0 * (double)adaln / (double)bytes);
+            /* memory planning (automatic --ssd-streaming): a GPU keeps all but the AdaLN projections; streamed, all but
+             * those and the 50 blocks' four linears, plus two slots of one block's linears */
+            const size_t H = 5376, I = 56 * 128, FF = 14336, block = 2 * (3 * I * H + H * I + 2 * FF * H + H * FF);
+            const size_t res = dit_gpu_weight_bytes(&c, DIT_BF16, &e), str = dit_gpu_weight_bytes(&c, DIT_BF16 | DIT_STREAM, &e);
+            CHECK(res == bytes - adaln, "%s: resident GPU weights %zu bytes, want %zu", dirs[i], res, bytes - adaln);
+            CHECK(str == bytes - adaln - 50 * block + 2 * block + 4096, "%s: streamed GPU weights %zu bytes", dirs[i], str);
+            CHECK(dit_activation_bytes(&c, DIT_BF16, 19540) == (size_t)19540 * 2 * (3 * H + 2 * FF + FF),
+                  "%s: bf16 activations %zu bytes", dirs[i], dit_activation_bytes(&c, DIT_BF16, 19540));
+            printf("  %s: on a GPU %zu bytes resident, %zu streamed (block linears %zu bytes each)\n",
+                   orig ? "original" : "release", res, str, block);
         }
         h3_expect_list_free(&l);
     }
