@@ -1,5 +1,5 @@
 # h3 build. `make` builds build/h3 (CPU backend, FFmpeg media); `make test` runs the test suite.
-#   make CUDA=1   adds the CUDA backend (nvcc, sm_90a; cuBLASLt/cuDNN), into build-cuda/
+#   make CUDA=1   adds the CUDA backend (nvcc: sm_80, sm_90a, compute_90 PTX; cuBLASLt/cuDNN), into build-cuda/
 #   make MEDIA=0  builds without FFmpeg (media commands then fail with a clear error), into build-nomedia/
 #   make SAN=1    builds with ASan/UBSan into build-san/
 # Each configuration has its own default build folder (make does not track flags, so one folder per set of
@@ -90,8 +90,11 @@ $(BUILD)/%.o: %.c
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 # --fmad=false: like the CPU build's -ffp-contract=off (kernels write fmaf where they mean it).
-# sm_90a (H100/H200 only): wgmma and setmaxnreg need the arch-specific target (cuda_flash_sm90.cu).
-NVCC_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
+# Targets: sm_80 (A100, and by binary compatibility every 8.x GPU: A10, RTX 30/40, L4, L40S), sm_90a (H100/H200: the
+# wgmma attention kernel of cuda_flash_sm90.cu needs the arch-specific target) and compute_90 PTX, which the driver
+# compiles for newer GPUs (Blackwell) at first use. Off sm_90 the attention runs on cuDNN SDPA or the own mma.sync
+# kernel. Only sm_90 has been run (the lent H200s). NVCC_ARCH=-gencode=arch=compute_90a,code=sm_90a builds H100/H200 only.
+NVCC_ARCH ?= -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
 $(BUILD)/%.o: %.cu $(wildcard src/backend/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) -O3 $(NVCC_ARCH) -std=c++17 --fmad=false -Isrc -DH3_CUDA -Xcompiler -fPIC -c -o $@ $<

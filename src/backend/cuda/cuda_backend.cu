@@ -109,6 +109,13 @@ int cuda_backend_init(h3_backend *be, h3_err *e) {
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);
     cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->device);
     c->sm_arch = major * 10 + minor;
+    if (c->sm_arch < 80) { /* bf16 tensor cores (mma.sync bf16, cvt.rn.bf16x2) from compute capability 8.0 on */
+        cudaStreamDestroy(c->stream);
+        free(c);
+        be->impl = NULL;
+        return h3_fail(e, "--backend cuda: the GPU has compute capability %d.%d; h3 needs 8.0 or newer (A100, RTX 30xx, "
+                          "H100 and later)", major, minor);
+    }
     /* Keep freed blocks in the pool: per-op scratch then costs no cudaMalloc after warm-up. */
     cudaMemPool_t pool;
     if (cudaDeviceGetDefaultMemPool(&pool, c->device) == cudaSuccess) {

@@ -29,6 +29,18 @@ namespace {
 constexpr int BM = 128;      /* query rows per CTA */
 constexpr int THREADS = 384; /* producer warpgroup + 2 consumer warpgroups */
 
+struct Params {
+    uint16_t *out;
+    int64_t   o_rs, o_hs, o_bs; /* o_bs: element stride between batch items (blockIdx.z) */
+    int       Sq, Skv, group, n_tiles;
+    float     sl2; /* scale * log2(e) */
+    int       q_swap, kv_swap; /* tensor map dims are (d, row, head) instead of (d, head, row) */
+};
+
+/* The device code below exists for the sm_90a target only (wgmma, TMA, mbarrier waits, setmaxnreg); the build's
+ * other targets (Makefile NVCC_ARCH) compile an empty kernel (k_flash90) that is never launched. */
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
 __device__ __forceinline__ uint32_t su32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 /* ---- mbarriers ---- */
@@ -197,13 +209,6 @@ template <> struct PV<64> {
     static __device__ __forceinline__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t db) { wgmma_rs_n64_tb(d, a[0], a[1], a[2], a[3], db); }
 };
 
-struct Params {
-    uint16_t *out;
-    int64_t   o_rs, o_hs, o_bs; /* o_bs: element stride between batch items (blockIdx.z) */
-    int       Sq, Skv, group, n_tiles;
-    float     sl2; /* scale * log2(e) */
-    int       q_swap, kv_swap; /* tensor map dims are (d, row, head) instead of (d, head, row) */
-};
 
 /* S (64 x BN, this warpgroup's rows) = Q K^T over the HD / 16 k-steps (4 per 64-column half) */
 template <int HD, int BN>
@@ -333,11 +338,14 @@ __device__ __forceinline__ void release(uint32_t bar, int lane) {
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
 }
+#endif /* sm_90a device code */
 
 template <int HD, int BN, int ST, int OV, int PP, int QR, int SR>
 __global__ void __launch_bounds__(THREADS, 1)
 k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
           const __grid_constant__ CUtensorMap tmV, const Params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) /* wgmma, TMA and setmaxnreg: sm_90a only; other targets get an empty kernel that
+                                        * cuda_flash_sm90 never launches (it checks the device's compute capability) */
     constexpr uint32_t QB = BM * HD * 2, KVB = BN * HD * 2;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (su32(smem_raw) + 1023u) & ~1023u;
@@ -519,6 +527,7 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
             }
         }
     }
+#endif
 }
 
 /* ---------------- host side ---------------- */
