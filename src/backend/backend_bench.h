@@ -23,6 +23,8 @@ typedef struct h3_memory_stats {
                             CPU: the process's peak resident set size (not resettable) */
     size_t in_use_bytes; /* CUDA: device memory in use by everything (cudaMemGetInfo); CPU: 0 */
     size_t total_bytes;  /* CUDA: device memory; CPU: 0 */
+    size_t available_bytes; /* CUDA: what this process can still allocate: the device's free memory plus what the
+                               pool holds unused (freed blocks stay in the pool); CPU: 0 */
 } h3_memory_stats;
 
 int  h3_memory_query(h3_backend *be, h3_memory_stats *out, h3_err *e);

@@ -32,7 +32,8 @@ h3_slot *h3_slot_new(h3_backend *be, size_t bytes);
 void     h3_slot_free(h3_backend *be, h3_slot *s);
 void    *h3_slot_data(const h3_slot *s);
 size_t   h3_slot_bytes(const h3_slot *s);
-/* Fails (nothing queued) when a piece ends past the slot or has no source. */
+/* Fails when a piece ends past the slot or has no source (nothing queued then), or when a copy cannot be queued
+ * (some may have been): after a failed fill the slot's contents are undefined until a fill succeeds. */
 int      h3_slot_fill(h3_backend *be, h3_slot *s, const h3_slot_piece *pieces, int n, h3_err *e);
 void     h3_slot_acquire(h3_backend *be, h3_slot *s);
 void     h3_slot_release(h3_backend *be, h3_slot *s);

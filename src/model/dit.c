@@ -226,6 +226,7 @@ int dit_expected_tensors(const dit_config *c, h3_expect_list *l, h3_err *e) {
 
 
 const dit_config *dit_get_config(const dit_model *m) { return &m->cfg; }
+int dit_get_mode(const dit_model *m) { return (m->bf16 ? DIT_BF16 : 0) | (m->stream ? DIT_STREAM : 0); }
 
 static int keep_tensor(dit_model *m, h3_tensor *t, int is_view) {
     if (m->n_owned == m->cap_owned) {
@@ -730,6 +731,7 @@ static int compute_adaln(dit_model *m, const float *t, int n, dit_adaln_entry *o
     /* SiLU in fp32 on the fp32 temb, then the cast to the bf16 projections (spec 4.5 step 1, trap 12) */
     h3_silu(m->be, u, temb, (int64_t)n * c->time_embed_dim, flags);
     for (int64_t b = 0; b <= L && rc == 0; b++) {
+        if (b < L && m->skip && m->skip[b]) continue; /* --layers dropped it (and its projection): never run */
         /* host-resident projections (GPU backends): one block's copy on the backend at a time (features.md 7.1) */
         const h3_tensor *w = b < L ? m->blocks[b].adaln_w : m->out_ada_w, *bias = b < L ? m->blocks[b].adaln_b : m->out_ada_b;
         h3_tensor *dw = NULL, *db = NULL;
@@ -758,11 +760,27 @@ static dit_adaln_entry *find_cached(dit_model *m, float t) {
     return NULL;
 }
 
-int dit_timesteps_available(const dit_model *m, const float *t, int n) {
-    return !m->adaln_released || dit_timesteps_cached(m, t, n);
+/* t[0..n) without repeats, in order (into out, n room); the count. */
+static int distinct_values(const float *t, int n, float *out) {
+    int nf = 0;
+    for (int i = 0; i < n; i++) {
+        int dup = 0;
+        for (int j = 0; j < nf && !dup; j++) dup = out[j] == t[i];
+        if (!dup) out[nf++] = t[i];
+    }
+    return nf;
 }
 
-int dit_timesteps_cached(const dit_model *m, const float *t, int n) {
+/* 1 when the cache holds exactly these distinct values in this order: the tables one dit_prepare_timesteps(t, n)
+ * computed together. */
+static int cache_is_list(const dit_model *m, const float *v, int nv) {
+    if (nv != m->n_cache) return 0;
+    for (int i = 0; i < nv; i++)
+        if (m->cache[i].t != v[i]) return 0;
+    return 1;
+}
+
+static int all_cached(const dit_model *m, const float *t, int n) {
     for (int i = 0; i < n; i++) {
         int have = 0;
         for (int j = 0; j < m->n_cache && !have; j++) have = m->cache[j].t == t[i];
@@ -771,67 +789,102 @@ int dit_timesteps_cached(const dit_model *m, const float *t, int n) {
     return 1;
 }
 
+int dit_timesteps_available(const dit_model *m, const float *t, int n) {
+    return !m->adaln_released || all_cached(m, t, n);
+}
+
+int dit_timesteps_cached(const dit_model *m, const float *t, int n) {
+    float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!v) return 0;
+    const int ok = m->adaln_released ? all_cached(m, t, n) : cache_is_list(m, v, distinct_values(t, n, v));
+    free(v);
+    return ok;
+}
+
+/* The tables of a list are computed together, in one pass over the AdaLN weights (26 GB in the release), and the cache
+ * holds one list: a GEMM's row may sum differently with another row count, so a value's table bits depend on the
+ * list it was computed with, and a list computed again (a session's later generation with the same schedule) must be
+ * the very one a one-shot run computes. Another list replaces the cached one; a model whose projections were released
+ * (random weights) keeps its tables and takes any list they cover. */
 int dit_prepare_timesteps(dit_model *m, const float *t, int n, h3_err *e) {
-    float *fresh = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    if (!fresh) return h3_fail(e, "out of memory");
-    int nf = 0;
-    for (int i = 0; i < n; i++) {
-        if (!isfinite(t[i])) {
-            free(fresh);
-            return h3_fail(e, "dit_prepare_timesteps: timestep %d is not finite", i);
-        }
-        int dup = find_cached(m, t[i]) != NULL;
-        for (int j = 0; j < nf; j++) dup |= fresh[j] == t[i];
-        if (!dup) fresh[nf++] = t[i];
+    for (int i = 0; i < n; i++)
+        if (!isfinite(t[i])) return h3_fail(e, "dit_prepare_timesteps: timestep %d is not finite", i);
+    float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    dit_adaln_entry *fresh = calloc((size_t)(n > 0 ? n : 1), sizeof *fresh);
+    if (!v || !fresh) {
+        free(v), free(fresh);
+        return h3_fail(e, "out of memory");
     }
-    if (nf && m->n_cache + nf > m->cap_cache) {
-        int cap = m->n_cache + nf + 16;
-        dit_adaln_entry *v = realloc(m->cache, (size_t)cap * sizeof *v);
-        if (!v) {
-            free(fresh);
-            return h3_fail(e, "out of memory");
+    const int nv = distinct_values(t, n, v);
+    int rc = 0;
+    if (m->adaln_released) { /* no weights left: the cached tables must cover the list */
+        for (int i = 0; i < nv && rc == 0; i++)
+            if (!all_cached(m, &v[i], 1))
+                rc = h3_fail(e, "timestep %.9g has no precomputed AdaLN table and the AdaLN weights were released "
+                                "(call dit_prepare_timesteps before dit_release_adaln)", (double)v[i]);
+    } else if (!cache_is_list(m, v, nv)) {
+        rc = nv ? compute_adaln(m, v, nv, fresh, e) : 0;
+        if (rc == 0) {
+            for (int i = 0; i < m->n_cache; i++) free_cache_entry(m, &m->cache[i]);
+            free(m->cache);
+            m->cache = fresh, m->n_cache = m->cap_cache = nv;
+            fresh = NULL;
         }
-        m->cache = v, m->cap_cache = cap;
     }
-    /* all new values in one pass over the AdaLN weights (26 GB in the release) */
-    int rc = nf ? compute_adaln(m, fresh, nf, &m->cache[m->n_cache], e) : 0;
-    if (rc == 0) m->n_cache += nf;
-    free(fresh);
+    free(v), free(fresh);
     return rc;
 }
 
-/* Gives a weight's memory back: CPU file pages to the kernel (MADV_DONTNEED), backend copies freed.
- * Row views of it (no memory of their own) stay in the owned list and must no longer be used. */
+/* Hands the pages of a weight that is a view of the file mapping back to the kernel (MADV_DONTNEED): the view stays
+ * valid, a later read faults the pages in from the file (or the page cache) again. */
+static void give_back_pages(const h3_tensor *w) {
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t hi = ((uintptr_t)w->data + h3_tensor_nbytes(w)) & ~((uintptr_t)page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* Gives a weight's memory back: file pages to the kernel, backend copies freed. Row views of it (no memory of their
+ * own) stay in the owned list and must no longer be used. */
 static void drop_tensor(dit_model *m, h3_tensor *w) {
     if (!w) return;
+    void *data = w->data;
     for (int j = 0; j < m->n_owned; j++) {
         if (m->owned[j] != w) continue;
-        if (m->st && (m->be->kind == H3_BACKEND_CPU || m->owned_is_view[j] == 2)) { /* file pages only */
-            long page = sysconf(_SC_PAGESIZE);
-            uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-            uintptr_t hi = ((uintptr_t)w->data + h3_tensor_nbytes(w)) & ~((uintptr_t)page - 1);
-            if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-        }
-        if (!m->owned_is_view[j]) {
-            h3_weight_free(m->be, w);
+        if (m->st && (m->be->kind == H3_BACKEND_CPU || m->owned_is_view[j] == 2)) give_back_pages(w); /* file pages */
+        if (m->owned_is_view[j] != 1) { /* uploads (and the CPU's views of host memory), host tensors */
+            if (m->owned_is_view[j] == 2) h3_tensor_free(w);
+            else h3_weight_free(m->be, w);
             m->owned[j] = NULL;
         }
     }
+    /* random weights: the host memory dit_new_random made for it */
+    for (int i = 0; !m->st && m->mem && i < m->mem_names.n; i++)
+        if (m->mem[i] && m->mem[i]->data == data && !(m->mem_on_backend && m->mem_on_backend[i]) && m->mem[i]->owns_data) {
+            free(m->mem[i]->data);
+            m->mem[i]->data = NULL;
+        }
 }
 
-/* Drops the AdaLN projections (spec 1: 39% of the release's bytes). On the CPU the weights are
- * views of read-only file mappings, so the pages are handed back to the kernel (MADV_DONTNEED);
- * on CUDA the device copies are freed. */
+/* Gives the AdaLN projections' memory back (spec 1: 39% of the release's bytes). Where they are views of the file
+ * mapping (the CPU's weights; on GPUs, where they are never resident, the host tensors) only the pages go back: the
+ * views stay readable, so tables for other timesteps can still be built later (a session's new --steps). Random
+ * weights (no file) are dropped for good: later forwards need prepared values. */
 void dit_release_adaln(dit_model *m) {
     if (!m || m->adaln_released) return;
+    const int readable = m->st && (m->be->kind == H3_BACKEND_CPU || m->adaln_host);
     h3_tensor *ws[4];
     for (int b = 0; b <= m->cfg.num_layers; b++) {
         int n = 0;
         if (b < m->cfg.num_layers) ws[n++] = m->blocks[b].adaln_w, ws[n++] = m->blocks[b].adaln_b;
         else ws[n++] = m->out_ada_w, ws[n++] = m->out_ada_b;
-        for (int i = 0; i < n; i++) drop_tensor(m, ws[i]);
-        if (b < m->cfg.num_layers) m->blocks[b].adaln_w = m->blocks[b].adaln_b = NULL;
+        for (int i = 0; i < n; i++) {
+            if (readable) give_back_pages(ws[i]);
+            else drop_tensor(m, ws[i]);
+        }
+        if (!readable && b < m->cfg.num_layers) m->blocks[b].adaln_w = m->blocks[b].adaln_b = NULL;
     }
+    if (readable) return;
     m->out_ada_w = m->out_ada_b = NULL;
     m->adaln_released = 1;
 }
@@ -908,6 +961,10 @@ int dit_select_layers(dit_model *m, int active, h3_err *e) {
         h3_tensor *ws[] = {w->attn.to_q, w->attn.to_k, w->attn.to_v, w->attn.qkv, w->attn.qkv_planar,
                            w->attn.to_out, w->ff_in, w->ff_down, w->adaln_w, w->adaln_b};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) drop_tensor(m, ws[k]);
+        for (int p = 0; m->stream && p < DIT_PARTS; p++) { /* --ssd-streaming: the block's host sources */
+            drop_tensor(m, m->stream->src[(int64_t)order[i] * DIT_PARTS + p]);
+            m->stream->src[(int64_t)order[i] * DIT_PARTS + p] = NULL;
+        }
         block_free_fp8(m->be, w);
         dit_block_w kept = {.norm1 = w->norm1, .norm2 = w->norm2};
         *w = kept;

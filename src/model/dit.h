@@ -52,9 +52,13 @@ enum { DIT_BF16 = 1, DIT_STREAM = 2 };
 dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e);
 void       dit_free(dit_model *m);
 const dit_config *dit_get_config(const dit_model *m);
+/* The mode the model was loaded in (DIT_BF16, DIT_STREAM). */
+int               dit_get_mode(const dit_model *m);
 
 /* AdaLN tables (spec 4.5) for these timestep values; later forwards with these values use the
- * tables. After dit_release_adaln, forwards only accept precomputed values. */
+ * tables. dit_release_adaln gives the AdaLN projections' memory back: a model loaded from files keeps them readable
+ * through the file mapping (later values still get tables); a random-weight model drops them, and its forwards then
+ * only accept precomputed values. */
 int  dit_prepare_timesteps(dit_model *m, const float *t, int n, h3_err *e);
 /* 1 when dit_prepare_timesteps(t, n) can succeed: the AdaLN weights are still there, or every value has its table. */
 int  dit_timesteps_available(const dit_model *m, const float *t, int n);

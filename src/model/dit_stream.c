@@ -70,6 +70,12 @@ static h3_tensor *slot_view(dit_model *m, int s, const h3_tensor *t, size_t off,
     h3_tensor *v = h3_tensor_view(t->dtype, 2, shape, (char *)h3_slot_data(m->stream->slot[s]) + off, e);
     if (!v) return NULL;
     v->owns_data = 0;
+    const int cap = (int)(sizeof m->stream->view_list / sizeof m->stream->view_list[0]);
+    if (m->stream->n_views == cap) { /* 8 views a slot at most (q, k, v, out, FFN in, value, gate, down) */
+        h3_tensor_free(v);
+        h3_fail(e, "internal: --ssd-streaming: more than %d slot views", cap);
+        return NULL;
+    }
     m->stream->view_list[m->stream->n_views++] = v;
     return v;
 }
@@ -88,8 +94,9 @@ int dit_stream_setup(dit_model *m, h3_err *e) {
         st->offset[p] = off;
         if (f[p]) off = align256(off + h3_tensor_nbytes(f[p]));
     }
-    /* q, k, v must be adjacent to serve as the fused [3I, H] matrix: true when each is a multiple of 256 bytes */
-    if (!orig && (st->offset[DIT_PART_K] != st->offset[DIT_PART_Q] + h3_tensor_nbytes(f[DIT_PART_Q]) ||
+    const int fused = !orig && m->bf16 && m->be->kind != H3_BACKEND_CPU; /* q, k, v as one [3I, H] matrix */
+    /* adjacent in the slot, so they serve as that fused matrix: true when each is a multiple of 256 bytes */
+    if (fused && (st->offset[DIT_PART_K] != st->offset[DIT_PART_Q] + h3_tensor_nbytes(f[DIT_PART_Q]) ||
                   st->offset[DIT_PART_V] != st->offset[DIT_PART_K] + h3_tensor_nbytes(f[DIT_PART_K])))
         return h3_fail(e, "--ssd-streaming: to_q / to_k / to_v of %lld bytes do not pack into one matrix",
                        (long long)h3_tensor_nbytes(f[DIT_PART_Q]));
@@ -104,7 +111,6 @@ int dit_stream_setup(dit_model *m, h3_err *e) {
                                (long long)b, part_suffix[orig][p], (long long)first);
         }
     }
-    const int fused = !orig && m->bf16 && m->be->kind != H3_BACKEND_CPU;
     const int64_t FF = c->ffn_dim;
     for (int s = 0; s < 2; s++) {
         if (!(st->slot[s] = h3_slot_new(m->be, st->slot_bytes)))
@@ -165,7 +171,8 @@ static int fill(dit_model *m, int s, int64_t b, h3_err *e) {
             pc[n++] = (h3_slot_piece){t[p]->data, h3_tensor_nbytes(t[p]), st->offset[p]};
             bytes += (double)h3_tensor_nbytes(t[p]);
         }
-    if (!n) return h3_fail(e, "--ssd-streaming: block %lld has no streamed weights (dropped by --layers?)", (long long)b);
+    if (!n) return h3_fail(e, "internal: --ssd-streaming: block %lld has no streamed weights (dropped by --layers)",
+                           (long long)b);
     const double t0 = now_s();
     st->holds[s] = -1;
     if (h3_slot_fill(m->be, st->slot[s], pc, n, e) != 0) return -1;
@@ -183,11 +190,18 @@ static void set_fields(dit_block_w *w, const dit_block_w *v) {
     w->ff_in = v->ff_in, w->ff_value = v->ff_value, w->ff_gate = v->ff_gate, w->ff_down = v->ff_down;
 }
 
+/* The first block a forward runs (--layers keeps block 0, but say what is meant). */
+static int64_t first_active(const dit_model *m) {
+    for (int64_t b = 0; b < m->cfg.num_layers; b++)
+        if (!(m->skip && m->skip[b])) return b;
+    return -1;
+}
+
 int dit_stream_bind(dit_model *m, int64_t b, h3_err *e) {
     dit_stream *st = m->stream;
     int s = st->holds[0] == b ? 0 : st->holds[1] == b ? 1 : -1;
-    if (s < 0) { /* not prefetched (the first forward, or a single block): copy it now */
-        s = st->bound == 0 ? 1 : 0;
+    if (s < 0) { /* not prefetched (dit_block_forward on some block): copy it now, keeping the next forward's first */
+        s = st->holds[0] == first_active(m) ? 1 : 0;
         if (fill(m, s, b, e) != 0) return -1;
     }
     h3_slot_acquire(m->be, st->slot[s]);
@@ -205,10 +219,7 @@ int dit_stream_unbind(dit_model *m, int64_t b, int64_t prefetch, h3_err *e) {
     set_fields(&m->blocks[b], &none);
     st->bound = -1;
     if (prefetch < 0 || st->holds[0] == prefetch || st->holds[1] == prefetch) return 0;
-    st->bound = s; /* so the prefetch takes the other slot */
-    int rc = fill(m, s ^ 1, prefetch, e);
-    st->bound = -1;
-    return rc;
+    return fill(m, s ^ 1, prefetch, e); /* the other slot: its block ran before this one */
 }
 
 void dit_get_stream_stats(const dit_model *m, dit_stream_stats *out) {

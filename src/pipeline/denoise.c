@@ -28,38 +28,36 @@ static int steps_of(const sched *sv, const sched *sa) {
     return sched_evaluations(sa) < steps ? sched_evaluations(sa) : steps;
 }
 
-/* The AdaLN tables of every timestep the loop will present, built in one pass. */
-static int prepare_all_timesteps(dit_model *m, const layout *L, const sched *sv, const sched *sa, int steps,
-                                 int reuse, h3_err *e) {
-    float *vals = malloc(sizeof(float) * (size_t)(steps * LAYOUT_MAX_TIMESTEPS));
-    if (!vals) return h3_fail(e, "denoise: out of memory");
-    int rc = dit_prepare_timesteps(m, vals, all_timesteps(L, sv, sa, steps, reuse, vals), e);
-    free(vals);
-    return rc;
+/* Every timestep value a's loop presents (*vals malloc'd, the caller frees it); the count, or -1 when out of memory. */
+static int loop_timesteps(const denoise_args *a, float **vals) {
+    const int steps = steps_of(a->video_sched, a->audio_sched), reuse = a->reuse > 1 ? a->reuse : 1;
+    if (!(*vals = malloc(sizeof(float) * (size_t)(steps * LAYOUT_MAX_TIMESTEPS + 1)))) return -1;
+    return all_timesteps(a->L, a->video_sched, a->audio_sched, steps, reuse, *vals);
 }
 
 int denoise_model_ready(const dit_model *m, const denoise_args *a) {
-    const int steps = steps_of(a->video_sched, a->audio_sched), reuse = a->reuse > 1 ? a->reuse : 1;
-    float *vals = malloc(sizeof(float) * (size_t)(steps * LAYOUT_MAX_TIMESTEPS + 1));
-    if (!vals) return 0;
-    int ok = dit_timesteps_available(m, vals, all_timesteps(a->L, a->video_sched, a->audio_sched, steps, reuse, vals));
+    float *vals;
+    const int n = loop_timesteps(a, &vals);
+    const int ok = n >= 0 && dit_timesteps_available(m, vals, n);
     free(vals);
     return ok;
 }
 
 int denoise_tables_cached(const dit_model *m, const denoise_args *a) {
-    const int steps = steps_of(a->video_sched, a->audio_sched), reuse = a->reuse > 1 ? a->reuse : 1;
-    float *vals = malloc(sizeof(float) * (size_t)(steps * LAYOUT_MAX_TIMESTEPS + 1));
-    if (!vals) return 0;
-    int ok = dit_timesteps_cached(m, vals, all_timesteps(a->L, a->video_sched, a->audio_sched, steps, reuse, vals));
+    float *vals;
+    const int n = loop_timesteps(a, &vals);
+    const int ok = n >= 0 && dit_timesteps_cached(m, vals, n);
     free(vals);
     return ok;
 }
 
+/* The AdaLN tables of every timestep the loop will present, built in one pass. */
 int denoise_prepare(dit_model *m, const denoise_args *a, h3_err *e) {
-    const int reuse = a->reuse > 1 ? a->reuse : 1;
-    return prepare_all_timesteps(m, a->L, a->video_sched, a->audio_sched, steps_of(a->video_sched, a->audio_sched),
-                                 reuse, e);
+    float *vals;
+    const int n = loop_timesteps(a, &vals);
+    const int rc = n < 0 ? h3_fail(e, "denoise: out of memory") : dit_prepare_timesteps(m, vals, n, e);
+    free(vals);
+    return rc;
 }
 
 int denoise_pass_is_fresh(int i, int passes, int reuse) {
@@ -149,7 +147,7 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
         h3_fail(e, "denoise: out of memory");
         goto done;
     }
-    if (prepare_all_timesteps(m, L, a->video_sched, a->audio_sched, steps, reuse, e)) goto done;
+    if (denoise_prepare(m, a, e)) goto done;
     if (a->layers > 0 && a->layers < cfg->num_layers && dit_select_layers(m, a->layers, e)) goto done;
     if (a->release_adaln) dit_release_adaln(m);
 

@@ -662,28 +662,37 @@ static int denoise_progress(void *user, int step, int steps) {
 }
 
 /* --ssd-streaming, or automatically on a GPU when the resident transformer (weights + one forward's activations +
- * a margin for the AdaLN tables and the allocator) would not fit in the free memory: the dit_load mode. */
-static int dit_mode(gen *s, h3_backend *be, const dit_config *dc, h3_err *e) {
+ * a margin for the AdaLN tables and the allocator) would not fit in the memory available: the dit_load mode. A kept
+ * model's own weights (`kept` bytes, a session's resident transformer) count as available: it would give them back. */
+static int dit_mode(gen *s, h3_backend *be, const dit_config *dc, size_t kept) {
     const int mode = s->r->bf16 ? DIT_BF16 : 0;
+    if (be->kind == H3_BACKEND_CPU) { /* the CPU reads every weight from the file mapping anyway */
+        if (s->r->ssd_streaming)
+            fprintf(stderr, "h3: --ssd-streaming: no effect on the CPU backend (its weights are the file mapping)\n");
+        return mode;
+    }
     if (s->r->ssd_streaming) return mode | DIT_STREAM;
     h3_memory_stats ms;
-    if (be->kind == H3_BACKEND_CPU || s->r->quant_fp8 || h3_memory_query(be, &ms, e) != 0 || !ms.total_bytes) return mode;
+    h3_err e;
+    if (s->r->quant_fp8 || h3_memory_query(be, &ms, &e) != 0 || !ms.total_bytes) return mode;
     const layout_geometry *g = &s->g;
+    /* packed rows: the target video's tokens, two per audio latent, the text; references and rounding in the 4096 */
     const int64_t S = (int64_t)g->num_latent_frames * (g->latent_height / 2) * (g->latent_width / 2) +
-                      g->num_audio_latents + s->T + 4096 /* references, rounding */;
-    const double need = (double)dit_gpu_weight_bytes(dc, mode, e) + (double)dit_activation_bytes(dc, mode, S) + 3.0 * (1u << 30);
-    const double avail = (double)ms.total_bytes - (double)ms.in_use_bytes;
+                      2 * (int64_t)g->num_audio_latents + s->T + 4096;
+    const double need =
+        (double)dit_gpu_weight_bytes(dc, mode, &e) + (double)dit_activation_bytes(dc, mode, S) + 3.0 * (1u << 30);
+    const double avail = (double)ms.available_bytes + (double)kept;
     if (need <= avail) return mode;
-    fprintf(stderr, "h3: the resident transformer needs ~%.1f GiB, the GPU has %.1f GiB free: streaming its blocks "
-                    "(--ssd-streaming, features.md 7.3)\n", need / (1u << 30), avail / (1u << 30));
+    fprintf(stderr, "h3: the resident transformer needs ~%.1f GiB, the GPU has %.1f GiB available: streaming its "
+                    "blocks (--ssd-streaming, features.md 7.3)\n", need / (1u << 30), avail / (1u << 30));
     return mode | DIT_STREAM;
 }
 
-/* The transformer as the request wants it: made from random weights or loaded, --quant fp8 applied. */
-static dit_model *dit_make(gen *s, h3_backend *be, const char *dir, h3_err *e) {
+/* The transformer as the request wants it, in `mode` (dit_mode): made from random weights or loaded, --quant fp8
+ * applied. */
+static dit_model *dit_make(gen *s, h3_backend *be, const char *dir, int mode, h3_err *e) {
     dit_config dc;
     if (dit_config_load(dir, &dc, e) != 0) return NULL;
-    const int mode = dit_mode(s, be, &dc, e);
     begin_on(s, s->r->random_weights ? "make random transformer" : "load transformer", be, 0);
     dit_model *m = NULL;
     if (s->r->random_weights) m = dit_new_random(be, &dc, mode, s->r->seed ^ RANDOM_DIT, e);
@@ -701,14 +710,20 @@ static int phase_dit(gen *s, h3_err *e) {
     char dir[4096];
     if (snapshot_dit_dir(s->r->model_dir, s->task == H3_REF2VA, dir, sizeof dir, e)) return -1;
     h3_backend *be = phase_backend(s, "DiT", 1, "");
+    dit_config dc;
+    if (dit_config_load(dir, &dc, e)) return -1;
+    resident *res = s->res;
+    /* the mode this request needs, decided as if a kept transformer had given its memory back; the key holds it, so a
+     * kept model in the other mode is freed and this one loaded */
+    const dit_model *kept = res ? res->dit : NULL;
+    const int mode = dit_mode(s, be, &dc, kept ? dit_gpu_weight_bytes(dit_get_config(kept), dit_get_mode(kept), e) : 0);
     char key[RKEY], settings[96];
     snprintf(settings, sizeof settings, "%s|quant %s|layers %d|stream %d", s->r->bf16 ? "bf16" : "fp32",
-             s->r->quant_fp8 ? "fp8" : "none", s->r->layers, s->r->ssd_streaming);
+             s->r->quant_fp8 ? "fp8" : "none", s->r->layers, (mode & DIT_STREAM) != 0);
     model_key(s, dir, settings, RANDOM_DIT, key);
-    resident *res = s->res;
     dit_model *m = res ? resident_take(res, (void **)&res->dit, res->dit_key, key, free_dit) : NULL;
     if (m) fprintf(stderr, "h3: transformer resident (kept from the previous generation)\n");
-    if (!m && !(m = dit_make(s, be, dir, e))) return -1;
+    if (!m && !(m = dit_make(s, be, dir, mode, e))) return -1;
     const dit_config *c = dit_get_config(m);
     int rc = -1, n_inf;
     sched vs = {0}, as = {0};
@@ -804,7 +819,7 @@ static int phase_dit(gen *s, h3_err *e) {
     if (!denoise_model_ready(m, &da)) { /* a kept model lacks this schedule's AdaLN tables (weights released) */
         fprintf(stderr, "h3: the resident transformer has no AdaLN tables for these timesteps: loading it again\n");
         dit_free(m);
-        if (!(m = dit_make(s, be, dir, e))) goto done;
+        if (!(m = dit_make(s, be, dir, dit_mode(s, be, &dc, 0), e))) goto done;
         c = dit_get_config(m);
     }
     if (s->r->preview) { /* --show: a decoder for the passes' previews, kept until the loop ends */

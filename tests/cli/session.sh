@@ -110,8 +110,9 @@ TMPDIR="$tmp/t4" "$H3" generate -d "$TINY" </dev/null >/dev/null 2>&1; rc=$?
 if [ $rc -eq 0 ] && [ -z "$(ls -A "$tmp/t4")" ]; then ok; else bad "empty session: exit $rc, left $(ls "$tmp/t4")"; fi
 
 # 5. --resident: each phase's model stays loaded (the second generation loads none) and the outputs are the
-# one-shot's; a new --steps needs AdaLN tables the kept transformer can no longer build (its AdaLN weights were
-# released): it is loaded again; !cache lists / frees the kept models; a one-shot --resident is refused
+# one-shot's; a new --steps needs new AdaLN tables, which the kept transformer builds from its file mapping (its
+# AdaLN projections only gave their pages back): no reload, a "prepare AdaLN tables" phase; !cache lists / frees the
+# kept models; a one-shot --resident is refused
 oneshot one4 -p "A cat in snow." --seed 7 --steps 3
 printf '%s\n' "!seed 7" "!steps 2" "A red fox." "!cache" "A red fox." "!steps 3" "A cat in snow." "!cache clear" "!cache" |
     TMPDIR="$tmp/t" "$H3" generate "${BASE[@]}" -o '' --resident --profile --dump-latents "$tmp/r.safetensors" \
@@ -120,12 +121,18 @@ rc=$?
 if [ $rc -eq 0 ]; then ok; else bad "session 5: exit $rc: $(tail -3 "$tmp/err5")"; fi
 same "resident, first generation = one-shot" "$tmp/one2.safetensors" "$tmp/r-0001.safetensors"
 same "resident, models kept = one-shot" "$tmp/one2.safetensors" "$tmp/r-0002.safetensors"
-same "resident, !steps 3 (transformer loaded again) = one-shot --steps 3" "$tmp/one4.safetensors" "$tmp/r-0003.safetensors"
+same "resident, !steps 3 (new AdaLN tables, transformer kept) = one-shot --steps 3" "$tmp/one4.safetensors" "$tmp/r-0003.safetensors"
 n_load=$(grep -c "^load transformer \[" "$tmp/err5"); n_kept=$(grep -c "^h3: transformer resident" "$tmp/err5")
 n_again=$(grep -c "loading it again" "$tmp/err5"); n_te=$(grep -c "^h3: text encoder resident" "$tmp/err5")
 n_pc=$(grep -c "^h3: conditioning cached" "$tmp/err5") # generation 2 repeats generation 1's prompt
-if [ "$n_load" -eq 2 ] && [ "$n_kept" -eq 2 ] && [ "$n_again" -eq 1 ] && [ "$n_te" -eq 1 ] && [ "$n_pc" -eq 1 ]; then ok
-else bad "session 5: transformer loads $n_load (want 2), kept $n_kept (2), reloads $n_again (1), text encoder kept $n_te (1), prompt cached $n_pc (1)"; fi
+n_tab=$(grep -c "^prepare AdaLN tables \[" "$tmp/err5") # generations 1 and 3
+if [ "$n_load" -eq 1 ] && [ "$n_kept" -eq 2 ] && [ "$n_again" -eq 0 ] && [ "$n_te" -eq 1 ] && [ "$n_pc" -eq 1 ] && [ "$n_tab" -eq 2 ]; then ok
+else bad "session 5: transformer loads $n_load (want 1), kept $n_kept (2), reloads $n_again (0), text encoder kept $n_te (1), prompt cached $n_pc (1), table phases $n_tab (2)"; fi
+# random weights have no file to read the AdaLN projections from again: a new --steps loads the transformer again
+printf '%s\n' "!seed 7" "!steps 2" "A red fox." "!steps 3" "A red fox." |
+    TMPDIR="$tmp/t" "$H3" generate "${BASE[@]}" -o '' --resident --random-weights >"$tmp/out5r" 2>"$tmp/err5r"
+rc=$?; n_again=$(grep -c "loading it again" "$tmp/err5r")
+if [ $rc -eq 0 ] && [ "$n_again" -eq 1 ]; then ok; else bad "session 5, random weights: exit $rc, reloads $n_again (want 1)"; fi
 n_res=$(grep -c "^  compute .*(no load phase: every model was resident)" "$tmp/err5") # generation 2 only
 if [ "$n_res" -eq 1 ]; then ok; else bad "session 5: $n_res profiles without a load phase (want 1)"; fi
 if grep -q "^cache: 4 models resident: conditioning ([0-9]* prompt rows, 0 conditions); text encoder" "$tmp/out5" &&

@@ -32,5 +32,6 @@ int cpu_memory_query(h3_backend *be, h3_memory_stats *out, h3_err *e) {
     out->peak_bytes = (size_t)ru.ru_maxrss * 1024u; /* Linux: kilobytes */
     out->in_use_bytes = 0;
     out->total_bytes = 0;
+    out->available_bytes = 0;
     return 0;
 }

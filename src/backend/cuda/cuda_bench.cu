@@ -37,16 +37,20 @@ extern "C" int cuda_fill_random_weights(h3_backend *be, void *x, h3_dtype dtype,
 extern "C" int cuda_memory_query(h3_backend *be, h3_memory_stats *out, h3_err *e) {
     cuda_impl *c = cuda_of(be);
     cudaMemPool_t pool;
-    uint64_t high = 0;
+    uint64_t high = 0, reserved = 0, used = 0;
     size_t free_b = 0, total_b = 0;
     cudaError_t err;
+    cudaStreamSynchronize(c->stream); /* frees queued on the stream count once they have run */
     if ((err = cudaDeviceGetDefaultMemPool(&pool, c->device)) != cudaSuccess ||
         (err = cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high)) != cudaSuccess ||
+        (err = cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved)) != cudaSuccess ||
+        (err = cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used)) != cudaSuccess ||
         (err = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess)
         return h3_fail(e, "--backend cuda: memory query failed (%s)", cudaGetErrorString(err));
     out->peak_bytes = (size_t)high;
     out->in_use_bytes = total_b - free_b;
     out->total_bytes = total_b;
+    out->available_bytes = free_b + (size_t)(reserved > used ? reserved - used : 0);
     return 0;
 }
 

@@ -22,6 +22,7 @@ typedef struct copier {
     void        *stage[2];
     cudaEvent_t  stage_done[2]; /* the last DMA out of each staging buffer */
     int          stage_used[2];
+    int          slots; /* slots alive: the last one's free gives the stream and the staging buffers back */
 } copier;
 
 typedef struct slot_events {
@@ -64,10 +65,18 @@ extern "C" int cuda_slot_init(h3_backend *be, void **data, void **impl, size_t b
     void *p = NULL; /* from the compute stream's pool, so the memory statistics count the slots */
     if (!k || !ev || !(p = cuda_alloc(be, bytes))) {
         free(ev);
+        if (k && !k->slots) cuda_copier_release(be);
         return -1;
     }
-    cudaEventCreateWithFlags(&ev->filled, cudaEventDisableTiming);
-    cudaEventCreateWithFlags(&ev->released, cudaEventDisableTiming);
+    if (cudaEventCreateWithFlags(&ev->filled, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&ev->released, cudaEventDisableTiming) != cudaSuccess) {
+        cudaGetLastError();
+        cuda_free(be, p);
+        free(ev);
+        if (!k->slots) cuda_copier_release(be);
+        return -1;
+    }
+    k->slots++;
     /* a first fill must not overtake work the compute stream queued before the slot existed */
     CUDA_OK(be, cudaEventRecord(ev->released, c->stream));
     CUDA_OK(be, cudaEventRecord(ev->filled, k->stream));
@@ -87,12 +96,15 @@ extern "C" void cuda_slot_release_all(h3_backend *be, void *data, void *impl) {
         cudaEventDestroy(ev->released);
         free(ev);
     }
+    if (k && --k->slots <= 0) cuda_copier_release(be); /* no slot left: nothing to copy into */
 }
 
 extern "C" int cuda_slot_fill(h3_backend *be, void *data, void *impl, const h3_slot_piece *p, int n, h3_err *e) {
     slot_events *ev = (slot_events *)impl;
     copier *k = copier_of(be);
+    cuda_impl *c = cuda_of(be);
     if (!k) return h3_fail(e, "weight slot: cannot create the copy stream");
+    if (c->failed) return h3_fail(e, "%s", c->errmsg); /* an earlier failure: report it as it was */
     CUDA_OK(be, cudaStreamWaitEvent(k->stream, ev->released, 0));
     int next = 0;
     for (int i = 0; i < n; i++) {
@@ -112,7 +124,7 @@ extern "C" int cuda_slot_fill(h3_backend *be, void *data, void *impl, const h3_s
         }
     }
     CUDA_OK(be, cudaEventRecord(ev->filled, k->stream));
-    return cuda_of(be)->failed ? h3_fail(e, "weight slot: %s", cuda_of(be)->errmsg) : 0;
+    return c->failed ? h3_fail(e, "weight slot: %s", c->errmsg) : 0;
 }
 
 extern "C" void cuda_slot_acquire(h3_backend *be, void *impl) {
