@@ -775,6 +775,47 @@ static void stream_case(h3_backend *be, const char *label, const char *dir, int 
     }
 }
 
+/* --ssd-streaming with --token-reduction (a pooled range, and one through the last block) and --core-reuse (a STORE
+ * forward, then a REUSE one): the tiny checkpoint streamed gives the resident model's bits (bf16, t2va golden inputs:
+ * 7 frames of 2 x 3 tokens). */
+static void stream_reduce_core(h3_backend *be) {
+    h3_err e = {{0}};
+    golden g;
+    if (golden_load(FIX "golden/dit/t2va.in.safetensors", &g, &e) != 0) {
+        CHECK(0, "%s", e.msg);
+        golden_free(&g);
+        return;
+    }
+    dit_model *a = dit_load(be, FIX "tiny/transformer", DIT_BF16, &e);
+    dit_model *b = a ? dit_load(be, FIX "tiny/transformer", DIT_BF16 | DIT_STREAM, &e) : NULL;
+    CHECK(a && b, "models: %s", e.msg);
+    dit_inputs in;
+    if (a && b && dit_inputs_from_tensors(dit_get_config(a), &g.dt, 0, &in, &e) == 0) {
+        const dit_config *c = dit_get_config(a);
+        const int64_t nv = in.Nv * c->in_channels * 4, na = in.Na * c->audio_in_channels;
+        float *va = malloc(sizeof(float) * (size_t)nv), *aa = malloc(sizeof(float) * (size_t)na);
+        float *vb = malloc(sizeof(float) * (size_t)nv), *ab = malloc(sizeof(float) * (size_t)na);
+        struct { int begin, end, core; const char *what; } cases[] = {
+            {0, 1, DIT_CORE_RUN, "--token-reduction 0..1"},
+            {1, c->num_layers, DIT_CORE_RUN, "--token-reduction 1..last"},
+            {0, 0, DIT_CORE_RUN_STORE, "--core-reuse store"},
+            {0, 0, DIT_CORE_REUSE, "--core-reuse reuse"},
+        };
+        in.reduce_frames = 7, in.reduce_h = 2, in.reduce_w = 3, in.reduce_scale = 1.0f;
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            in.reduce_begin = cases[k].begin, in.reduce_end = cases[k].end, in.core = cases[k].core;
+            CHECK(dit_forward(a, &in, va, aa, &e) == 0 && dit_forward(b, &in, vb, ab, &e) == 0, "%s: %s", cases[k].what,
+                  e.msg);
+            CHECK(!memcmp(va, vb, sizeof(float) * (size_t)nv) && !memcmp(aa, ab, sizeof(float) * (size_t)na),
+                  "%s: streamed differs from resident", cases[k].what);
+            printf("  %-48s streamed = resident bit for bit\n", cases[k].what);
+        }
+        free(va), free(aa), free(vb), free(ab);
+    }
+    dit_free(a), dit_free(b);
+    golden_free(&g);
+}
+
 int main(void) {
     h3_err e = {{0}};
     h3_backend *be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
@@ -807,6 +848,7 @@ int main(void) {
     stream_case(be, "diffusers layout, fp32", FIX "tiny/transformer", 0);
     stream_case(be, "original layout, bf16", FIX "tiny/FL2VA/transformer", DIT_BF16);
     stream_case(be, "original layout, fp32", FIX "tiny/FL2VA/transformer", 0);
+    stream_reduce_core(be);
     h3_backend_free(be);
     TEST_END();
 }
