@@ -481,6 +481,17 @@ static void test_expected(void) {
                   "%s: bf16 activations %zu bytes", dirs[i], dit_activation_bytes(&c, DIT_BF16, 19540));
             printf("  %s: on a GPU %zu bytes resident, %zu streamed (block linears %zu bytes each)\n",
                    orig ? "original" : "release", res, str, block);
+            /* the automatic decision at 544x960x124 (19540 rows): resident on an 80 GB card (79 GiB available) and a
+             * 48 GB one (46 GiB), streamed on a 40 GB one (38 GiB) and a 24 GB one (22 GiB) */
+            const double GiB = 1024.0 * 1024.0 * 1024.0;
+            double need;
+            CHECK(!dit_should_stream(&c, DIT_BF16, 19540, 79 * GiB, &need) && !dit_should_stream(&c, DIT_BF16, 19540, 46 * GiB, &need) &&
+                      dit_should_stream(&c, DIT_BF16, 19540, 38 * GiB, &need) && dit_should_stream(&c, DIT_BF16, 19540, 22 * GiB, &need),
+                  "%s: automatic streaming: need %.2f GiB", dirs[i], need / GiB);
+            CHECK(fabs(need - ((double)(bytes - adaln) + (double)dit_activation_bytes(&c, DIT_BF16, 19540) + 3 * GiB)) < 1,
+                  "%s: the need %.0f bytes is not weights + activations + 3 GiB", dirs[i], need);
+            printf("  %s: a resident bf16 DiT at 19540 rows needs %.2f GiB: resident at 46 GiB available, streamed at 38\n",
+                   orig ? "original" : "release", need / GiB);
         }
         h3_expect_list_free(&l);
     }

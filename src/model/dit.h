@@ -145,6 +145,10 @@ dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint6
  * a bad config), and of one forward's activation buffers over S packed rows. */
 size_t dit_gpu_weight_bytes(const dit_config *cfg, int mode, h3_err *e);
 size_t dit_activation_bytes(const dit_config *cfg, int mode, int64_t S);
+/* The backend bytes a resident model in `mode` needs for forwards over S packed rows: its weights, one forward's
+ * activations and a 3 GiB margin (the AdaLN tables, the allocator's rounding). 1 when that exceeds `available`, i.e.
+ * when --ssd-streaming should be on (*need gets the figure). */
+int    dit_should_stream(const dit_config *cfg, int mode, int64_t S, double available, double *need);
 
 /* --ssd-streaming's totals since the model was made (all 0 for a resident model): block copies, their bytes and
  * the host seconds spent in the copy calls (reading the source into staging buffers, and waiting for a slot whose

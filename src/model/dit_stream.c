@@ -262,3 +262,10 @@ size_t dit_activation_bytes(const dit_config *c, int mode, int64_t S) {
     const size_t row = (mode & DIT_BF16) ? 2 * (3 * H + big + mid) : 4 * (2 * H + 4 * I + big) + 4 * H;
     return (size_t)(S > 0 ? S : 0) * row;
 }
+
+int dit_should_stream(const dit_config *c, int mode, int64_t S, double available, double *need) {
+    h3_err e;
+    const int m = mode & ~DIT_STREAM;
+    *need = (double)dit_gpu_weight_bytes(c, m, &e) + (double)dit_activation_bytes(c, m, S) + 3.0 * (1u << 30);
+    return *need > available;
+}

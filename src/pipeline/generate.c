@@ -679,10 +679,9 @@ static int dit_mode(gen *s, h3_backend *be, const dit_config *dc, size_t kept) {
     /* packed rows: the target video's tokens, two per audio latent, the text; references and rounding in the 4096 */
     const int64_t S = (int64_t)g->num_latent_frames * (g->latent_height / 2) * (g->latent_width / 2) +
                       2 * (int64_t)g->num_audio_latents + s->T + 4096;
-    const double need =
-        (double)dit_gpu_weight_bytes(dc, mode, &e) + (double)dit_activation_bytes(dc, mode, S) + 3.0 * (1u << 30);
     const double avail = (double)ms.available_bytes + (double)kept;
-    if (need <= avail) return mode;
+    double need;
+    if (!dit_should_stream(dc, mode, S, avail, &need)) return mode;
     fprintf(stderr, "h3: the resident transformer needs ~%.1f GiB, the GPU has %.1f GiB available: streaming its "
                     "blocks (--ssd-streaming, features.md 7.3)\n", need / (1u << 30), avail / (1u << 30));
     return mode | DIT_STREAM;
