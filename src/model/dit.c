@@ -9,7 +9,8 @@
  * and ff.net.0.proj = [value; gate]; the original layout has a per-head interleaved qkv_proj
  * (de-interleaved after its matmul) and mlp.fc1 = [gate; value]. The FFN halves are row views,
  * so both layouts run the very same matmuls. The bf16 mode's blocks run on bf16 activation buffers
- * (dit_bf16.c); the structures both files share are in dit_internal.h. */
+ * (dit_bf16.c); the timestep embedding and AdaLN tables are in dit_adaln.c, --ssd-streaming in dit_stream.c, the
+ * probe tensors -> inputs conversion in dit_inputs.c; the structures they share are in dit_internal.h. */
 #include "dit.h"
 
 #include <jansson.h>
@@ -630,7 +631,7 @@ fail:
     return NULL;
 }
 
-static void free_cache_entry(dit_model *m, dit_adaln_entry *c) {
+void dit_free_cache_entry(dit_model *m, dit_adaln_entry *c) {
     h3_free(m->be, c->blocks);
     h3_free(m->be, c->final);
 }
@@ -645,7 +646,7 @@ void dit_free(dit_model *m) {
     if (!m) return;
     dit_stream_free(m);
     for (int b = 0; m->blocks && b < m->cfg.num_layers; b++) block_free_fp8(m->be, &m->blocks[b]);
-    for (int i = 0; i < m->n_cache; i++) free_cache_entry(m, &m->cache[i]);
+    for (int i = 0; i < m->n_cache; i++) dit_free_cache_entry(m, &m->cache[i]);
     free(m->cache);
     for (int i = m->n_owned - 1; i >= 0; i--) {
         /* row views and host tensors never own data; uploads own device memory on CUDA */
@@ -671,173 +672,9 @@ void dit_free(dit_model *m) {
     free(m);
 }
 
-/* ---------------------------------------------------------------- timestep embedding + AdaLN (4.4, 4.5) */
-
-/* temb [n, time_embed_dim] (backend memory) for n timestep values. */
-static float *time_embedding(dit_model *m, const float *t, int n) {
-    const dit_config *c = &m->cfg;
-    int half = c->freq_dim / 2;
-    float *e_host = malloc((size_t)n * c->freq_dim * sizeof(float));
-    float *freq = malloc((size_t)half * sizeof(float));
-    float *e = h3_alloc(m->be, (size_t)n * c->freq_dim * sizeof(float));
-    float *h = h3_alloc(m->be, (size_t)n * c->time_embed_hidden_dim * sizeof(float));
-    float *temb = h3_alloc(m->be, (size_t)n * c->time_embed_dim * sizeof(float));
-    if (!e_host || !freq || !e || !h || !temb) {
-        free(e_host), free(freq), h3_free(m->be, e), h3_free(m->be, h), h3_free(m->be, temb);
-        return NULL;
-    }
-    const float neg_log_period = (float)-log(10000.0); /* fp32(-ln 10000), spec 4.4 step 1 */
-    for (int i = 0; i < half; i++) freq[i] = expf((neg_log_period * (float)i) / (float)half);
-    for (int k = 0; k < n; k++)
-        for (int i = 0; i < half; i++) {
-            float arg = t[k] * freq[i];
-            e_host[(size_t)k * c->freq_dim + i] = cosf(arg); /* cos half first ("flip_sin_to_cos") */
-            e_host[(size_t)k * c->freq_dim + half + i] = sinf(arg);
-        }
-    h3_upload(m->be, e, e_host, (size_t)n * c->freq_dim * sizeof(float));
-    /* the time embedder is an fp32 module in both modes */
-    h3_matmul(m->be, h, e, n, m->te1_w, m->te1_b, 0);
-    h3_silu(m->be, h, h, (int64_t)n * c->time_embed_hidden_dim, 0);
-    h3_matmul(m->be, temb, h, n, m->te2_w, m->te2_b, 0);
-    free(e_host), free(freq);
-    h3_free(m->be, e), h3_free(m->be, h);
-    return temb;
-}
-
-/* Computes the AdaLN tables of n timestep values into entries out[0..n) (allocated here). */
-static int compute_adaln(dit_model *m, const float *t, int n, dit_adaln_entry *out, h3_err *e) {
-    const dit_config *c = &m->cfg;
-    int64_t H = c->hidden_size, L = c->num_layers, row = (int64_t)MODALITIES * ADALN_SLOTS * H;
-    int flags = m->bf16 ? H3_BF16_OUT : 0;
-    if (m->adaln_released)
-        return h3_fail(e, "timestep %.9g has no precomputed AdaLN table and the AdaLN weights were released "
-                          "(call dit_prepare_timesteps before dit_release_adaln)", (double)t[0]);
-    for (int k = 0; k < n; k++) out[k] = (dit_adaln_entry){t[k], NULL, NULL};
-    float *temb = time_embedding(m, t, n);
-    float *u = h3_alloc(m->be, (size_t)n * c->time_embed_dim * sizeof(float));
-    float *mm = h3_alloc(m->be, (size_t)n * row * sizeof(float));
-    float *mf = h3_alloc(m->be, (size_t)n * 2 * H * sizeof(float));
-    int rc = 0;
-    for (int k = 0; k < n && temb && u && mm && mf; k++) {
-        out[k].blocks = h3_alloc(m->be, (size_t)(L * row) * sizeof(float));
-        out[k].final = h3_alloc(m->be, (size_t)(2 * H) * sizeof(float));
-        if (!out[k].blocks || !out[k].final) rc = -1;
-    }
-    if (!temb || !u || !mm || !mf || rc) {
-        for (int k = 0; k < n; k++) free_cache_entry(m, &out[k]);
-        rc = h3_fail(e, "out of memory computing AdaLN tables");
-        goto done;
-    }
-    /* SiLU in fp32 on the fp32 temb, then the cast to the bf16 projections (spec 4.5 step 1, trap 12) */
-    h3_silu(m->be, u, temb, (int64_t)n * c->time_embed_dim, flags);
-    for (int64_t b = 0; b <= L && rc == 0; b++) {
-        if (b < L && m->skip && m->skip[b]) continue; /* --layers dropped it (and its projection): never run */
-        /* host-resident projections (GPU backends): one block's copy on the backend at a time (features.md 7.1) */
-        const h3_tensor *w = b < L ? m->blocks[b].adaln_w : m->out_ada_w, *bias = b < L ? m->blocks[b].adaln_b : m->out_ada_b;
-        h3_tensor *dw = NULL, *db = NULL;
-        if (m->adaln_host && (!(dw = h3_weight_upload(m->be, w, e)) || !(db = h3_weight_upload(m->be, bias, e)))) {
-            h3_weight_free(m->be, dw);
-            for (int k = 0; k < n; k++) free_cache_entry(m, &out[k]);
-            rc = -1;
-            break;
-        }
-        if (dw) w = dw, bias = db;
-        h3_matmul(m->be, b < L ? mm : mf, u, n, w, bias, flags);
-        for (int k = 0; k < n && b < L; k++)
-            h3_copy(m->be, out[k].blocks + b * row, mm + (int64_t)k * row, (size_t)row * sizeof(float));
-        h3_weight_free(m->be, dw), h3_weight_free(m->be, db);
-    }
-    if (rc) goto done;
-    for (int k = 0; k < n; k++) h3_copy(m->be, out[k].final, mf + (int64_t)k * 2 * H, (size_t)(2 * H) * sizeof(float));
-done:
-    h3_free(m->be, temb), h3_free(m->be, u), h3_free(m->be, mm), h3_free(m->be, mf);
-    return rc;
-}
-
-static dit_adaln_entry *find_cached(dit_model *m, float t) {
-    for (int i = 0; i < m->n_cache; i++)
-        if (m->cache[i].t == t) return &m->cache[i];
-    return NULL;
-}
-
-/* t[0..n) without repeats, in order (into out, n room); the count. */
-static int distinct_values(const float *t, int n, float *out) {
-    int nf = 0;
-    for (int i = 0; i < n; i++) {
-        int dup = 0;
-        for (int j = 0; j < nf && !dup; j++) dup = out[j] == t[i];
-        if (!dup) out[nf++] = t[i];
-    }
-    return nf;
-}
-
-/* 1 when the cache holds exactly these distinct values in this order: the tables one dit_prepare_timesteps(t, n)
- * computed together. */
-static int cache_is_list(const dit_model *m, const float *v, int nv) {
-    if (nv != m->n_cache) return 0;
-    for (int i = 0; i < nv; i++)
-        if (m->cache[i].t != v[i]) return 0;
-    return 1;
-}
-
-static int all_cached(const dit_model *m, const float *t, int n) {
-    for (int i = 0; i < n; i++) {
-        int have = 0;
-        for (int j = 0; j < m->n_cache && !have; j++) have = m->cache[j].t == t[i];
-        if (!have) return 0;
-    }
-    return 1;
-}
-
-int dit_timesteps_available(const dit_model *m, const float *t, int n) {
-    return !m->adaln_released || all_cached(m, t, n);
-}
-
-int dit_timesteps_cached(const dit_model *m, const float *t, int n) {
-    float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    if (!v) return 0;
-    const int ok = m->adaln_released ? all_cached(m, t, n) : cache_is_list(m, v, distinct_values(t, n, v));
-    free(v);
-    return ok;
-}
-
-/* The tables of a list are computed together, in one pass over the AdaLN weights (26 GB in the release), and the cache
- * holds one list: a GEMM's row may sum differently with another row count, so a value's table bits depend on the
- * list it was computed with, and a list computed again (a session's later generation with the same schedule) must be
- * the very one a one-shot run computes. Another list replaces the cached one; a model whose projections were released
- * (random weights) keeps its tables and takes any list they cover. */
-int dit_prepare_timesteps(dit_model *m, const float *t, int n, h3_err *e) {
-    for (int i = 0; i < n; i++)
-        if (!isfinite(t[i])) return h3_fail(e, "dit_prepare_timesteps: timestep %d is not finite", i);
-    float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    dit_adaln_entry *fresh = calloc((size_t)(n > 0 ? n : 1), sizeof *fresh);
-    if (!v || !fresh) {
-        free(v), free(fresh);
-        return h3_fail(e, "out of memory");
-    }
-    const int nv = distinct_values(t, n, v);
-    int rc = 0;
-    if (m->adaln_released) { /* no weights left: the cached tables must cover the list */
-        for (int i = 0; i < nv && rc == 0; i++)
-            if (!all_cached(m, &v[i], 1))
-                rc = h3_fail(e, "timestep %.9g has no precomputed AdaLN table and the AdaLN weights were released "
-                                "(call dit_prepare_timesteps before dit_release_adaln)", (double)v[i]);
-    } else if (!cache_is_list(m, v, nv)) {
-        rc = nv ? compute_adaln(m, v, nv, fresh, e) : 0;
-        if (rc == 0) {
-            for (int i = 0; i < m->n_cache; i++) free_cache_entry(m, &m->cache[i]);
-            free(m->cache);
-            m->cache = fresh, m->n_cache = m->cap_cache = nv;
-            fresh = NULL;
-        }
-    }
-    free(v), free(fresh);
-    return rc;
-}
-
 /* Hands the pages of a weight that is a view of the file mapping back to the kernel (MADV_DONTNEED): the view stays
  * valid, a later read faults the pages in from the file (or the page cache) again. */
-static void give_back_pages(const h3_tensor *w) {
+void dit_give_back_pages(const h3_tensor *w) {
     long page = sysconf(_SC_PAGESIZE);
     uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
     uintptr_t hi = ((uintptr_t)w->data + h3_tensor_nbytes(w)) & ~((uintptr_t)page - 1);
@@ -846,12 +683,12 @@ static void give_back_pages(const h3_tensor *w) {
 
 /* Gives a weight's memory back: file pages to the kernel, backend copies freed. Row views of it (no memory of their
  * own) stay in the owned list and must no longer be used. */
-static void drop_tensor(dit_model *m, h3_tensor *w) {
+void dit_drop_tensor(dit_model *m, h3_tensor *w) {
     if (!w) return;
     void *data = w->data;
     for (int j = 0; j < m->n_owned; j++) {
         if (m->owned[j] != w) continue;
-        if (m->st && (m->be->kind == H3_BACKEND_CPU || m->owned_is_view[j] == 2)) give_back_pages(w); /* file pages */
+        if (m->st && (m->be->kind == H3_BACKEND_CPU || m->owned_is_view[j] == 2)) dit_give_back_pages(w); /* file pages */
         if (m->owned_is_view[j] != 1) { /* uploads (and the CPU's views of host memory), host tensors */
             if (m->owned_is_view[j] == 2) h3_tensor_free(w);
             else h3_weight_free(m->be, w);
@@ -864,40 +701,6 @@ static void drop_tensor(dit_model *m, h3_tensor *w) {
             free(m->mem[i]->data);
             m->mem[i]->data = NULL;
         }
-}
-
-/* Gives the AdaLN projections' memory back (spec 1: 39% of the release's bytes). Where they are views of the file
- * mapping (the CPU's weights; on GPUs, where they are never resident, the host tensors) only the pages go back: the
- * views stay readable, so tables for other timesteps can still be built later (a session's new --steps). Random
- * weights (no file) are dropped for good: later forwards need prepared values. */
-void dit_release_adaln(dit_model *m) {
-    if (!m || m->adaln_released) return;
-    const int readable = m->st && (m->be->kind == H3_BACKEND_CPU || m->adaln_host);
-    h3_tensor *ws[4];
-    for (int b = 0; b <= m->cfg.num_layers; b++) {
-        int n = 0;
-        if (b < m->cfg.num_layers) ws[n++] = m->blocks[b].adaln_w, ws[n++] = m->blocks[b].adaln_b;
-        else ws[n++] = m->out_ada_w, ws[n++] = m->out_ada_b;
-        for (int i = 0; i < n; i++) {
-            if (readable) give_back_pages(ws[i]);
-            else drop_tensor(m, ws[i]);
-        }
-        if (!readable && b < m->cfg.num_layers) m->blocks[b].adaln_w = m->blocks[b].adaln_b = NULL;
-    }
-    if (readable) return;
-    m->out_ada_w = m->out_ada_b = NULL;
-    m->adaln_released = 1;
-}
-
-size_t dit_adaln_weight_bytes(const dit_model *m) { return m->adaln_bytes; }
-size_t dit_weight_bytes(const dit_model *m) { return m->total_bytes; }
-
-const float *dit_adaln_block_table(const dit_model *m, float t, int block) {
-    if (block < 0 || block >= m->cfg.num_layers) return NULL;
-    for (int i = 0; i < m->n_cache; i++)
-        if (m->cache[i].t == t)
-            return m->cache[i].blocks + (int64_t)block * MODALITIES * ADALN_SLOTS * m->cfg.hidden_size;
-    return NULL;
 }
 
 int dit_gate_scores(dit_model *m, double *scores, h3_err *e) {
@@ -960,9 +763,9 @@ int dit_select_layers(dit_model *m, int active, h3_err *e) {
         /* the block's weights are never needed again (features.md 5.3: memory falls with compute) */
         h3_tensor *ws[] = {w->attn.to_q, w->attn.to_k, w->attn.to_v, w->attn.qkv, w->attn.qkv_planar,
                            w->attn.to_out, w->ff_in, w->ff_down, w->adaln_w, w->adaln_b};
-        for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) drop_tensor(m, ws[k]);
+        for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) dit_drop_tensor(m, ws[k]);
         for (int p = 0; m->stream && p < DIT_PARTS; p++) { /* --ssd-streaming: the block's host sources */
-            drop_tensor(m, m->stream->src[(int64_t)order[i] * DIT_PARTS + p]);
+            dit_drop_tensor(m, m->stream->src[(int64_t)order[i] * DIT_PARTS + p]);
             m->stream->src[(int64_t)order[i] * DIT_PARTS + p] = NULL;
         }
         block_free_fp8(m->be, w);
@@ -994,7 +797,7 @@ int dit_quantize_fp8(dit_model *m, h3_err *e) {
                 block_free_fp8(m->be, w);
                 return h3_fail(e, "--quant fp8: block %d: %s", b, why);
             }
-            drop_tensor(m, *jobs[j].src);
+            dit_drop_tensor(m, *jobs[j].src);
             *jobs[j].src = NULL;
         }
         w->ff_value = w->ff_gate = NULL; /* row views of the dropped ff_in */
@@ -1206,7 +1009,7 @@ void dit_rope_tables(const dit_model *m, const double *pos, int64_t S, float *co
 static void fwd_ctx_free(dit_model *m, fwd_ctx *x) {
     if (x->have_scratch && m->bf16) dit16_free_scratch(m->be, &x->s16);
     else if (x->have_scratch) free_scratch(m->be, &x->s);
-    for (int i = 0; i < x->n_tmp; i++) free_cache_entry(m, &x->tmp[i]);
+    for (int i = 0; i < x->n_tmp; i++) dit_free_cache_entry(m, &x->tmp[i]);
     free(x->tmp);
     h3_free(m->be, x->tab), h3_free(m->be, x->tab_f), h3_free(m->be, x->ada_idx), h3_free(m->be, x->t_idx);
     h3_free(m->be, x->cos), h3_free(m->be, x->sin);
@@ -1229,11 +1032,11 @@ static int fwd_ctx_init(dit_model *m, const dit_inputs *in, fwd_ctx *x, h3_err *
     float *missing = malloc((size_t)K * sizeof(float));
     if (!missing) goto oom;
     for (int64_t k = 0; k < K; k++)
-        if (!(ent[k] = find_cached(m, in->timestep[k]))) missing[x->n_tmp++] = in->timestep[k];
+        if (!(ent[k] = dit_find_cached(m, in->timestep[k]))) missing[x->n_tmp++] = in->timestep[k];
     if (x->n_tmp) { /* values never prepared: one pass now, dropped after this forward */
         int nt = x->n_tmp;
         x->n_tmp = 0;
-        if (compute_adaln(m, missing, nt, x->tmp, e) != 0) {
+        if (dit_compute_adaln(m, missing, nt, x->tmp, e) != 0) {
             free(missing);
             goto fail;
         }

@@ -141,6 +141,17 @@ void dit_reduce_free(dit_model *m, dit_reduction *r);
 /* rotary tables [S, 6F] of positions pos [S, 3] (dit.c) */
 void dit_rope_tables(const dit_model *m, const double *pos, int64_t S, float *cos_h, float *sin_h);
 
+/* dit.c: weight memory. dit_drop_tensor gives a weight's memory back (file pages to the kernel, backend copies and
+ * random weights' host memory freed); dit_give_back_pages only the pages of a view of the file mapping (it stays
+ * readable). */
+void dit_drop_tensor(dit_model *m, h3_tensor *w);
+void dit_give_back_pages(const h3_tensor *w);
+void dit_free_cache_entry(dit_model *m, dit_adaln_entry *c);
+
+/* dit_adaln.c: the tables of n timestep values into out[0..n) (allocated here), and the cached table of a value. */
+int              dit_compute_adaln(dit_model *m, const float *t, int n, dit_adaln_entry *out, h3_err *e);
+dit_adaln_entry *dit_find_cached(dit_model *m, float t);
+
 /* dit_stream.c. 1 when the named tensor stays in host memory for this model (a streamed part, or an AdaLN
  * projection on a GPU backend); *part is its DIT_PART_* or -1. */
 int  dit_host_tensor(const dit_model *m, const char *name, int *part, int64_t *block);
