@@ -180,7 +180,8 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
     if (base > 0) printf(" baseline_s=%.3f ratio=%.2f", base, r->dit_s / base);
     if (reduce) printf(" token_reduction=%d:%d", reduce[0], reduce[1]);
     dit_get_stream_stats(m, &st1);
-    if (st1.slot_bytes > 0) /* --ssd-streaming: per forward, the bytes copied and the host time spent queueing them */
+    if (st1.slot_bytes > 0) /* --ssd-streaming, per forward: the bytes copied, the host time in the copy calls (waits for a free slot
+                             * included) and bytes / forward time */
         printf(" stream_gb=%.4g stream_host_s=%.4g stream_gbps=%.4g slots_gib=%.3g", (st1.bytes - st0.bytes) / repeats / 1e9,
                (st1.host_seconds - st0.host_seconds) / repeats, (st1.bytes - st0.bytes) / 1e9 / sum, gib((size_t)st1.slot_bytes));
     printf("\n");
