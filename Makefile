@@ -95,7 +95,7 @@ $(BUILD)/%.o: %.c
 # compiles for newer GPUs (Blackwell) at first use. Off sm_90 the attention runs on cuDNN SDPA or the own mma.sync
 # kernel. Only sm_90 has been run (the lent H200s). NVCC_ARCH=-gencode=arch=compute_90a,code=sm_90a builds H100/H200 only.
 NVCC_ARCH ?= -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
-$(BUILD)/%.o: %.cu $(wildcard src/backend/cuda/*.h)
+$(BUILD)/%.o: %.cu $(wildcard src/backend/cuda/*.h src/backend/*.h src/core/*.h src/io/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) -O3 $(NVCC_ARCH) -std=c++17 --fmad=false -Isrc -DH3_CUDA -Xcompiler -fPIC -c -o $@ $<
 

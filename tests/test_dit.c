@@ -709,11 +709,16 @@ static void stream_case(h3_backend *be, const char *label, const char *dir, int 
     dit_config c;
     CHECK(dit_config_load(dir, &c, &e) == 0, "config: %s", e.msg);
     c.num_layers = 8;
-    for (int from_file = 0; from_file < 2; from_file++) {
+    /* variants: random weights (host memory), the files through the mapping, the files read (H3_STREAM_READ=direct:
+     * O_DIRECT where the file system takes it, else buffered preads) */
+    for (int variant = 0; variant < 3; variant++) {
+        const int from_file = variant > 0;
         if (from_file) CHECK(dit_config_load(dir, &c, &e) == 0, "config: %s", e.msg);
         dit_model *a = from_file ? dit_load(be, dir, mode, &e) : dit_new_random(be, &c, mode, 91, &e);
+        setenv("H3_STREAM_READ", variant == 2 ? "direct" : "map", 1);
         dit_model *b = a ? (from_file ? dit_load(be, dir, mode | DIT_STREAM, &e) : dit_new_random(be, &c, mode | DIT_STREAM, 91, &e))
                          : NULL;
+        unsetenv("H3_STREAM_READ");
         CHECK(a && b, "%s models: %s", label, e.msg);
         if (!a || !b) {
             dit_free(a);
@@ -776,8 +781,11 @@ static void stream_case(h3_backend *be, const char *label, const char *dir, int 
         if (mode & DIT_BF16) {
             CHECK(dit_quantize_fp8(b, &e) == -1 && strstr(e.msg, "--ssd-streaming"), "fp8 + streaming: '%s'", e.msg);
         }
-        printf("  %-40s %-7s identical, %lld copies of %.0f bytes\n", label, from_file ? "(files)" : "(random)",
-               (long long)st.fills, per_block);
+        CHECK(variant < 2 ? st.reads == 0 : st.reads == 1 || st.reads == 2, "%s: reads %d for variant %d", label, st.reads,
+              variant);
+        static const char *const what[3] = {"(random)", "(files, mapping)", "(files, read)"};
+        printf("  %-36s %-17s identical, %lld copies of %.0f bytes%s\n", label, what[variant], (long long)st.fills, per_block,
+               variant < 2 ? "" : st.reads == 1 ? " (O_DIRECT)" : " (buffered: no O_DIRECT here)");
         free(Xa), free(Xb);
         free(tidx), free(v), free(au), free(text), free(ova), free(oaa), free(ovb), free(oab);
         layout_free(L);

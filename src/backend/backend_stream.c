@@ -51,16 +51,35 @@ void h3_slot_free(h3_backend *be, h3_slot *s) {
 void  *h3_slot_data(const h3_slot *s) { return s->data; }
 size_t h3_slot_bytes(const h3_slot *s) { return s->bytes; }
 
+/* The CPU twin of a file piece: chunks through an aligned bounce buffer (O_DIRECT wants aligned buffers). */
+static int fill_from_file(h3_slot *s, const h3_slot_piece *p, h3_err *e) {
+    const size_t chunk = (size_t)64 << 20, cap = chunk + 2 * H3_DIRECT_ALIGN;
+    uint8_t *buf = aligned_alloc(H3_DIRECT_ALIGN, cap);
+    if (!buf) return h3_fail(e, "out of memory for a read buffer");
+    int rc = 0;
+    for (size_t pos = 0; pos < p->bytes && rc == 0; pos += chunk) {
+        const size_t len = p->bytes - pos < chunk ? p->bytes - pos : chunk;
+        size_t skip;
+        rc = h3_read_span(p->file, p->file_off + pos, len, buf, cap, &skip, e);
+        if (rc == 0) memcpy((char *)s->data + p->offset + pos, buf + skip, len);
+    }
+    free(buf);
+    return rc;
+}
+
 int h3_slot_fill(h3_backend *be, h3_slot *s, const h3_slot_piece *p, int n, h3_err *e) {
     for (int i = 0; i < n; i++)
-        if (!p[i].src || p[i].offset > s->bytes || p[i].bytes > s->bytes - p[i].offset)
+        if ((!p[i].src && !p[i].file) || p[i].offset > s->bytes || p[i].bytes > s->bytes - p[i].offset)
             return h3_fail(e, "weight slot: piece %d (%zu bytes at offset %zu) %s a slot of %zu bytes", i, p[i].bytes,
-                           p[i].offset, p[i].src ? "ends past" : "has no source for", s->bytes);
+                           p[i].offset, p[i].src || p[i].file ? "ends past" : "has no source for", s->bytes);
 #ifdef H3_CUDA
     if (be->kind == H3_BACKEND_CUDA) return cuda_slot_fill(be, s->data, s->impl, p, n, e);
 #endif
     (void)be;
-    for (int i = 0; i < n; i++) h3_memcpy_par((char *)s->data + p[i].offset, p[i].src, p[i].bytes);
+    for (int i = 0; i < n; i++) {
+        if (p[i].file && fill_from_file(s, &p[i], e) != 0) return -1;
+        if (!p[i].file) h3_memcpy_par((char *)s->data + p[i].offset, p[i].src, p[i].bytes);
+    }
     return 0;
 }
 

@@ -9,21 +9,25 @@
  *   h3_slot_release  marks the ops queued so far as the last readers of the slot's contents.
  * On the CPU a fill is a parallel memcpy and acquire/release do nothing (the ops run in call order).
  *
- * Sources are host memory, typically a read-only file mapping; h3_slot_fill returns once they are no longer read
- * (CUDA stages them through pinned buffers of its own). */
+ * Sources are host memory, typically a read-only file mapping, or byte ranges of files read with pread (O_DIRECT: the
+ * page cache keeps no copy); h3_slot_fill returns once they are no longer read (CUDA stages them through pinned
+ * buffers of its own). */
 #ifndef H3_BACKEND_STREAM_H
 #define H3_BACKEND_STREAM_H
 
 #include <stddef.h>
 
+#include "../io/file_read.h"
 #include "backend.h"
 
 typedef struct h3_slot h3_slot;
 
 typedef struct h3_slot_piece {
-    const void *src;    /* host bytes */
+    const void *src;    /* host bytes (when file is NULL) */
     size_t      bytes;
     size_t      offset; /* where they go in the slot */
+    const h3_read_file *file; /* or read them from this file at file_off (h3_read_span: uncached with O_DIRECT) */
+    uint64_t    file_off;
 } h3_slot_piece;
 
 /* NULL when out of backend memory. */

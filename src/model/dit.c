@@ -328,7 +328,10 @@ static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *nam
         h3_fail(e, "out of memory");
         return NULL;
     }
-    if (m->stream && part >= 0) m->stream->src[blk * DIT_PARTS + part] = w;
+    if (m->stream && part >= 0) {
+        m->stream->src[blk * DIT_PARTS + part] = w;
+        if (m->st && dit_stream_note_file(m, name, blk * DIT_PARTS + part, e) != 0) return NULL;
+    }
     return w;
 }
 
@@ -550,9 +553,12 @@ static int set_mode(dit_model *m, int mode, h3_err *e) {
     m->bf16 = (mode & DIT_BF16) != 0;
     m->adaln_host = m->be->kind != H3_BACKEND_CPU;
     if (!(mode & DIT_STREAM)) return 0;
-    if (!(m->stream = calloc(1, sizeof *m->stream)) ||
-        !(m->stream->src = calloc((size_t)(m->cfg.num_layers > 0 ? m->cfg.num_layers : 1) * DIT_PARTS, sizeof(h3_tensor *))))
+    const size_t n = (size_t)(m->cfg.num_layers > 0 ? m->cfg.num_layers : 1) * DIT_PARTS;
+    if (!(m->stream = calloc(1, sizeof *m->stream)) || !(m->stream->src = calloc(n, sizeof(h3_tensor *))) ||
+        !(m->stream->file_of = malloc(n * sizeof(int16_t))) || !(m->stream->file_off = calloc(n, sizeof(uint64_t))))
         return h3_fail(e, "out of memory");
+    for (size_t i = 0; i < n; i++) m->stream->file_of[i] = -1;
+    for (int i = 0; i < DIT_STREAM_FILES; i++) m->stream->files[i].fd = -1;
     return 0;
 }
 

@@ -157,6 +157,8 @@ typedef struct dit_stream_stats {
     int64_t fills;
     double  bytes, host_seconds;
     double  slot_bytes; /* backend memory of the two slots together */
+    int     reads;      /* where the copies come from: 0 the file mapping (or host copies), 1 the files read with O_DIRECT
+                           (uncached), 2 the files read through the page cache */
 } dit_stream_stats;
 void dit_get_stream_stats(const dit_model *m, dit_stream_stats *out);
 

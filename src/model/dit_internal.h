@@ -37,8 +37,18 @@ typedef struct dit_block_w {
 /* --ssd-streaming (dit_stream.c): the main blocks' streamed linears, by part */
 enum { DIT_PART_QKV, DIT_PART_Q, DIT_PART_K, DIT_PART_V, DIT_PART_OUT, DIT_PART_FF_IN, DIT_PART_FF_DOWN, DIT_PARTS };
 
+enum { DIT_STREAM_FILES = 32 };
+
 typedef struct dit_stream {
     h3_tensor  **src;             /* [num_layers * DIT_PARTS] host tensors (file mapping or host copies), NULL: none */
+    /* where each part is in its shard (file-backed models): read from there instead of the mapping when the model
+     * streams with file reads (H3_STREAM_READ, dit_stream_setup) */
+    int16_t     *file_of;         /* [num_layers * DIT_PARTS] index into paths, -1: not from a file */
+    uint64_t    *file_off;        /* [num_layers * DIT_PARTS] byte offset in that file */
+    char        *paths[DIT_STREAM_FILES];
+    int          n_paths;
+    h3_read_file files[DIT_STREAM_FILES]; /* opened by dit_stream_setup when reading files */
+    int          reads;           /* 0: copies from the mapping; 1: O_DIRECT reads; 2: buffered file reads */
     size_t       offset[DIT_PARTS]; /* where each part sits in a slot */
     size_t       slot_bytes;
     h3_slot     *slot[2];
@@ -157,6 +167,8 @@ dit_adaln_entry *dit_find_cached(dit_model *m, float t);
 int  dit_host_tensor(const dit_model *m, const char *name, int *part, int64_t *block);
 /* After every weight is loaded: the slots and their views (checks that every streamed block has block 0's shapes). */
 int  dit_stream_setup(dit_model *m, h3_err *e);
+/* Records where the streamed part `slot_index` (block * DIT_PARTS + part) named `name` lies in its shard. */
+int  dit_stream_note_file(dit_model *m, const char *name, int64_t slot_index, h3_err *e);
 void dit_stream_free(dit_model *m);
 /* Block b's streamed weights into m->blocks[b] (copied into a slot first unless prefetched), the backend's later
  * ops waiting for the copy. */

@@ -9,12 +9,18 @@
  * resident model: the output is bit-identical. A slot lays the parts out in the order q, k, v (or qkv), out,
  * FFN in, FFN down, each 256-byte aligned; q, k and v are adjacent, so on CUDA in bf16 mode they are the fused
  * [3I, H] matrix the resident model stacks at load. After the last block the first one is copied again, so the
- * next forward (the next denoising step) starts without a wait. */
+ * next forward (the next denoising step) starts without a wait.
+ *
+ * Where the copies come from (H3_STREAM_READ=auto|map|direct, auto by default): the file mapping, i.e. the page cache
+ * after the first forward; or, when the host's available memory could not keep the streamed bytes cached (auto) or
+ * when asked (direct), the shard files themselves with uncached O_DIRECT reads, so the page cache holds no second
+ * copy (features.md 7.3; buffered reads where the file system refuses O_DIRECT). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "../io/safetensors.h"
 #include "dit_internal.h"
 
 static const char *const part_suffix[2][DIT_PARTS] = {
@@ -59,6 +65,59 @@ int dit_host_tensor(const dit_model *m, const char *name, int *part, int64_t *bl
 }
 
 static int fill(dit_model *m, int s, int64_t b, h3_err *e);
+
+int dit_stream_note_file(dit_model *m, const char *name, int64_t slot_index, h3_err *e) {
+    dit_stream *st = m->stream;
+    const st_file *f = NULL;
+    const st_entry *en = st_set_entry(m->st, name, &f);
+    if (!en || !f) return h3_fail(e, "internal: --ssd-streaming: '%s' not in the shards", name);
+    int idx = -1;
+    for (int i = 0; i < st->n_paths && idx < 0; i++)
+        if (!strcmp(st->paths[i], f->path)) idx = i;
+    if (idx < 0) {
+        if (st->n_paths == DIT_STREAM_FILES)
+            return h3_fail(e, "--ssd-streaming: the transformer has more than %d shards", DIT_STREAM_FILES);
+        if (!(st->paths[st->n_paths] = strdup(f->path))) return h3_fail(e, "out of memory");
+        idx = st->n_paths++;
+    }
+    st->file_of[slot_index] = (int16_t)idx;
+    st->file_off[slot_index] = (uint64_t)f->data_off + en->begin;
+    return 0;
+}
+
+/* MemAvailable of /proc/meminfo in bytes, -1 when unknown. */
+static double mem_available(void) {
+    FILE *fp = fopen("/proc/meminfo", "r");
+    if (!fp) return -1;
+    char line[256];
+    double kb = -1;
+    while (fgets(line, sizeof line, fp))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(fp);
+    return kb < 0 ? -1 : kb * 1024.0;
+}
+
+/* Where the copies come from (the file comment): opens the shards for reading when they are to be read. */
+static int choose_reads(dit_model *m, double streamed_bytes, h3_err *e) {
+    dit_stream *st = m->stream;
+    const char *env = getenv("H3_STREAM_READ");
+    if (env && strcmp(env, "auto") && strcmp(env, "map") && strcmp(env, "direct"))
+        return h3_fail(e, "H3_STREAM_READ must be auto, map or direct, got '%s'", env);
+    int files = 0;
+    if (env && !strcmp(env, "direct")) files = 1;
+    else if (!env || !strcmp(env, "auto")) {
+        const double avail = mem_available(); /* the streamed bytes and 8 GiB for everything else */
+        files = m->be->kind != H3_BACKEND_CPU && avail >= 0 && avail < streamed_bytes + 8.0 * (1u << 30);
+    }
+    if (!files || !m->st || !st->n_paths) return 0;
+    int direct = 1;
+    for (int i = 0; i < st->n_paths; i++) {
+        if (h3_read_file_open(&st->files[i], st->paths[i], 1, e) != 0) return -1;
+        direct &= st->files[i].direct;
+    }
+    st->reads = direct ? 1 : 2;
+    return 0;
+}
 
 static size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
@@ -141,6 +200,11 @@ int dit_stream_setup(dit_model *m, h3_err *e) {
     }
     st->bound = -1;
     st->stats.slot_bytes = 2.0 * (double)st->slot_bytes;
+    double streamed = 0;
+    for (int64_t i = 0; i < (int64_t)c->num_layers * DIT_PARTS; i++)
+        if (st->src[i]) streamed += (double)h3_tensor_nbytes(st->src[i]);
+    if (choose_reads(m, streamed, e) != 0) return -1;
+    st->stats.reads = st->reads;
     return fill(m, 0, first, e); /* the first forward starts on a filled slot (--layers keeps block 0) */
 }
 
@@ -149,7 +213,11 @@ void dit_stream_free(dit_model *m) {
     if (!st) return;
     for (int s = 0; s < 2; s++) h3_slot_free(m->be, st->slot[s]);
     for (int i = 0; i < st->n_views; i++) h3_tensor_free(st->view_list[i]);
-    free(st->src);
+    for (int i = 0; i < st->n_paths; i++) {
+        if (st->files[i].fd >= 0) h3_read_file_close(&st->files[i]);
+        free(st->paths[i]);
+    }
+    free(st->src), free(st->file_of), free(st->file_off);
     free(st);
     m->stream = NULL;
 }
@@ -168,7 +236,10 @@ static int fill(dit_model *m, int s, int64_t b, h3_err *e) {
     double bytes = 0;
     for (int p = 0; p < DIT_PARTS; p++)
         if (t[p]) {
-            pc[n++] = (h3_slot_piece){t[p]->data, h3_tensor_nbytes(t[p]), st->offset[p]};
+            const int64_t i = b * DIT_PARTS + p;
+            const int from_file = st->reads && st->file_of[i] >= 0;
+            pc[n++] = (h3_slot_piece){.src = t[p]->data, .bytes = h3_tensor_nbytes(t[p]), .offset = st->offset[p],
+                                      .file = from_file ? &st->files[st->file_of[i]] : NULL, .file_off = st->file_off[i]};
             bytes += (double)h3_tensor_nbytes(t[p]);
         }
     if (!n) return h3_fail(e, "internal: --ssd-streaming: block %lld has no streamed weights (dropped by --layers)",

@@ -4,6 +4,7 @@
  *     the next reader the new ones);
  *   - a tiny-config DiT with 8 blocks, both layouts, bf16 and fp32: streamed = resident bit for bit over two
  *     forwards, with --layers, and one block alone; the streamed CUDA model against the CPU's (fp32: <= 1e-5);
+ *   - the tiny checkpoint's files streamed through the mapping and with file reads (O_DIRECT) = resident;
  *   - release-width blocks (3 of them, 512x512x22 rows, bf16): streamed = resident bit for bit. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,13 +32,13 @@ static void test_slots(h3_backend *gpu) {
     void *copy1 = h3_alloc(gpu, A), *copy2 = h3_alloc(gpu, A), *busy = h3_alloc(gpu, 256u << 20), *busy2 = h3_alloc(gpu, 256u << 20);
     CHECK(s && copy1 && copy2 && busy && busy2, "allocations");
     if (!s || !copy1 || !copy2 || !busy || !busy2) return;
-    h3_slot_piece p[2] = {{src1, A, 0}, {src2, B, off_b}};
+    h3_slot_piece p[2] = {{.src = src1, .bytes = A, .offset = 0}, {.src = src2, .bytes = B, .offset = off_b}};
     CHECK(h3_slot_fill(gpu, s, p, 2, &e) == 0, "fill: %s", e.msg);
     h3_slot_acquire(gpu, s);
     for (int i = 0; i < 40; i++) h3_copy(gpu, busy2, busy, 256u << 20); /* ~0.1 s of copies before the reader */
     h3_copy(gpu, copy1, h3_slot_data(s), A);
     h3_slot_release(gpu, s);
-    h3_slot_piece q = {src3, A, 0};
+    h3_slot_piece q = {.src = src3, .bytes = A, .offset = 0};
     CHECK(h3_slot_fill(gpu, s, &q, 1, &e) == 0, "second fill: %s", e.msg); /* must wait for the reader above */
     h3_slot_acquire(gpu, s);
     h3_copy(gpu, copy2, h3_slot_data(s), A);
@@ -47,7 +48,7 @@ static void test_slots(h3_backend *gpu) {
     CHECK(!memcmp(back2, src3, A), "the reader after the second fill did not see them");
     h3_download(gpu, back, h3_slot_data(s), bytes);
     CHECK(!memcmp(back + off_b, src2, B), "the second piece of the first fill is not at its offset");
-    h3_slot_piece bad = {src2, B, bytes - 10};
+    h3_slot_piece bad = {.src = src2, .bytes = B, .offset = bytes - 10};
     CHECK(h3_slot_fill(gpu, s, &bad, 1, &e) == -1 && strstr(e.msg, "ends past"), "piece past the end: '%s'", e.msg);
     printf("  slots: pieces of 70 MiB + 3 MiB in place; a fill waits for the slot's last reader\n");
     h3_slot_free(gpu, s);
@@ -133,6 +134,43 @@ static void compare(h3_backend *gpu, h3_backend *cpu, const char *label, dit_con
     inputs_free(&x);
 }
 
+/* The tiny checkpoint's files on the GPU: streamed through the mapping and with file reads (H3_STREAM_READ=direct:
+ * O_DIRECT, or buffered where refused) = resident, bit for bit, two forwards. */
+static void compare_files(h3_backend *gpu, const char *dir, int mode, const char *label) {
+    h3_err e = {{0}};
+    dit_config c;
+    CHECK(dit_config_load(dir, &c, &e) == 0, "%s", e.msg);
+    inputs x;
+    CHECK(inputs_make(&c, 16, 7, 4, 6, 37, &x, &e) == 0, "inputs: %s", e.msg);
+    const size_t nv = (size_t)(x.in.Nv * c.in_channels * 4), na = (size_t)(x.in.Na * c.audio_in_channels);
+    float *va = malloc(4 * nv), *aa = malloc(4 * na + 4), *vb = malloc(4 * nv), *ab = malloc(4 * na + 4);
+    dit_model *a = dit_load(gpu, dir, mode, &e);
+    for (int reads = 0; reads < 2 && a; reads++) {
+        setenv("H3_STREAM_READ", reads ? "direct" : "map", 1);
+        dit_model *b = dit_load(gpu, dir, mode | DIT_STREAM, &e);
+        unsetenv("H3_STREAM_READ");
+        CHECK(b != NULL, "%s: streamed model: %s", label, e.msg);
+        if (!b) continue;
+        const float ts[2] = {0.75f, 0.5f};
+        CHECK(dit_prepare_timesteps(a, ts, 2, &e) == 0 && dit_prepare_timesteps(b, ts, 2, &e) == 0, "tables: %s", e.msg);
+        int same = 1;
+        for (int pass = 0; pass < 2; pass++) {
+            CHECK(dit_forward(a, &x.in, va, aa, &e) == 0 && dit_forward(b, &x.in, vb, ab, &e) == 0, "forwards: %s", e.msg);
+            same &= !memcmp(va, vb, 4 * nv) && !memcmp(aa, ab, 4 * na);
+        }
+        dit_stream_stats st;
+        dit_get_stream_stats(b, &st);
+        CHECK(same, "%s (%s): streamed differs from resident", label, reads ? "file reads" : "mapping");
+        CHECK(reads ? st.reads == 1 || st.reads == 2 : st.reads == 0, "%s: reads %d", label, st.reads);
+        printf("  %-44s streamed = resident bit for bit (%s)\n", label,
+               !reads ? "copies from the mapping" : st.reads == 1 ? "O_DIRECT reads" : "buffered reads");
+        dit_free(b);
+    }
+    dit_free(a);
+    free(va), free(aa), free(vb), free(ab);
+    inputs_free(&x);
+}
+
 int main(void) {
     h3_err e = {{0}};
     h3_backend *gpu = h3_backend_new(H3_BACKEND_CUDA, 0, &e), *cpu = gpu ? h3_backend_new(H3_BACKEND_CPU, 0, &e) : NULL;
@@ -156,6 +194,9 @@ int main(void) {
                      mode ? "bf16" : "fp32");
             compare(gpu, cpu, label, c, mode ? DIT_BF16 : 0, 5, 16, 7, 4, 6, 37);
         }
+    printf("DiT, the tiny checkpoint's files:\n");
+    compare_files(gpu, "tests/fixtures/tiny/transformer", DIT_BF16, "diffusers layout, bf16");
+    compare_files(gpu, "tests/fixtures/tiny/FL2VA/transformer", 0, "original layout, fp32");
     printf("DiT, release width, 3 blocks, 512x512x22:\n");
     dit_config r;
     CHECK(dit_config_load("tests/fixtures/skeleton/transformer", &r, &e) == 0, "%s", e.msg);

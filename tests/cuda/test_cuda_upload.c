@@ -14,6 +14,7 @@
 
 #include "test.h"
 #include "backend/backend.h"
+#include "backend/backend_stream.h"
 
 static double now_s(void) {
     struct timespec t;
@@ -92,6 +93,36 @@ int main(int argc, char **argv) {
             }
             munmap((void *)map, n);
         }
+        /* --ssd-streaming's file reads: a weight slot filled from the file with O_DIRECT reads (pages evicted first, so
+         * both read the disk) against the copy from the mapping, the device bytes checked */
+        h3_slot *slot = h3_slot_new(gpu, n);
+        for (int reads = 0; reads < 2 && slot; reads++) {
+            h3_err e = {{0}};
+            h3_read_file rf;
+            const uint8_t *m2 = reads ? NULL : mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+            if (reads && h3_read_file_open(&rf, path, 1, &e) != 0) {
+                CHECK(0, "%s", e.msg);
+                break;
+            }
+            posix_fadvise(fd, 0, (off_t)n, POSIX_FADV_DONTNEED);
+            h3_slot_piece pc = {.src = m2, .bytes = n, .offset = 0, .file = reads ? &rf : NULL, .file_off = 0};
+            h3_sync(gpu);
+            double t0 = now_s();
+            int rc = h3_slot_fill(gpu, slot, &pc, 1, &e);
+            h3_slot_acquire(gpu, slot);
+            h3_sync(gpu);
+            double dt = now_s() - t0;
+            memset(back, 0, n);
+            h3_download(gpu, back, h3_slot_data(slot), n);
+            int same = rc == 0 && memcmp(back, host, n) == 0;
+            printf("  %-34s %-7s %7.3f s  %6.2f GB/s  %s\n", reads ? (rf.direct ? "slot fill, O_DIRECT file reads" : "slot fill, buffered file reads")
+                                                            : "slot fill, mapping, pages evicted", "slot", dt, (double)n / dt / 1e9,
+                   same ? "bytes equal" : "BYTES DIFFER");
+            CHECK(same, "slot fill (%s): %s", reads ? "file reads" : "mapping", rc ? e.msg : "bytes differ");
+            if (reads) h3_read_file_close(&rf);
+            else munmap((void *)m2, n);
+        }
+        h3_slot_free(gpu, slot);
         close(fd);
         unlink(path);
     }

@@ -13,9 +13,11 @@
 extern "C" {
 #include "../../core/error.h"
 #include "../../core/tensor.h" /* h3_memcpy_par */
+#include "../../io/file_read.h"
 }
 
-enum { STAGE_BYTES = 64 << 20 };
+/* staging buffers: 64 MiB chunks, plus the slack an O_DIRECT read of an unaligned range needs (page-aligned: pinned) */
+enum { STAGE_BYTES = 64 << 20, STAGE_CAP = STAGE_BYTES + 2 * H3_DIRECT_ALIGN };
 
 typedef struct copier {
     cudaStream_t stream;
@@ -114,11 +116,16 @@ extern "C" int cuda_slot_fill(h3_backend *be, void *data, void *impl, const h3_s
             const size_t len = p[i].bytes - off < (size_t)STAGE_BYTES ? p[i].bytes - off : (size_t)STAGE_BYTES;
             const int b = next;
             next ^= 1;
-            if (!k->stage[b] && !(k->stage[b] = cuda_vae_host_alloc(be, STAGE_BYTES)))
+            if (!k->stage[b] && !(k->stage[b] = cuda_vae_host_alloc(be, STAGE_CAP)))
                 return h3_fail(e, "weight slot: out of pinned host memory for a %d MiB staging buffer", STAGE_BYTES >> 20);
             if (k->stage_used[b]) CUDA_OK(be, cudaEventSynchronize(k->stage_done[b])); /* its last DMA is done */
-            h3_memcpy_par(k->stage[b], src + off, len);
-            CUDA_OK(be, cudaMemcpyAsync(dst + off, k->stage[b], len, cudaMemcpyHostToDevice, k->stream));
+            size_t skip = 0; /* a file piece: the wanted bytes start at stage + skip (O_DIRECT reads aligned ranges) */
+            if (p[i].file) {
+                if (h3_read_span(p[i].file, p[i].file_off + off, len, k->stage[b], STAGE_CAP, &skip, e) != 0) return -1;
+            } else {
+                h3_memcpy_par(k->stage[b], src + off, len);
+            }
+            CUDA_OK(be, cudaMemcpyAsync(dst + off, (char *)k->stage[b] + skip, len, cudaMemcpyHostToDevice, k->stream));
             CUDA_OK(be, cudaEventRecord(k->stage_done[b], k->stream));
             k->stage_used[b] = 1;
         }
