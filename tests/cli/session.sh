@@ -198,5 +198,15 @@ if [ $media = 1 ]; then
     else bad "session 7: $(grep '^h3: !' "$tmp/err7")"; fi
 fi
 
+# 8. !ssd-streaming: on / off (automatic) shown by !status; a bad value and the --quant fp8 conflict are one error line each
+out=$(printf '%s\n' '!ssd-streaming on' '!status' '!ssd-streaming maybe' '!ssd-streaming off' '!status' |
+      TMPDIR="$tmp/t" "$H3" generate -d "$TINY" 2>&1)
+if grep -q "ssd-streaming on$" <<<"$out" && grep -q "quant none, ssd-streaming on$" <<<"$out" &&
+    grep -q "quant none, ssd-streaming auto$" <<<"$out" && grep -q "^h3: !ssd-streaming expects on or off, got 'maybe'$" <<<"$out"
+then ok; else bad "session 8: !ssd-streaming: $out"; fi
+out=$(printf '%s\n' '!ssd-streaming on' '!status' | TMPDIR="$tmp/t" "$H3" generate -d "$TINY" --quant fp8 2>&1)
+if grep -q "^h3: !ssd-streaming: cannot be combined with --quant fp8" <<<"$out" && grep -q "ssd-streaming auto$" <<<"$out"
+then ok; else bad "session 8: !ssd-streaming with --quant fp8: $out"; fi
+
 echo "RESULT $pass $fail"
 [ "$fail" -eq 0 ]

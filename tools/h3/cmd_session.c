@@ -527,6 +527,17 @@ static int c_show(session *s, const char *arg) {
 }
 
 /* !token-reduction [on|off]: --token-reduction */
+/* !ssd-streaming [on|off]: --ssd-streaming (off: automatic on CUDA) */
+static int c_ssd_streaming(session *s, const char *arg) {
+    if (arg && parse_toggle("ssd-streaming", arg, &s->st.ssd_streaming)) return -1;
+    if (arg && s->st.ssd_streaming && s->st.quant_fp8) {
+        s->st.ssd_streaming = 0;
+        return say_error("!ssd-streaming: cannot be combined with --quant fp8 (the FP8 blocks are made resident)");
+    }
+    printf("ssd-streaming %s\n", s->st.ssd_streaming ? "on" : "auto (on with --backend cuda when the resident DiT does not fit)");
+    return 0;
+}
+
 static int c_token_reduction(session *s, const char *arg) {
     if (arg && parse_toggle("token-reduction", arg, &s->st.token_reduction)) return -1;
     printf("token reduction %s\n", s->st.token_reduction ? "on" : "off");
@@ -563,6 +574,7 @@ static const struct {
     {"resident", "[on|off]", "keep each phase's model loaded between generations (--resident)", c_resident, 1},
     {"cache", "[clear]", "show / free the models kept by !resident", c_cache, 1},
     {"token-reduction", "[on|off]", "DiT middle blocks on paired video tokens (features.md 5.5)", c_token_reduction, 1},
+    {"ssd-streaming", "[on|off]", "DiT blocks streamed from host memory through two GPU slots (features.md 7.3)", c_ssd_streaming, 1},
     {"show", "[on|off]", "terminal previews (--show); refused without a graphics terminal", c_show, 1},
     {"zoom", "[N]", "previews shown at N x their pixel size (--zoom, 1..64)", c_zoom, 1},
     {"open", "[on|off]", "open each finished video with the system opener (xdg-open; H3_OPENER)", c_open, 1},
