@@ -1,9 +1,10 @@
 /* Weight slots on CUDA (backend_stream.h). Fills run on a copy stream of their own, so the DMA of block b + 1
  * overlaps the kernels of block b on the compute stream; events order the two: a fill waits for the slot's
  * "released" event (recorded on the compute stream after the slot's last reader), a reader waits for its
- * "filled" event (recorded on the copy stream). The sources (file mappings, host copies) go through two pinned
- * staging buffers of the copy stream, filled by the host with OpenMP threads (h3_memcpy_par: the mapping's page
- * faults run in parallel) while the other's DMA runs. */
+ * "filled" event (recorded on the copy stream). The sources go through two pinned staging buffers of the copy
+ * stream, filled by the host while the other's DMA runs: memory sources (file mappings, host copies) with OpenMP
+ * threads (h3_memcpy_par: the mapping's page faults run in parallel), file sources with parallel preads
+ * (h3_read_span, O_DIRECT: the aligned range around the piece, the DMA starting at its first byte). */
 #include <cuda_runtime.h>
 
 #include "cuda_internal.h"
