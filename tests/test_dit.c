@@ -608,6 +608,51 @@ static void test_fused_ops(h3_backend *be) {
     free(x), free(tab), free(y), free(ref), free(one), free(tmp), free(shift), free(gate), free(br);
 }
 
+/* Synthetic inputs on a small t2va layout (3 text rows, 2 frames of 4 x 4 latents, 5 audio latents; video rows at
+ * t 0.75, audio at 0.5) and output buffers for two models (a, b): shared by the --layers and --ssd-streaming tests. */
+typedef struct small_run {
+    layout    *L;
+    int64_t   *tidx;
+    float      tv[LAYOUT_MAX_TIMESTEPS];
+    float     *video, *audio, *text;
+    float     *va, *aa, *vb, *ab; /* outputs of model a and model b */
+    size_t     nv, na;            /* their element counts */
+    dit_inputs in;
+} small_run;
+
+static int small_run_make(const dit_config *c, small_run *r, h3_err *e) {
+    memset(r, 0, sizeof *r);
+    const int64_t tags[3] = {1, 1, 1};
+    if (!(r->L = layout_new_t2va(tags, 3, 2, 4, 4, 5, NULL, 0, e))) return -1;
+    const layout *L = r->L;
+    int K;
+    r->tidx = malloc(sizeof(int64_t) * (size_t)L->S);
+    layout_row_timesteps(L, 0.75f, 0.5f, r->tv, &K, r->tidx);
+    r->nv = (size_t)(L->Nv * 96), r->na = (size_t)(L->Na * c->audio_in_channels);
+    r->video = malloc(sizeof(float) * r->nv), r->audio = malloc(sizeof(float) * r->na);
+    r->text = malloc(sizeof(float) * (size_t)(3 * c->text_dim));
+    for (size_t i = 0; i < r->nv; i++) r->video[i] = sinf(0.37f * (float)i);
+    for (size_t i = 0; i < r->na; i++) r->audio[i] = cosf(0.11f * (float)i);
+    for (int64_t i = 0; i < 3 * c->text_dim; i++) r->text[i] = 0.2f * sinf((float)i);
+    r->va = malloc(sizeof(float) * r->nv), r->aa = malloc(sizeof(float) * r->na);
+    r->vb = malloc(sizeof(float) * r->nv), r->ab = malloc(sizeof(float) * r->na);
+    r->in = (dit_inputs){.video = r->video, .Nv = L->Nv, .audio = r->audio, .Na = L->Na, .text = r->text, .Nt = L->T,
+                         .timestep = r->tv, .K = K, .S = L->S, .timestep_indices = r->tidx, .token_tags = L->token_tags,
+                         .position_ids = L->position_ids, .video_indices = L->video_indices,
+                         .audio_indices = L->audio_indices, .text_indices = L->text_indices};
+    return 0;
+}
+
+/* 1 when model a's outputs equal model b's bit for bit */
+static int small_run_same(const small_run *r) {
+    return !memcmp(r->va, r->vb, sizeof(float) * r->nv) && !memcmp(r->aa, r->ab, sizeof(float) * r->na);
+}
+
+static void small_run_free(small_run *r) {
+    layout_free(r->L);
+    free(r->tidx), free(r->video), free(r->audio), free(r->text), free(r->va), free(r->aa), free(r->vb), free(r->ab);
+}
+
 /* --layers (features.md 5.3) on a random 8-block model: the gate scores recomputed here from the AdaLN
  * tables, the skipped set (the lowest scores among blocks 2..6), and the thinned forward against the full
  * model with the skipped blocks' gates zeroed (a block with zero gates leaves X unchanged in fp32). */
@@ -664,36 +709,18 @@ static void test_layers(h3_backend *be) {
                     memset(t + (mo * 6 + 5) * H, 0, sizeof(float) * (size_t)H);
                 }
             }
-    const int64_t tags[3] = {1, 1, 1};
-    layout *L = layout_new_t2va(tags, 3, 2, 4, 4, 5, NULL, 0, &e);
-    int64_t *tidx = malloc(sizeof(int64_t) * (size_t)L->S);
-    float tv[LAYOUT_MAX_TIMESTEPS];
-    int K;
-    layout_row_timesteps(L, 0.75f, 0.5f, tv, &K, tidx);
-    const int64_t VP = 96, CA = c.audio_in_channels;
-    float *v = malloc(sizeof(float) * (size_t)(L->Nv * VP)), *au = malloc(sizeof(float) * (size_t)(L->Na * CA));
-    float *text = malloc(sizeof(float) * (size_t)(3 * c.text_dim));
-    for (int64_t i = 0; i < L->Nv * VP; i++) v[i] = sinf(0.37f * (float)i);
-    for (int64_t i = 0; i < L->Na * CA; i++) au[i] = cosf(0.11f * (float)i);
-    for (int64_t i = 0; i < 3 * c.text_dim; i++) text[i] = 0.2f * sinf((float)i);
-    dit_inputs in = {.video = v, .Nv = L->Nv, .audio = au, .Na = L->Na, .text = text, .Nt = L->T, .timestep = tv,
-                     .K = K, .S = L->S, .timestep_indices = tidx, .token_tags = L->token_tags,
-                     .position_ids = L->position_ids, .video_indices = L->video_indices,
-                     .audio_indices = L->audio_indices, .text_indices = L->text_indices};
-    float *ova = malloc(sizeof(float) * (size_t)(L->Nv * VP)), *oaa = malloc(sizeof(float) * (size_t)(L->Na * CA));
-    float *ovb = malloc(sizeof(float) * (size_t)(L->Nv * VP)), *oab = malloc(sizeof(float) * (size_t)(L->Na * CA));
-    CHECK(dit_forward(a, &in, ova, oaa, &e) == 0 && dit_forward(b, &in, ovb, oab, &e) == 0, "forwards: %s", e.msg);
-    CHECK(!memcmp(ova, ovb, sizeof(float) * (size_t)(L->Nv * VP)) && !memcmp(oaa, oab, sizeof(float) * (size_t)(L->Na * CA)),
-          "thinned forward differs from the zero-gate forward");
+    small_run r;
+    CHECK(small_run_make(&c, &r, &e) == 0, "inputs: %s", e.msg);
+    CHECK(dit_forward(a, &r.in, r.va, r.aa, &e) == 0 && dit_forward(b, &r.in, r.vb, r.ab, &e) == 0, "forwards: %s", e.msg);
+    CHECK(small_run_same(&r), "thinned forward differs from the zero-gate forward");
     /* and thinning changes the result (the skipped blocks did something) */
     dit_model *full = dit_new_random(be, &c, 0, 77, &e);
-    if (full && dit_prepare_timesteps(full, ts, 2, &e) == 0 && dit_forward(full, &in, ovb, oab, &e) == 0)
-        CHECK(memcmp(ova, ovb, sizeof(float) * (size_t)(L->Nv * VP)) != 0, "skipping blocks changed nothing");
-    CHECK(dit_block_forward(a, cand[0], NULL, &in, &e) == -1 && strstr(e.msg, "dropped"), "skipped block run: %s",
+    if (full && dit_prepare_timesteps(full, ts, 2, &e) == 0 && dit_forward(full, &r.in, r.vb, r.ab, &e) == 0)
+        CHECK(memcmp(r.va, r.vb, sizeof(float) * r.nv) != 0, "skipping blocks changed nothing");
+    CHECK(dit_block_forward(a, cand[0], NULL, &r.in, &e) == -1 && strstr(e.msg, "dropped"), "skipped block run: %s",
           e.msg);
     CHECK(dit_select_layers(b, 2, &e) == -1 && strstr(e.msg, "at most 5"), "too few layers: %s", e.msg);
-    free(tidx), free(v), free(au), free(text), free(ova), free(oaa), free(ovb), free(oab);
-    layout_free(L);
+    small_run_free(&r);
     dit_free(full);
     dit_free(a);
     dit_free(b);
@@ -726,29 +753,15 @@ static void stream_case(h3_backend *be, const char *label, const char *dir, int 
         }
         const float ts[2] = {0.5f, 0.75f};
         CHECK(dit_prepare_timesteps(a, ts, 2, &e) == 0 && dit_prepare_timesteps(b, ts, 2, &e) == 0, "tables: %s", e.msg);
-        const int64_t tags[3] = {1, 1, 1};
-        layout *L = layout_new_t2va(tags, 3, 2, 4, 4, 5, NULL, 0, &e);
-        int64_t *tidx = malloc(sizeof(int64_t) * (size_t)L->S);
-        float tv[LAYOUT_MAX_TIMESTEPS];
-        int K;
-        layout_row_timesteps(L, 0.75f, 0.5f, tv, &K, tidx);
-        const int64_t VP = 96, CA = c.audio_in_channels, H = c.hidden_size;
-        float *v = malloc(sizeof(float) * (size_t)(L->Nv * VP)), *au = malloc(sizeof(float) * (size_t)(L->Na * CA));
-        float *text = malloc(sizeof(float) * (size_t)(3 * c.text_dim));
-        for (int64_t i = 0; i < L->Nv * VP; i++) v[i] = sinf(0.37f * (float)i);
-        for (int64_t i = 0; i < L->Na * CA; i++) au[i] = cosf(0.11f * (float)i);
-        for (int64_t i = 0; i < 3 * c.text_dim; i++) text[i] = 0.2f * sinf((float)i);
-        dit_inputs in = {.video = v, .Nv = L->Nv, .audio = au, .Na = L->Na, .text = text, .Nt = L->T, .timestep = tv,
-                         .K = K, .S = L->S, .timestep_indices = tidx, .token_tags = L->token_tags,
-                         .position_ids = L->position_ids, .video_indices = L->video_indices,
-                         .audio_indices = L->audio_indices, .text_indices = L->text_indices};
-        const size_t nv = (size_t)(L->Nv * VP), na = (size_t)(L->Na * CA);
-        float *ova = malloc(sizeof(float) * nv), *oaa = malloc(sizeof(float) * na);
-        float *ovb = malloc(sizeof(float) * nv), *oab = malloc(sizeof(float) * na);
+        const int64_t H = c.hidden_size;
+        small_run r;
+        CHECK(small_run_make(&c, &r, &e) == 0, "inputs: %s", e.msg);
+        const layout *L = r.L;
         int same = 1;
         for (int pass = 0; pass < 2; pass++) {
-            CHECK(dit_forward(a, &in, ova, oaa, &e) == 0 && dit_forward(b, &in, ovb, oab, &e) == 0, "forwards: %s", e.msg);
-            same &= !memcmp(ova, ovb, sizeof(float) * nv) && !memcmp(oaa, oab, sizeof(float) * na);
+            CHECK(dit_forward(a, &r.in, r.va, r.aa, &e) == 0 && dit_forward(b, &r.in, r.vb, r.ab, &e) == 0, "forwards: %s",
+                  e.msg);
+            same &= small_run_same(&r);
         }
         CHECK(same, "%s%s: streamed forwards differ from the resident model's", label, from_file ? " (files)" : "");
         dit_stream_stats st, none;
@@ -767,15 +780,14 @@ static void stream_case(h3_backend *be, const char *label, const char *dir, int 
         float *Xa = malloc(sizeof(float) * (size_t)(L->S * H)), *Xb = malloc(sizeof(float) * (size_t)(L->S * H));
         for (int64_t i = 0; i < L->S * H; i++) Xa[i] = Xb[i] = 0.25f * sinf(0.013f * (float)i);
         if (mode & DIT_BF16) h3_round_bf16_buf(be, Xa, L->S * H), h3_round_bf16_buf(be, Xb, L->S * H);
-        CHECK(dit_block_forward(a, 1, Xa, &in, &e) == 0 && dit_block_forward(b, 1, Xb, &in, &e) == 0, "block: %s", e.msg);
+        CHECK(dit_block_forward(a, 1, Xa, &r.in, &e) == 0 && dit_block_forward(b, 1, Xb, &r.in, &e) == 0, "block: %s", e.msg);
         CHECK(!memcmp(Xa, Xb, sizeof(float) * (size_t)(L->S * H)), "%s: one streamed block differs", label);
         if (!from_file) { /* --layers 5 of 8 on both: the prefetch skips the dropped blocks */
             CHECK(dit_select_layers(a, 5, &e) == 0 && dit_select_layers(b, 5, &e) == 0, "--layers: %s", e.msg);
             for (int pass = 0; pass < 2; pass++) {
-                CHECK(dit_forward(a, &in, ova, oaa, &e) == 0 && dit_forward(b, &in, ovb, oab, &e) == 0, "forwards: %s",
-                      e.msg);
-                CHECK(!memcmp(ova, ovb, sizeof(float) * nv) && !memcmp(oaa, oab, sizeof(float) * na),
-                      "%s: --layers 5: streamed forward %d differs", label, pass);
+                CHECK(dit_forward(a, &r.in, r.va, r.aa, &e) == 0 && dit_forward(b, &r.in, r.vb, r.ab, &e) == 0,
+                      "forwards: %s", e.msg);
+                CHECK(small_run_same(&r), "%s: --layers 5: streamed forward %d differs", label, pass);
             }
         }
         if (mode & DIT_BF16) {
@@ -787,8 +799,7 @@ static void stream_case(h3_backend *be, const char *label, const char *dir, int 
         printf("  %-36s %-17s identical, %lld copies of %.0f bytes%s\n", label, what[variant], (long long)st.fills, per_block,
                variant < 2 ? "" : st.reads == 1 ? " (O_DIRECT)" : " (buffered: no O_DIRECT here)");
         free(Xa), free(Xb);
-        free(tidx), free(v), free(au), free(text), free(ova), free(oaa), free(ovb), free(oab);
-        layout_free(L);
+        small_run_free(&r);
         dit_free(a);
         dit_free(b);
     }

@@ -90,10 +90,16 @@ done:
     return rc;
 }
 
-dit_adaln_entry *dit_find_cached(dit_model *m, float t) {
+/* The cache entry of value t, -1 when there is none. */
+static int cache_index(const dit_model *m, float t) {
     for (int i = 0; i < m->n_cache; i++)
-        if (m->cache[i].t == t) return &m->cache[i];
-    return NULL;
+        if (m->cache[i].t == t) return i;
+    return -1;
+}
+
+dit_adaln_entry *dit_find_cached(dit_model *m, float t) {
+    const int i = cache_index(m, t);
+    return i < 0 ? NULL : &m->cache[i];
 }
 
 /* t[0..n) without repeats, in order (into out, n room); the count. */
@@ -117,11 +123,8 @@ static int cache_is_list(const dit_model *m, const float *v, int nv) {
 }
 
 static int all_cached(const dit_model *m, const float *t, int n) {
-    for (int i = 0; i < n; i++) {
-        int have = 0;
-        for (int j = 0; j < m->n_cache && !have; j++) have = m->cache[j].t == t[i];
-        if (!have) return 0;
-    }
+    for (int i = 0; i < n; i++)
+        if (cache_index(m, t[i]) < 0) return 0;
     return 1;
 }
 
@@ -199,9 +202,7 @@ size_t dit_weight_bytes(const dit_model *m) { return m->total_bytes; }
 
 const float *dit_adaln_block_table(const dit_model *m, float t, int block) {
     if (block < 0 || block >= m->cfg.num_layers) return NULL;
-    for (int i = 0; i < m->n_cache; i++)
-        if (m->cache[i].t == t)
-            return m->cache[i].blocks + (int64_t)block * MODALITIES * ADALN_SLOTS * m->cfg.hidden_size;
-    return NULL;
+    const int i = cache_index(m, t);
+    return i < 0 ? NULL : m->cache[i].blocks + (int64_t)block * MODALITIES * ADALN_SLOTS * m->cfg.hidden_size;
 }
 

@@ -55,13 +55,17 @@ static int ends_with(const char *s, const char *tail) {
     return a >= b && !strcmp(s + a - b, tail);
 }
 
+/* The AdaLN projections: the main blocks' and the final layer's (both layouts). */
+static int is_adaln(const char *name) {
+    return ends_with(name, "adaln_proj.linear.weight") || ends_with(name, "adaln_proj.linear.bias") ||
+           !strncmp(name, "norm_out.linear.", 16);
+}
+
 int dit_host_tensor(const dit_model *m, const char *name, int *part, int64_t *block) {
     *part = stream_part(&m->cfg, name, block);
     if (m->be->kind == H3_BACKEND_CPU) return 0; /* every weight is a view of host memory there anyway */
     if (m->stream && *part >= 0) return 1;
-    /* the AdaLN projections of the main blocks and of the final layer */
-    return ends_with(name, "adaln_proj.linear.weight") || ends_with(name, "adaln_proj.linear.bias") ||
-           !strncmp(name, "norm_out.linear.", 16);
+    return is_adaln(name);
 }
 
 static int fill(dit_model *m, int s, int64_t b, h3_err *e);
@@ -309,10 +313,7 @@ size_t dit_gpu_weight_bytes(const dit_config *c, int mode, h3_err *e) {
         const h3_expect *x = &ex.v[i];
         int64_t blk;
         const int part = stream_part(c, x->name, &blk);
-        if ((mode & DIT_STREAM) && part >= 0) continue;
-        if (ends_with(x->name, "adaln_proj.linear.weight") || ends_with(x->name, "adaln_proj.linear.bias") ||
-            !strncmp(x->name, "norm_out.linear.", 16))
-            continue;
+        if (((mode & DIT_STREAM) && part >= 0) || is_adaln(x->name)) continue;
         size_t n = h3_dtype_size(x->dtype);
         for (int d = 0; d < x->ndim; d++) n *= (size_t)x->shape[d];
         bytes += n;

@@ -35,20 +35,22 @@ static int loop_timesteps(const denoise_args *a, float **vals) {
     return all_timesteps(a->L, a->video_sched, a->audio_sched, steps, reuse, *vals);
 }
 
-int denoise_model_ready(const dit_model *m, const denoise_args *a) {
+/* test(m, the loop's values) (0 when out of memory) */
+static int loop_timesteps_test(const dit_model *m, const denoise_args *a,
+                               int (*test)(const dit_model *, const float *, int)) {
     float *vals;
     const int n = loop_timesteps(a, &vals);
-    const int ok = n >= 0 && dit_timesteps_available(m, vals, n);
+    const int ok = n >= 0 && test(m, vals, n);
     free(vals);
     return ok;
 }
 
+int denoise_model_ready(const dit_model *m, const denoise_args *a) {
+    return loop_timesteps_test(m, a, dit_timesteps_available);
+}
+
 int denoise_tables_cached(const dit_model *m, const denoise_args *a) {
-    float *vals;
-    const int n = loop_timesteps(a, &vals);
-    const int ok = n >= 0 && dit_timesteps_cached(m, vals, n);
-    free(vals);
-    return ok;
+    return loop_timesteps_test(m, a, dit_timesteps_cached);
 }
 
 /* The AdaLN tables of every timestep the loop will present, built in one pass. */
