@@ -50,6 +50,19 @@ static void test_matmul(h3_backend *be) {
     for (int64_t i = 0; i < M * N; i++)
         if (h3_round_bf16(y[i]) != y[i]) exact = 0;
     CHECK(exact, "H3_BF16_OUT yields bf16 values");
+    /* H3_F16_IN: the product of the fp16-rounded input with the F16 weights, fp32 output (not rounded) */
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double s = bias[n];
+            for (int64_t k = 0; k < K; k++)
+                s += (double)h3_f16_to_f32(h3_f32_to_f16(x[m * K + k])) * h3_f16_to_f32(wh[n * K + k]);
+            ref[m * N + n] = (float)s;
+        }
+    h3_matmul(be, y, x, M, &wf16, &bt, H3_F16_IN);
+    CHECK_CLOSE("matmul H3_F16_IN (fp16 input rounding)", h3_rel_l2(y, ref, (size_t)(M * N)), 1e-6);
+    h3_matmul(be, wtmp, x, M, &wf16, &bt, 0); /* without the flag: fp32 inputs, a different result */
+    CHECK(h3_rel_l2(wtmp, ref, (size_t)(M * N)) > 1e-5, "H3_F16_IN rounds the input (rel %.3e without it)",
+          h3_rel_l2(wtmp, ref, (size_t)(M * N)));
     free(x), free(wf), free(bias), free(wb), free(wh), free(y), free(ref), free(wtmp);
 }
 

@@ -28,7 +28,9 @@ typedef struct h3_backend {
     void           *impl; /* backend-private state (CUDA: stream, cuBLASLt handle, workspace) */
 } h3_backend;
 
-enum { H3_BF16_OUT = 1 };
+/* H3_F16_IN (h3_matmul with F16 weights; ignored for other weights): x is rounded to fp16 (nearest even) before the
+ * product, as the reference's fp16-autocast linears cast their input; fp32 accumulation and output (bias in fp32). */
+enum { H3_BF16_OUT = 1, H3_F16_IN = 2 };
 
 /* nthreads <= 0: all cores. Fails for CUDA when the binary was built without CUDA. */
 h3_backend *h3_backend_new(h3_backend_kind kind, int nthreads, h3_err *e);

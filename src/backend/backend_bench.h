@@ -13,7 +13,7 @@
 
 #include "backend.h"
 
-/* x: n elements of dtype F32 or BF16 in backend memory (other dtypes: nothing is written, returns -1). */
+/* x: n elements of dtype F32, BF16 or F16 in backend memory (other dtypes: nothing is written, returns -1). */
 int h3_fill_random(h3_backend *be, void *x, h3_dtype dtype, int64_t n, uint64_t base, float scale, float offset);
 /* The same values into host memory (the CPU twin), whatever the backend. */
 int h3_fill_random_host(void *x, h3_dtype dtype, int64_t n, uint64_t base, float scale, float offset);

@@ -328,6 +328,18 @@ static int is_bf16_matrix(const char *name) {
     return 0;
 }
 
+/* bf16 mode: the dtype a decoder tensor is kept in. The block linears are bf16 GEMMs; proj_out (2048 -> 3072 pixel
+ * values per token) runs with the input rounding the reference's fp16-autocast linear has, as an fp16 GEMM
+ * (h3_matmul's H3_F16_IN: F16 weights and bias, the input rounded to fp16, fp32 accumulation; spec 11) instead of an
+ * fp32 SGEMM. Its output stays fp32 (the reference rounds it to fp16 for its fp16 blends, which h3 runs in fp32).
+ * Everything else keeps its stored dtype. */
+static h3_dtype bf16_mode_dtype(const video_vae *v, const char *name, h3_dtype stored) {
+    if (is_bf16_matrix(name)) return H3_BF16;
+    if (v->proj_out_f16 && (!strcmp(name, "decoder.proj_out.weight") || !strcmp(name, "decoder.proj_out.bias")))
+        return H3_F16;
+    return stored;
+}
+
 static void wire(video_vae *v) {
     const video_vae_config *c = &v->cfg;
     if (v->parts & VIDEO_VAE_ENCODER) {
@@ -427,6 +439,8 @@ static video_vae *start_model(h3_backend *be, const video_vae_config *cfg, int p
     v->batch = env_decode_batch();
     const char *tail = getenv("H3_VAE_TAIL");
     v->small_tail = !(tail && !strcmp(tail, "0"));
+    const char *po = getenv("H3_VAE_PROJ_OUT"); /* "fp32": proj_out as the fp32 SGEMM in bf16 mode (A/B runs) */
+    v->proj_out_f16 = !(po && !strcmp(po, "fp32"));
     if ((v->parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
         h3_fail(e, "video VAE encoder: the %s backend has no convolution ops in this build", h3_backend_name(be));
         goto fail;
@@ -520,11 +534,12 @@ video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err 
                     h3_dtype_name(x->dtype), h3_shape_str(x->shape, x->ndim, want, sizeof want));
             goto fail;
         }
-        if (v->bf16 && is_bf16_matrix(x->name)) {
-            /* bf16 mode: an owned BF16 copy (round to nearest even); CPU keeps it, CUDA uploads it */
-            h3_tensor *t = h3_tensor_new(H3_BF16, view.ndim, view.shape, e);
+        const h3_dtype kept = v->bf16 ? bf16_mode_dtype(v, x->name, view.dtype) : view.dtype;
+        if (kept != view.dtype) {
+            /* bf16 mode: an owned BF16 / F16 copy (round to nearest even); CPU keeps it, CUDA uploads it */
+            h3_tensor *t = h3_tensor_new(kept, view.ndim, view.shape, e);
             if (!t) goto fail;
-            h3_convert_from_f32(t->data, H3_BF16, view.data, (size_t)h3_tensor_numel(t));
+            h3_convert_from_f32(t->data, kept, view.data, (size_t)h3_tensor_numel(t));
             if (be->kind == H3_BACKEND_CPU) {
                 v->w[i] = t;
             } else {
@@ -555,7 +570,7 @@ video_vae *video_vae_new_random(h3_backend *be, const video_vae_config *cfg, int
         float offset = is_norm ? 1.0f : 0.0f;
         uint64_t base = seed ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull);
         /* the shape h3_weight_upload would give; CPU: owning host tensor, else backend memory */
-        h3_dtype dt = v->bf16 && is_bf16_matrix(x->name) ? H3_BF16 : x->dtype;
+        h3_dtype dt = v->bf16 ? bf16_mode_dtype(v, x->name, x->dtype) : x->dtype;
         h3_tensor *t = be->kind == H3_BACKEND_CPU ? h3_tensor_new(dt, x->ndim, x->shape, e)
                                                   : h3_tensor_view(dt, x->ndim, x->shape, NULL, e);
         if (!t) goto fail;
@@ -917,7 +932,7 @@ static void decode_tile(video_vae *v, vv_dec_ws *ws, int64_t Tl, int64_t h, int6
     }
     /* norm_out and proj_out are per token: only the patch tokens are needed (step 8 drops the rest). */
     h3_layernorm(be, ws->a, ws->x, np, D, v->dnorm_w, v->dnorm_b, eps, 0);
-    h3_matmul(be, ws->out, ws->a, np, &v->proj_out, &v->proj_out_b, 0);
+    h3_matmul(be, ws->out, ws->a, np, &v->proj_out, &v->proj_out_b, v->proj_out.dtype == H3_F16 ? H3_F16_IN : 0);
 }
 
 /* Waits for the tile queued by decode_tile and copies its output to ws->h_out. */
@@ -1084,9 +1099,10 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t
         vp_mark(v, VP_NORM);
     }
     /* norm_out and proj_out per patch token (step 8 drops the registers and the zero token) */
-    for (int64_t t = 0; t < B; t++) { /* per tile: an fp32 GEMM's rows can depend on M (OpenBLAS), keep decode_tile's */
+    for (int64_t t = 0; t < B; t++) { /* per tile: a GEMM's rows can depend on M (OpenBLAS, cuBLASLt), keep decode_tile's */
         h3_layernorm(be, w->lnf, w->x + t * N * D, np, D, v->dnorm_w, v->dnorm_b, eps, 0);
-        h3_matmul(be, w->out[slot] + t * np * c->patch_dim, w->lnf, np, &v->proj_out, &v->proj_out_b, 0);
+        h3_matmul(be, w->out[slot] + t * np * c->patch_dim, w->lnf, np, &v->proj_out, &v->proj_out_b,
+                  v->proj_out.dtype == H3_F16 ? H3_F16_IN : 0);
     }
     vp_mark(v, VP_PROJ);
 }

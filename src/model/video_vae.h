@@ -60,8 +60,9 @@ int video_vae_split_tiles(int64_t length, int tile, int min_overlap, int ratio, 
 
 /* parts bits. VIDEO_VAE_BF16: the decoder's bf16 mode (spec 11): the transformer blocks' q/k/v/out and FFN
  * matrices are converted to BF16 at load and run with H3_BF16_OUT (bf16 GEMM inputs and outputs, fp32
- * accumulation; on CUDA the tensor-core GEMM and the bf16 attention); residual stream, norms, RoPE tables,
- * softmax, blends, post_quant_conv, proj_in, norm_out and proj_out stay fp32. The encoder ignores it. */
+ * accumulation; on CUDA the tensor-core GEMM and the bf16 attention); proj_out is an fp16 GEMM on the fp16-rounded
+ * norm_out output (F16 weights, fp32 accumulation and output; H3_VAE_PROJ_OUT=fp32 keeps the fp32 SGEMM); residual
+ * stream, norms, RoPE tables, softmax, blends, post_quant_conv, proj_in and norm_out stay fp32. The encoder ignores it. */
 enum { VIDEO_VAE_ENCODER = 1, VIDEO_VAE_DECODER = 2, VIDEO_VAE_BF16 = 4 };
 
 typedef struct video_vae video_vae;

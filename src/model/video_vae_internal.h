@@ -40,6 +40,7 @@ struct video_vae {
     const float *registers, *dnorm_w, *dnorm_b;
     vv_block    *blocks;
     int          batch;      /* bf16 decode: most tiles per batched pass (0: automatic); 1: per-tile path */
+    int          proj_out_f16; /* bf16 mode: proj_out as an fp16 GEMM (default; H3_VAE_PROJ_OUT=fp32: the fp32 SGEMM) */
     float       *pin[2];     /* bf16 decode: host buffers of the asynchronous tile downloads (h3_vae_host_alloc) */
     size_t       pin_bytes;
     int          small_tail; /* H3_VAE_TAIL (default 1): the batched decode ends on a small batch */

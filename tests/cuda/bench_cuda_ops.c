@@ -2,7 +2,7 @@
  * (cuBLASLt), flash attention (56 heads x 128), and the memory-bound ops, with TFLOP/s or GB/s.
  * Random data from a device hash (never zeros). Each case: warm-up, then the median of `reps`
  * event-timed runs. Baseline to compare (diffusers/PyTorch on one H200, BF16): cuBLAS GEMM
- * 730-830 TFLOP/s, flash SDPA 591 TFLOP/s at 19,400 rows. Usage: bench_cuda_ops [quick] */
+ * 730-830 TFLOP/s, flash SDPA 591 TFLOP/s at 19,400 rows. Usage: bench_cuda_ops [quick | attn | cudnn | sustained [S]] */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -91,8 +91,86 @@ static void run_mem(void *p) {
     else h3_copy(be, a->y, a->x, (size_t)(a->rows * a->dim) * sizeof(float));
 }
 
+/* `bench_cuda_ops sustained [S]`: the forward's two kinds of heavy kernels back to back for a whole forward each,
+ * as the DiT runs them (not one kernel's median): 50 blocks x the four block GEMMs (cuBLASLt, BF16 out) alone, 50
+ * attentions (h3_bf16_attention on the fused qkv rows) alone, and both interleaved in the block's order. Three
+ * passes of each, event-timed as a whole, so the power-limited clock of a long run is what is measured: the sum
+ * of the first two is the floor of a forward built from these kernels (the element-wise ops come on top). */
+static int sustained(int64_t S) {
+    const int H = 56, D = 128, blocks = 50;
+    const int64_t Hd = 5376, I = (int64_t)H * D, F = 14336;
+    const int64_t N[4] = {3 * I, Hd, 2 * F, Hd}, K[4] = {Hd, I, Hd, F};
+    if (S < 1 || S > 200000) {
+        fprintf(stderr, "bench_cuda_ops sustained: S must be 1..200000, got %lld\n", (long long)S);
+        return 1;
+    }
+    uint16_t *w[4], *qkv = h3_alloc(be, (size_t)(S * 3 * I) * 2), *act = h3_alloc(be, (size_t)(S * 2 * F) * 2);
+    uint16_t *x = h3_alloc(be, (size_t)(S * F) * 2), *att = h3_alloc(be, (size_t)(S * I) * 2);
+    int ok = qkv && act && x && att;
+    for (int g = 0; g < 4; g++) ok &= (w[g] = h3_alloc(be, (size_t)(N[g] * K[g]) * 2)) != NULL;
+    if (!ok) {
+        fprintf(stderr, "bench_cuda_ops sustained: out of device memory at S %lld\n", (long long)S);
+        for (int g = 0; g < 4; g++) h3_free(be, w[g]);
+        h3_free(be, qkv), h3_free(be, act), h3_free(be, x), h3_free(be, att);
+        return 1;
+    }
+    for (int g = 0; g < 4; g++) cuda_fill_random_bf16(be, w[g], N[g] * K[g], 40 + g, 0.02f);
+    cuda_fill_random_bf16(be, x, S * F, 50, 1.0f);
+    cuda_fill_random_bf16(be, qkv, S * 3 * I, 51, 2.0f);
+    double gemm_flop = 0.0;
+    for (int g = 0; g < 4; g++) gemm_flop += 2.0 * S * N[g] * K[g];
+    gemm_flop *= blocks;
+    const double attn_flop = 4.0 * S * S * I * blocks;
+    const float scale = 1.0f / sqrtf((float)D);
+    printf("# sustained, S = %lld, %d blocks: GEMMs %.1f TFLOP, attention %.1f TFLOP per forward\n", (long long)S,
+           blocks, gemm_flop / 1e12, attn_flop / 1e12);
+    printf("%-44s %5s %10s %9s\n", "what (one forward's worth, back to back)", "pass", "s", "TFLOP/s");
+    double best[3] = {1e30, 1e30, 1e30};
+    for (int pass = 0; pass < 4; pass++) { /* pass 0: warm-up (plans, module loads), not reported */
+        for (int what = 0; what < 3; what++) {
+            cuda_mark(be, 0);
+            for (int b = 0; b < blocks; b++) {
+                if (what != 1) /* the GEMMs read x (S x K values) and write act; the qkv rows stay fixed */
+                    cuda_gemm_bf16(be, act, x, w[0], S, N[0], K[0]);
+                if (what != 0)
+                    h3_bf16_attention(be, att, I, qkv, 3 * I, D, qkv + I, 3 * I, D, qkv + 2 * I, 3 * I, D, S, S, H,
+                                      H, D, scale);
+                if (what != 1)
+                    for (int g = 1; g < 4; g++) cuda_gemm_bf16(be, act, x, w[g], S, N[g], K[g]);
+            }
+            cuda_mark(be, 1);
+            double sec = cuda_elapsed_ms(be) / 1e3, flop = what == 0 ? gemm_flop : what == 1 ? attn_flop : gemm_flop + attn_flop;
+            const char *nm[3] = {"block GEMMs only (cuBLASLt)", "attention only (h3_bf16_attention)",
+                                 "both, in the block's order"};
+            if (pass == 0) continue;
+            if (sec < best[what]) best[what] = sec;
+            printf("%-44s %5d %10.4f %9.1f\n", nm[what], pass, sec, flop / sec / 1e12);
+        }
+    }
+    printf("floor (best GEMMs-only + best attention-only): %.4f s; interleaved best %.4f s\n", best[0] + best[1], best[2]);
+    for (int g = 0; g < 4; g++) h3_free(be, w[g]);
+    h3_free(be, qkv), h3_free(be, act), h3_free(be, x), h3_free(be, att);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    if (argc > 1 && strcmp(argv[1], "sustained") == 0) {
+        h3_err e = {{0}};
+        be = h3_backend_new(H3_BACKEND_CUDA, 0, &e);
+        if (!be) {
+            fprintf(stderr, "bench_cuda_ops: %s\n", e.msg);
+            return 1;
+        }
+        int rc = sustained(argc > 2 ? atoll(argv[2]) : 19540);
+        h3_sync(be);
+        if (cuda_backend_check(be, &e)) {
+            fprintf(stderr, "bench_cuda_ops: %s\n", e.msg);
+            rc = 1;
+        }
+        h3_backend_free(be);
+        return rc ? 1 : 0;
+    }
     int attn_only = argc > 1 && strcmp(argv[1], "attn") == 0; /* flash attention rows only */
     h3_err e;
     if (argc > 1 && strcmp(argv[1], "cudnn") == 0) { /* does cuDNN SDPA build and run? (graph variants) */

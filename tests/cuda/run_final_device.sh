@@ -6,7 +6,8 @@
 # --random-weights --profile), the tiny end to end (run_e2e_device.sh), and the same-run diffusers
 # baseline (tools/reference/cuda_baseline_pipeline.py, diffusers source carried in $REF); also the FP8 ops
 # (test_cuda_fp8), the DiT with --quant fp8 and the pipeline as an interactive session of two prompts (warm); and
-# --ssd-streaming (test_cuda_stream, the DiT bench and the one-shot pipeline with the blocks streamed).
+# --ssd-streaming (test_cuda_stream, the DiT bench and the one-shot pipeline with the blocks streamed); and the sustained
+# GEMM / attention floor of a forward (bench_cuda_ops sustained).
 # Usage (device): bash tests/cuda/run_final_device.sh [build dir, default .dev-main] [diffusers src dir]
 set -u
 B=${1:-.dev-main}
@@ -32,6 +33,14 @@ grep -E '^FAIL|cuda backend' "$T" | head -20
 grep -E '^(DIT|VAE) ' "$O/bench.log"
 H3_CUDA_OPTIME=1 "$B/h3" bench --backend cuda --what dit --repeats 3 --shapes 544x960x124 >"$O/optime.log" 2>&1
 echo "== per-op device time, 544x960x124, 4 forwards (1 warm-up + 3 timed):"; grep -E 'calls|op time' "$O/optime.log"
+# the floor of a forward built from its two heavy kernels: one forward's GEMMs (cuBLASLt) alone, its attentions alone,
+# and both interleaved, each back to back, with the SM clock and power sampled every 200 ms
+nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 200 >"$O/smi.log" 2>&1 &
+SMI=$!
+"$B/tests/cuda/bench_cuda_ops" sustained 19540 >"$O/sustained.log" 2>&1
+kill $SMI 2>/dev/null
+echo "== sustained kernels, 544x960x124 (S = 19540):"; grep -E 'pass| 3 |floor' "$O/sustained.log"
+awk -F', ' '{c+=$1; p+=$2; n++} END {if (n) printf "   nvidia-smi: %d samples, mean SM clock %.0f MHz, mean power %.0f W\n", n, c/n, p/n}' "$O/smi.log"
 
 "$B/h3" bench --backend cuda --what dit --repeats 2 --quant fp8 >"$O/bench_fp8.log" 2>&1
 echo "== DiT with --quant fp8 (FP8 W8A8 block linears, docs/fp8.md):"; grep -E '^DIT' "$O/bench_fp8.log"

@@ -337,6 +337,12 @@ int main(void) {
     test_matmul("matmul BF16 w [bf16] tensor cores 257x1000x5376", 257, 1000, 5376, H3_BF16, 0, H3_F32, H3_BF16_OUT,
                 0, 3e-2);
     test_matmul("matmul F32 w [bf16] (fp32 SGEMM + rounding)", 100, 96, 128, H3_F32, 1, H3_F32, H3_BF16_OUT, 0, 3e-2);
+    /* the video decoder's proj_out in bf16 mode: fp16 input, fp16 tensor cores, fp32 out (exact products: only the
+     * summation order differs from the CPU twin) */
+    test_matmul("matmul F16 w, H3_F16_IN, fp16 tensor cores 1792x3072x2048 +F16 bias", 1792, 3072, 2048, H3_F16, 1,
+                H3_F16, H3_F16_IN, 0, 1e-5);
+    test_matmul("matmul F16 w, H3_F16_IN, 77x130x96, x misaligned", 77, 130, 96, H3_F16, 1, H3_F16, H3_F16_IN, 1,
+                1e-5);
 
     printf("attention\n");
     test_attention("attention fp32 S150 Hq4 Hkv2 D64", 150, 150, 4, 2, 64, 0, 0, 1.0f, 1e-5);

@@ -257,7 +257,7 @@ static int bench_vae(h3_backend *be, const char *config_dir, int bf16, const ben
     printf("vae: config %s: decoder %d layers, dim %d, random weights made in %.2f s; released tiling "
            "(256 x 256, overlap 64); %s\n",
            config_dir, cfg.dec_layers, cfg.dim, now_s() - t0,
-           bf16 ? "bf16 mode (block linears BF16 + bf16 attention, norms/residual/proj_in/proj_out fp32)"
+           bf16 ? "bf16 mode (block linears BF16 + bf16 attention, proj_out fp16, norms/residual/proj_in fp32)"
                 : "fp32 (exact paths)");
     fflush(stdout);
     video_vae_tiling tiling = video_vae_tiling_default();

@@ -14,12 +14,13 @@ static inline uint64_t mix64(uint64_t s) {
 }
 
 int cpu_fill_random_weights(void *x, h3_dtype dtype, int64_t n, uint64_t base, float scale, float offset) {
-    if (dtype != H3_F32 && dtype != H3_BF16) return -1;
+    if (dtype != H3_F32 && dtype != H3_BF16 && dtype != H3_F16) return -1;
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < n; j++) {
         float u = (float)(mix64(base + (uint64_t)j) >> 40) * (2.0f / 16777216.0f) - 1.0f;
         float v = offset + u * scale; /* two roundings (no fma): the CUDA twin does the same */
         if (dtype == H3_BF16) ((uint16_t *)x)[j] = h3_f32_to_bf16(v);
+        else if (dtype == H3_F16) ((uint16_t *)x)[j] = h3_f32_to_f16(v);
         else ((float *)x)[j] = v;
     }
     return 0;

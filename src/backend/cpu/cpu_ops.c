@@ -34,6 +34,13 @@ void cpu_matmul(h3_backend *be, float *y, const float *x, int64_t M, const h3_te
                 int flags) {
     int64_t N = w->shape[0], K = w->shape[1];
     if (M <= 0 || N <= 0) return;
+    float *xh = NULL;
+    if ((flags & H3_F16_IN) && w->dtype == H3_F16) { /* the fp16-autocast input: x rounded to fp16 (exact in fp32) */
+        if (!(xh = cpu_alloc(be, (size_t)(M * K) * sizeof(float)))) return;
+#pragma omp parallel for schedule(static) if(PAR(M * K))
+        for (int64_t i = 0; i < M * K; i++) xh[i] = h3_f16_to_f32(h3_f32_to_f16(x[i]));
+        x = xh;
+    }
     if (w->dtype == H3_F32) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, x, (int)K, w->data,
                     (int)K, 0.0f, y, (int)N);
@@ -53,6 +60,7 @@ void cpu_matmul(h3_backend *be, float *y, const float *x, int64_t M, const h3_te
         }
         cpu_free(be, buf);
     }
+    cpu_free(be, xh);
     if (bias || (flags & H3_BF16_OUT)) {
         float *bf = NULL;
         if (bias) {

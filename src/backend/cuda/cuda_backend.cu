@@ -6,6 +6,8 @@
 #include "cuda_vae.h" /* cuda_vae_host_alloc: the staging buffers of cuda_upload */
 extern "C" {
 #include "../../core/tensor.h" /* h3_memcpy_par */
+
+#include <cuda_fp16.h>
 }
 
 #include <stdlib.h>
@@ -330,6 +332,16 @@ static __device__ __forceinline__ float load_as_f32(const void *p, int64_t i, h3
     return __half2float(__ushort_as_half(h));
 }
 
+/* fp32 -> fp16 (round to nearest even; __float2half_rn), the H3_F16_IN input of cuda_matmul; widen != NULL: the
+ * rounded values as fp32 (the exact path under H3_CUDA_PRECISION=fp32) */
+static __global__ void k_f32_to_f16(__half *dst, float *widen, const float *src, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        __half h = __float2half_rn(src[i]);
+        if (widen) widen[i] = __half2float(h);
+        else dst[i] = h;
+    }
+}
+
 /* y[m, n] = round?(y[m, n] + bias[n]); the CPU twin's epilogue. */
 static __global__ void k_bias_round(float *y, const void *bias, h3_dtype bt, int64_t M, int64_t N, int round) {
     FOR_ROWS_COLS(m, n, M, N) {
@@ -381,7 +393,7 @@ extern "C" cublasStatus_t cuda_lt_heuristic(h3_backend *be, cublasLtMatmulDesc_t
 static void lt_gemm_ex(h3_backend *be, int kind, const void *w, const void *x, int64_t ldx, void *y, int64_t M,
                        int64_t N, int64_t K, int64_t ldd, const void *bias, cudaDataType_t bias_type) {
     cuda_impl *c = cuda_of(be);
-    cudaDataType_t ab = kind == CUDA_GEMM_F32 ? CUDA_R_32F : CUDA_R_16BF;
+    cudaDataType_t ab = kind == CUDA_GEMM_F32 ? CUDA_R_32F : kind == CUDA_GEMM_F16_F32OUT ? CUDA_R_16F : CUDA_R_16BF;
     cudaDataType_t cd = kind == CUDA_GEMM_BF16_BF16OUT ? CUDA_R_16BF : CUDA_R_32F;
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
@@ -466,7 +478,23 @@ extern "C" void cuda_matmul(h3_backend *be, float *y, const float *x, int64_t M,
     cuda_impl *c = cuda_of(be);
     int64_t N = w->shape[0], K = w->shape[1];
     if (M <= 0 || N <= 0) return;
-    if (w->dtype == H3_BF16 && (flags & H3_BF16_OUT) && !c->force_fp32) {
+    float *xr = NULL; /* H3_F16_IN under H3_CUDA_PRECISION=fp32: the fp16-rounded input for the exact path below */
+    if (w->dtype == H3_F16 && (flags & H3_F16_IN) && c->force_fp32) {
+        if (!(xr = (float *)cuda_scratch(be, (size_t)(M * K) * sizeof(float)))) return;
+        k_f32_to_f16<<<cuda_blocks(M * K, 256), 256, 0, c->stream>>>(NULL, xr, x, M * K);
+        CUDA_LAUNCHED(be, "f32_to_f16");
+        x = xr;
+    }
+    if (w->dtype == H3_F16 && (flags & H3_F16_IN) && !xr) {
+        /* the reference's fp16-autocast linear: x rounded to fp16, fp16 tensor cores (exact products, fp32
+         * accumulation), fp32 output; the bias below */
+        __half *xh = (__half *)cuda_scratch(be, (size_t)(M * K) * 2);
+        if (!xh) return;
+        k_f32_to_f16<<<cuda_blocks(M * K, 256), 256, 0, c->stream>>>(xh, NULL, x, M * K);
+        CUDA_LAUNCHED(be, "f32_to_f16");
+        lt_gemm(be, CUDA_GEMM_F16_F32OUT, w->data, xh, y, M, N, K, N);
+        cuda_free(be, xh);
+    } else if (w->dtype == H3_BF16 && (flags & H3_BF16_OUT) && !c->force_fp32) {
         /* bf16 tensor-core path: x rounded to bf16 (a no-op on the reference's bf16 activations). */
         uint16_t *xb = (uint16_t *)cuda_scratch(be, (size_t)(M * K) * 2);
         if (!xb) return;
@@ -499,7 +527,10 @@ extern "C" void cuda_matmul(h3_backend *be, float *y, const float *x, int64_t M,
         if (tile < 1) tile = 1;
         if (tile > N) tile = N;
         float *buf = (float *)cuda_scratch(be, (size_t)(tile * K) * sizeof(float));
-        if (!buf) return;
+        if (!buf) {
+            if (xr) cuda_free(be, xr);
+            return;
+        }
         for (int64_t n0 = 0; n0 < N; n0 += tile) {
             int64_t nt = N - n0 < tile ? N - n0 : tile;
             k_widen<<<cuda_blocks(nt * K, 256), 256, 0, c->stream>>>(buf, (const uint16_t *)w->data + n0 * K,
@@ -510,8 +541,10 @@ extern "C" void cuda_matmul(h3_backend *be, float *y, const float *x, int64_t M,
         cuda_free(be, buf);
     } else {
         cuda_record_error(be, "matmul", "weight dtype must be F32, BF16 or F16");
+        if (xr) cuda_free(be, xr);
         return;
     }
+    if (xr) cuda_free(be, xr);
     if (bias || (flags & H3_BF16_OUT)) {
         k_bias_round<<<grid_rows_cols(M, N, 256), 256, 0, c->stream>>>(y, bias ? bias->data : NULL,
                                                                       bias ? bias->dtype : H3_F32, M, N,

@@ -3,6 +3,8 @@
 #include "cuda_internal.h"
 #include "cuda_bench.h"
 
+#include <cuda_fp16.h>
+
 __device__ static inline uint64_t mix64(uint64_t s) {
     uint64_t z = s + 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -10,12 +12,13 @@ __device__ static inline uint64_t mix64(uint64_t s) {
     return z ^ (z >> 31);
 }
 
-template <typename T>
+template <typename T, int F16 = 0>
 __global__ static void fill_random_kernel(T *x, int64_t n, uint64_t base, float scale, float offset) {
     for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x) {
         float u = __fsub_rn(__fmul_rn((float)(mix64(base + (uint64_t)j) >> 40), 2.0f / 16777216.0f), 1.0f);
         float v = __fadd_rn(offset, __fmul_rn(u, scale));
-        if constexpr (sizeof(T) == 2) x[j] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+        if constexpr (F16) x[j] = __half_as_ushort(__float2half_rn(v));
+        else if constexpr (sizeof(T) == 2) x[j] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
         else x[j] = v;
     }
 }
@@ -26,6 +29,8 @@ extern "C" int cuda_fill_random_weights(h3_backend *be, void *x, h3_dtype dtype,
     if (n <= 0) return 0;
     if (dtype == H3_BF16)
         fill_random_kernel<uint16_t><<<cuda_blocks(n, 256), 256, 0, c->stream>>>((uint16_t *)x, n, base, scale, offset);
+    else if (dtype == H3_F16)
+        fill_random_kernel<uint16_t, 1><<<cuda_blocks(n, 256), 256, 0, c->stream>>>((uint16_t *)x, n, base, scale, offset);
     else if (dtype == H3_F32)
         fill_random_kernel<float><<<cuda_blocks(n, 256), 256, 0, c->stream>>>((float *)x, n, base, scale, offset);
     else

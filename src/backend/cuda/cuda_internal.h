@@ -23,7 +23,7 @@ typedef struct cuda_gemm_plan {
 } cuda_gemm_plan;
 
 enum { CUDA_GEMM_F32 = 0, CUDA_GEMM_BF16_F32OUT = 1, CUDA_GEMM_BF16_BF16OUT = 2, CUDA_GEMM_FP8 = 3,
-       CUDA_GEMM_FP8_F32OUT = 4 };
+       CUDA_GEMM_FP8_F32OUT = 4, CUDA_GEMM_F16_F32OUT = 5 };
 enum { CUDA_PLAN_CACHE = 128, CUDA_PIN_CACHE = 8 };
 
 typedef struct cuda_impl {
