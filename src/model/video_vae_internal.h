@@ -50,6 +50,8 @@ struct video_vae {
 
 /* A tile grid in the unit being stitched (pixels for decode, latents for encode) plus the raw strips
  * of neighbouring tiles the blend needs, so tiles can be stitched one at a time in row-major order. */
+static inline int64_t min3(int64_t a, int64_t b, int64_t c) { return a < b ? (a < c ? a : c) : (b < c ? b : c); }
+
 typedef struct vv_stitch {
     int      ny, nx;
     int64_t *ys, *xs, *oy, *ox, *th, *tw; /* starts, overlaps (n-1), actual sizes */

@@ -343,6 +343,22 @@ int main(void) {
                 H3_F16, H3_F16_IN, 0, 1e-5);
     test_matmul("matmul F16 w, H3_F16_IN, 77x130x96, x misaligned", 77, 130, 96, H3_F16, 1, H3_F16, H3_F16_IN, 1,
                 1e-5);
+    { /* the same under H3_CUDA_PRECISION=fp32 (a second backend): the fp16-rounded input through the exact SGEMM */
+        h3_err e2;
+        setenv("H3_CUDA_PRECISION", "fp32", 1);
+        h3_backend *fast = gpu;
+        gpu = h3_backend_new(H3_BACKEND_CUDA, 0, &e2);
+        unsetenv("H3_CUDA_PRECISION");
+        CHECK(gpu != NULL, "second CUDA backend: %s", gpu ? "" : e2.msg);
+        if (gpu) {
+            test_matmul("matmul F16 w, H3_F16_IN, H3_CUDA_PRECISION=fp32 300x384x512 +F16 bias", 300, 384, 512, H3_F16,
+                        1, H3_F16, H3_F16_IN, 0, 1e-5);
+            h3_sync(gpu);
+            CHECK(cuda_backend_check(gpu, &e2) == 0, "fp32 backend: %s", e2.msg);
+            h3_backend_free(gpu);
+        }
+        gpu = fast;
+    }
 
     printf("attention\n");
     test_attention("attention fp32 S150 Hq4 Hkv2 D64", 150, 150, 4, 2, 64, 0, 0, 1.0f, 1e-5);
