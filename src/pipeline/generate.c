@@ -137,6 +137,47 @@ static void resident_keep(resident *r, void **slot, char *slot_key, void *p, con
     snprintf(slot_key, RKEY, "%s", key);
 }
 
+/* H3_RESIDENT_AUTO keeps only the transformer and the video decoder: what --resident kept of the others goes. */
+static void resident_trim_auto(resident *r) {
+    text_encoder_free(r->te);
+    tokenizer_free(r->tok);
+    audio_vae_free(r->avae);
+    r->te = NULL, r->tok = NULL, r->avae = NULL;
+    r->te_key[0] = r->avae_key[0] = 0;
+}
+
+/* H3_RESIDENT_AUTO after a generation on a GPU: the kept transformer and video decoder stay only when the memory
+ * left beside them covers the most any other phase of this generation added (its peak over its start: the text
+ * encoder, the vision tower, the condition encoders, the audio decoder, the denoise and decode activations) plus
+ * 2 GiB; the phases that made the kept models themselves do not count. Else they go now, so the next generation runs
+ * phase by phase as a one-shot run does (an 80 GB GPU with the random text encoder's 45 GiB, say). Returns 1 kept. */
+static int resident_auto_fits(const gen *s, h3_backend *be, const resident *r) {
+    if (!r->dit && !r->vvae) return 1;
+    const char *cap = getenv("H3_SESSION_AVAILABLE_GIB"); /* tests: pretend the GPU leaves this much beside them */
+    h3_memory_stats ms = {0};
+    h3_err e;
+    if (!(cap && *cap)) {
+        if (be->kind != H3_BACKEND_CUDA) return 1; /* host memory: file views, or the random weights made there */
+        if (h3_memory_query(be, &ms, &e) != 0) return 0;
+    }
+    int64_t need = 0;
+    for (int i = 0; i < s->pg.nphases; i++) {
+        const progress_phase *ph = &s->pg.phases[i];
+        if (ph->peak_dev < 0 || ph->base_dev < 0) continue;
+        if (!strncmp(ph->name, "make random transformer", 23) || !strncmp(ph->name, "load transformer", 16) ||
+            !strncmp(ph->name, "prepare AdaLN tables", 20) || !strncmp(ph->name, "make random video VAE", 21))
+            continue;
+        if (ph->peak_dev - ph->base_dev > need) need = ph->peak_dev - ph->base_dev;
+    }
+    const int64_t avail = cap && *cap ? (int64_t)(atof(cap) * 1073741824.0) : (int64_t)ms.available_bytes;
+    const int64_t margin = (int64_t)2 << 30;
+    if (avail >= need + margin) return 1;
+    fprintf(stderr, "h3: session: the transformer and the video decoder are not kept for the next generation: %.1f GiB "
+                    "would be left beside them, this generation's phases needed up to %.1f GiB (+2); --resident keeps "
+                    "them anyway\n", avail / 1073741824.0, need / 1073741824.0);
+    return 0;
+}
+
 static void path_in(const gen *s, const char *sub, char *out, size_t cap) { snapshot_path(out, cap, s->r->model_dir, sub); }
 
 /* ---- the video decoder's pinned download buffers, made while the earlier phases run ----
@@ -481,7 +522,7 @@ static int phase_text(gen *s, h3_err *e) {
         return 0;
     }
     h3_backend *be = phase_backend(s, s->task == H3_T2VA ? "text encoder" : "text encoder + vision tower", 1, "");
-    resident *res = s->res;
+    resident *res = s->r->resident == H3_RESIDENT_ALL ? s->res : NULL; /* the session default keeps no text encoder */
     text_encoder *te = res ? resident_take(res, (void **)&res->te, res->te_key, key, free_te) : NULL;
     h3_tokenizer *tok = te ? resident_take(res, (void **)&res->tok, res->te_key, key, free_tok) : NULL;
     if (te && !tok) { /* keep the pair together */
@@ -886,7 +927,7 @@ static int phase_audio(gen *s, h3_err *e) {
     h3_backend *be = phase_backend(s, "audio VAE decoder", 1, "");
     char key[RKEY];
     model_key(s, dir, "decoder", RANDOM_AUDIO, key);
-    resident *res = s->res;
+    resident *res = s->r->resident == H3_RESIDENT_ALL ? s->res : NULL; /* the session default keeps no audio decoder */
     audio_vae *m = res ? resident_take(res, (void **)&res->avae, res->avae_key, key, free_avae) : NULL;
     if (m) {
     } else if (s->r->random_weights) {
@@ -978,6 +1019,7 @@ static int phase_video(gen *s, h3_err *e) {
     resident *res = s->res;
     video_vae *v = res ? resident_take(res, (void **)&res->vvae, res->vvae_key, key, free_vvae) : NULL;
     if (v) {
+        fprintf(stderr, "h3: video VAE decoder resident (kept from the previous generation)\n");
     } else if (s->r->random_weights) {
         video_vae_config vc;
         begin_on(s, "make random video VAE", be, 0);
@@ -1253,6 +1295,7 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     s.cc = &c->cc;
     if (r->resident) s.res = &c->res;
     else resident_drop(&c->res); /* !resident off: the kept models go */
+    if (r->resident == H3_RESIDENT_AUTO) resident_trim_auto(&c->res);
     if (r->cuda) s.pg.device = s.be; /* --profile's peak GPU memory per phase */
     char canvas[64];
     if (s.out_w != s.g.width || s.out_h != s.g.height)
@@ -1284,6 +1327,11 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     if (!rc) rc = phase_video(&s, e);
     if (!rc) rc = phase_outputs(&s, e);
     if (!rc && r->profile) progress_report(&s.pg, stderr);
+    if (!rc && r->resident == H3_RESIDENT_AUTO && !resident_auto_fits(&s, c->be, &c->res)) {
+        dit_free(c->res.dit), video_vae_free(c->res.vvae);
+        c->res.dit = NULL, c->res.vvae = NULL;
+        c->res.dit_key[0] = c->res.vvae_key[0] = 0;
+    }
     h3_mp4_writer_free(s.mp4); /* a failed run: the temporary file goes, nothing half-written stays */
     presentation_free(&s.pres);
     cond_set_free(&s.cond);

@@ -80,9 +80,13 @@ void progress_begin(progress *p, const char *name, int64_t total) {
     p->start = p->last_print = progress_now();
     p->last_decile = 0;
     progress_reset_peak_rss();
+    p->base_dev = -1;
     if (p->device) {
         h3_sync(p->device); /* the pool's mark counts work queued before the phase otherwise */
         h3_memory_reset_peak(p->device);
+        h3_memory_stats ms;
+        h3_err e;
+        if (h3_memory_query(p->device, &ms, &e) == 0) p->base_dev = (int64_t)ms.peak_bytes; /* = the use now */
     }
     if (!p->quiet && p->tty) draw(p, 0);
 }
@@ -108,6 +112,7 @@ void progress_end(progress *p) {
         progress_phase *ph = &p->phases[p->nphases++];
         snprintf(ph->name, sizeof ph->name, "%s", p->name);
         ph->peak_dev = -1;
+        ph->base_dev = p->base_dev;
         h3_memory_stats ms;
         h3_err e;
         if (p->device) {

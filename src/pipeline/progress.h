@@ -14,6 +14,7 @@ typedef struct progress_phase {
     double  seconds;
     int64_t peak_rss;   /* bytes, high-water mark while the phase ran */
     int64_t peak_dev;   /* bytes of device memory (the GPU pool's high-water mark), -1 without a device */
+    int64_t base_dev;   /* the pool's use when the phase began (peak_dev - base_dev: what the phase added) */
 } progress_phase;
 
 typedef struct progress {
@@ -26,6 +27,7 @@ typedef struct progress {
     progress_phase phases[PROGRESS_MAX_PHASES];
     int    nphases;
     struct h3_backend *device; /* optional: a CUDA backend whose memory peak each phase records */
+    int64_t base_dev;          /* the running phase's base_dev */
 } progress;
 
 void progress_init(progress *p, FILE *out, int quiet);

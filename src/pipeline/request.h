@@ -10,6 +10,7 @@
 #define H3_MAX_REFS 12
 
 typedef enum h3_task { H3_T2VA = 0, H3_FL2VA, H3_REF2VA } h3_task;
+enum { H3_RESIDENT_OFF = 0, H3_RESIDENT_ALL = 1, H3_RESIDENT_AUTO = 2 };
 
 typedef enum h3_ref_kind {
     H3_REF_IMAGE = 0,       /* --ref-image PATH */
@@ -55,7 +56,9 @@ typedef struct h3_request {
     int         profile;
     int         bf16;          /* --precision bf16 (default) vs fp32 */
     int         quant_fp8;     /* --quant fp8: the DiT blocks' linears as FP8 W8A8 (docs/fp8.md); bf16 only */
-    int         resident;      /* --resident (sessions): keep each phase's model for the next generation */
+    int         resident;      /* sessions: H3_RESIDENT_ALL (--resident) keeps each phase's model for the next generation,
+                                  H3_RESIDENT_AUTO (a session's default, features.md 3) the transformer and the video
+                                  decoder when they leave the room the other phases need; H3_RESIDENT_OFF: none */
     int         ssd_streaming; /* --ssd-streaming (features.md 7.3): the DiT's main blocks streamed from host memory
                                   through two backend slots (automatic on CUDA when the resident model does not fit) */
     int         token_reduction; /* --token-reduction (features.md 5.5): pooled target-video tokens in middle blocks */

@@ -10,7 +10,8 @@
 #  - a failed generation prints "h3: <message>", the session goes on, and the exit status is 1;
 #  - end of input (or !quit) ends it with status 0 when no generation failed;
 #  - a non-empty -o at start-up is refused (exit 2, one line);
-#  - --resident keeps the models between generations with the same outputs (section 5);
+#  - --resident keeps the models between generations with the same outputs (section 5); by default a session keeps
+#    the transformer and the video decoder when they fit (section 9);
 #  - !first/!last/!ref-image/!refs/!ref-remove set keyframes and references (section 6); !save (section 7).
 # The MP4/PNG parts are skipped in a MEDIA=0 build (the latents dump needs no FFmpeg).
 set -u
@@ -207,6 +208,37 @@ then ok; else bad "session 8: !ssd-streaming: $out"; fi
 out=$(printf '%s\n' '!ssd-streaming on' '!status' | TMPDIR="$tmp/t" "$H3" generate -d "$TINY" --quant fp8 2>&1)
 if grep -q "^h3: !ssd-streaming: cannot be combined with --quant fp8" <<<"$out" && grep -q "ssd-streaming auto$" <<<"$out"
 then ok; else bad "session 8: !ssd-streaming with --quant fp8: $out"; fi
+
+# 9. the session's default (!resident auto, features.md 3): the transformer and the video decoder stay for the next
+# generation, the text encoder and the audio decoder do not; the outputs stay the one-shot's. When the memory left
+# beside them would not cover what the other phases needed (H3_SESSION_AVAILABLE_GIB pretends a small GPU) they go
+# after the generation; !resident off keeps none; !status says which mode
+printf '%s\n' "!seed 7" "!steps 2" "!status" "A red fox." "!cache" "A red fox." |
+    TMPDIR="$tmp/t" "$H3" generate "${BASE[@]}" -o '' --dump-latents "$tmp/a.safetensors" >"$tmp/out9" 2>"$tmp/err9"
+rc=$?
+if [ $rc -eq 0 ]; then ok; else bad "session 9: exit $rc: $(tail -3 "$tmp/err9")"; fi
+same "auto, first generation = one-shot" "$tmp/one2.safetensors" "$tmp/a-0001.safetensors"
+same "auto, transformer and video decoder kept = one-shot" "$tmp/one2.safetensors" "$tmp/a-0002.safetensors"
+n_kept=$(grep -c "^h3: transformer resident" "$tmp/err9"); n_vk=$(grep -c "^h3: video VAE decoder resident" "$tmp/err9")
+n_te=$(grep -c "^h3: text encoder resident" "$tmp/err9"); n_load=$(grep -c "^load transformer \[" "$tmp/err9")
+if [ "$n_kept" -eq 1 ] && [ "$n_vk" -eq 1 ] && [ "$n_te" -eq 0 ] && [ "$n_load" -eq 1 ]; then ok
+else bad "session 9: transformer kept $n_kept (want 1), video decoder kept $n_vk (1), text encoder kept $n_te (0), transformer loads $n_load (1)"; fi
+if grep -q "resident auto (the transformer and the video decoder stay when they fit)" "$tmp/out9" &&
+    grep -q "^cache: 2 models resident: conditioning ([0-9]* prompt rows, 0 conditions); transformer (.*); video VAE decoder (" "$tmp/out9"
+then ok; else bad "session 9: !status / !cache: $(grep -E '^(cache|profile)' "$tmp/out9")"; fi
+printf '%s\n' "!seed 7" "!steps 2" "A red fox." "A red fox." |
+    H3_SESSION_AVAILABLE_GIB=0 TMPDIR="$tmp/t" "$H3" generate "${BASE[@]}" -o '' --dump-latents "$tmp/s.safetensors" \
+    >"$tmp/out9s" 2>"$tmp/err9s"
+rc=$?; n_kept=$(grep -c "^h3: transformer resident" "$tmp/err9s"); n_load=$(grep -c "^load transformer \[" "$tmp/err9s")
+n_not=$(grep -c "^h3: session: the transformer and the video decoder are not kept for the next generation" "$tmp/err9s")
+if [ $rc -eq 0 ] && [ "$n_kept" -eq 0 ] && [ "$n_load" -eq 2 ] && [ "$n_not" -eq 2 ]; then ok
+else bad "session 9, no room: exit $rc, kept $n_kept (want 0), loads $n_load (2), notes $n_not (2)"; fi
+same "auto without room = one-shot" "$tmp/one2.safetensors" "$tmp/s-0002.safetensors"
+out=$(printf '%s\n' "!resident off" "!seed 7" "!steps 2" "A red fox." "A red fox." "!resident maybe" "!resident auto" |
+      TMPDIR="$tmp/t" "$H3" generate "${BASE[@]}" -o '' --dump-latents "$tmp/o.safetensors" 2>&1)
+if ! grep -q "^h3: transformer resident" <<<"$out" && [ "$(grep -c '^load transformer \[' <<<"$out")" -eq 2 ] &&
+    grep -q "^h3: !resident expects on, off or auto, got 'maybe'$" <<<"$out" && grep -q "^resident auto: the transformer" <<<"$out"
+then ok; else bad "session 9: !resident off / auto: $out"; fi
 
 echo "RESULT $pass $fail"
 [ "$fail" -eq 0 ]

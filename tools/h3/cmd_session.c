@@ -235,7 +235,9 @@ static int c_status(session *s, const char *arg) {
     if (s->dump_base) printf("latents %s, numbered\n", s->dump_base);
     printf("profile %s; %d generated, %d failed; resident %s, quant %s, ssd-streaming %s\n", st->profile ? "on" : "off",
            s->done, s->failed,
-           st->resident ? "on (!cache lists the kept models)" : "off (each generation loads every phase's weights)",
+           st->resident == H3_RESIDENT_ALL    ? "on (!cache lists the kept models)"
+           : st->resident == H3_RESIDENT_AUTO ? "auto (the transformer and the video decoder stay when they fit)"
+                                              : "off (each generation loads every phase's weights)",
            st->quant_fp8 ? "fp8" : "none", st->ssd_streaming ? "on" : "auto");
     printf("show %s (terminal graphics: %s, zoom %d); open %s; spatial RoPE at 256x256: %s\n",
            st->preview ? "on" : "off", term_graphics_name(s->tp.g), s->tp.zoom, s->open ? "on" : "off",
@@ -494,14 +496,22 @@ static int c_again(session *s, const char *arg) {
 
 static int c_quit(session *s, const char *arg) { return 1; }
 
-/* !resident [on|off]: --resident, the models kept between generations (off frees them at the next one) */
+/* !resident [on|off|auto]: the models kept between generations. on = --resident (every phase's); auto, the session's
+ * default (features.md 3): the transformer and the video decoder, when they leave the room the other phases need;
+ * off frees them now */
 static int c_resident(session *s, const char *arg) {
     if (arg) {
-        if (parse_toggle("resident", arg, &s->st.resident)) return -1;
+        if (!strcmp(arg, "on")) s->st.resident = H3_RESIDENT_ALL;
+        else if (!strcmp(arg, "auto")) s->st.resident = H3_RESIDENT_AUTO;
+        else if (!strcmp(arg, "off")) s->st.resident = H3_RESIDENT_OFF;
+        else return say_error("!resident expects on, off or auto, got '%s'", arg);
         if (!s->st.resident) h3_gen_ctx_drop_models(s->ctx);
     }
-    printf("resident %s\n", s->st.resident ? "on: each phase's model stays loaded for the next generation"
-                                            : "off: each generation loads and frees every phase's weights");
+    printf("resident %s\n", s->st.resident == H3_RESIDENT_ALL ? "on: each phase's model stays loaded for the next generation"
+                           : s->st.resident == H3_RESIDENT_AUTO
+                               ? "auto: the transformer and the video decoder stay loaded for the next generation when "
+                                 "they leave the room the other phases need"
+                               : "off: each generation loads and frees every phase's weights");
     return 0;
 }
 
@@ -571,7 +581,8 @@ static const struct {
     {"reuse", "[N]", "velocity reuse, 1..32 (generation needs 1..3)", c_reuse, 1},
     {"layers", "[N]", "DiT blocks kept, 35..50", c_layers, 1},
     {"core-reuse", "[N]", "core residual refresh interval, 1..6", c_core_reuse, 1},
-    {"resident", "[on|off]", "keep each phase's model loaded between generations (--resident)", c_resident, 1},
+    {"resident", "[on|off|auto]", "the models kept between generations: every phase's (on, --resident), the transformer "
+     "and video decoder when they fit (auto, the default), none (off)", c_resident, 1},
     {"cache", "[clear]", "show / free the models kept by !resident", c_cache, 1},
     {"token-reduction", "[on|off]", "DiT middle blocks on paired video tokens (features.md 5.5)", c_token_reduction, 1},
     {"ssd-streaming", "[on|off]", "DiT blocks streamed from host memory through two GPU slots (features.md 7.3)", c_ssd_streaming, 1},
@@ -698,6 +709,7 @@ int cmd_session(const h3_request *r, int seed_given, int output_given, int zoom)
     session s;
     memset(&s, 0, sizeof s);
     s.st = *r;
+    if (!s.st.resident) s.st.resident = H3_RESIDENT_AUTO; /* features.md 3: a session keeps the prepared DiT and decoder */
     s.tp = (term_preview){term_graphics_detect(), zoom, stdout};
     if (s.st.preview) s.st.preview_user = &s.tp; /* --show: the session's own */
     s.seed_fixed = seed_given;
