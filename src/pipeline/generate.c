@@ -66,7 +66,7 @@ typedef struct gen {
     h3_mp4_writer    *mp4;
     int64_t           mp4_frames, mp4_samples;
     int               out_h, out_w;  /* output canvas; the model runs at g's (the render canvas, 5.6) */
-    struct resident  *res;           /* --resident (sessions): the models kept between requests, else NULL */
+    struct resident  *res;           /* sessions (--resident, the auto default): the models kept between requests, else NULL */
     struct cond_cache *cc;           /* the context's conditioning cache */
     int               cond_hit;      /* this request's conditioning came from cc */
     /* --show: the preview decoder kept during the denoising, and the loop's rows it previews */
@@ -88,6 +88,10 @@ typedef struct resident {
     audio_vae    *avae;
     video_vae    *vvae;
     char          te_key[RKEY], dit_key[RKEY], avae_key[RKEY], vvae_key[RKEY];
+    /* H3_RESIDENT_AUTO: the most GPU memory any other phase added in this context's generations, and the verdict
+     * that the kept models do not fit (set once, kept until the models are dropped: !resident off, !cache clear) */
+    int64_t       auto_need;
+    int           auto_off;
 } resident;
 
 static void resident_drop(resident *r) {
@@ -146,36 +150,69 @@ static void resident_trim_auto(resident *r) {
     r->te_key[0] = r->avae_key[0] = 0;
 }
 
-/* H3_RESIDENT_AUTO after a generation on a GPU: the kept transformer and video decoder stay only when the memory
- * left beside them covers the most any other phase of this generation added (its peak over its start: the text
- * encoder, the vision tower, the condition encoders, the audio decoder, the denoise and decode activations) plus
- * 2 GiB; the phases that made the kept models themselves do not count. Else they go now, so the next generation runs
- * phase by phase as a one-shot run does (an 80 GB GPU with the random text encoder's 45 GiB, say). Returns 1 kept. */
-static int resident_auto_fits(const gen *s, h3_backend *be, const resident *r) {
-    if (!r->dit && !r->vvae) return 1;
-    const char *cap = getenv("H3_SESSION_AVAILABLE_GIB"); /* tests: pretend the GPU leaves this much beside them */
-    h3_memory_stats ms = {0};
+/* H3_RESIDENT_AUTO: may the transformer stay, beside the decoders of this generation and the phases of the next? On a
+ * GPU only when it has the transformer's bytes plus AUTO_HEADROOM: the largest other phase measured at the release
+ * shapes (the random text encoder, 45 GiB), the video decoder's ~8 GiB and a margin; that is a 141 GB H200, not an
+ * 80 GB card (measured on the H200: the kept models peaked at 87.5 GiB beside the random text encoder). Not after a
+ * generation showed that they do not fit (auto_off). H3_SESSION_GPU_GIB=N pretends an N GiB GPU (tests). */
+#define AUTO_HEADROOM ((int64_t)60 << 30)
+static int resident_auto_room(const resident *r, h3_backend *be, const dit_model *m) {
+    if (r->auto_off) return 0;
+    const char *gib = getenv("H3_SESSION_GPU_GIB");
+    int64_t total;
     h3_err e;
-    if (!(cap && *cap)) {
+    if (gib && *gib) {
+        total = (int64_t)(atof(gib) * 1073741824.0);
+    } else {
         if (be->kind != H3_BACKEND_CUDA) return 1; /* host memory: file views, or the random weights made there */
+        h3_memory_stats ms;
         if (h3_memory_query(be, &ms, &e) != 0) return 0;
+        total = (int64_t)ms.total_bytes;
     }
-    int64_t need = 0;
+    const int64_t w = (int64_t)dit_gpu_weight_bytes(dit_get_config(m), dit_get_mode(m), &e);
+    if (total >= w + AUTO_HEADROOM) return 1;
+    fprintf(stderr, "h3: session: the transformer and the video decoder are not kept between generations: the GPU has "
+                    "%.1f GiB, keeping them takes the transformer's %.1f GiB + %.0f (!resident on keeps them anyway)\n",
+            total / 1073741824.0, w / 1073741824.0, AUTO_HEADROOM / 1073741824.0);
+    return 0;
+}
+
+/* H3_RESIDENT_AUTO after a generation that kept them, the second guard: the memory left beside the kept models must
+ * cover the most any other phase of this context's generations added over its start (its peak less its base; the
+ * phases that made the kept models do not count) plus 2 GiB, else they go now and stay off for the session. A
+ * conditioning-cache hit runs no text phase: the need is remembered across generations for that. Returns 1 kept. */
+static int resident_auto_fits(const gen *s, h3_backend *be, resident *r) {
+    if (!r->dit && !r->vvae) return 1;
     for (int i = 0; i < s->pg.nphases; i++) {
         const progress_phase *ph = &s->pg.phases[i];
         if (ph->peak_dev < 0 || ph->base_dev < 0) continue;
         if (!strncmp(ph->name, "make random transformer", 23) || !strncmp(ph->name, "load transformer", 16) ||
             !strncmp(ph->name, "prepare AdaLN tables", 20) || !strncmp(ph->name, "make random video VAE", 21))
             continue;
-        if (ph->peak_dev - ph->base_dev > need) need = ph->peak_dev - ph->base_dev;
+        if (ph->peak_dev - ph->base_dev > r->auto_need) r->auto_need = ph->peak_dev - ph->base_dev;
     }
-    const int64_t avail = cap && *cap ? (int64_t)(atof(cap) * 1073741824.0) : (int64_t)ms.available_bytes;
+    if (be->kind != H3_BACKEND_CUDA) return 1;
+    h3_memory_stats ms;
+    h3_err e;
+    if (h3_memory_query(be, &ms, &e) != 0) {
+        fprintf(stderr, "h3: session: the transformer and the video decoder are not kept: %s\n", e.msg);
+        return 0;
+    }
     const int64_t margin = (int64_t)2 << 30;
-    if (avail >= need + margin) return 1;
-    fprintf(stderr, "h3: session: the transformer and the video decoder are not kept for the next generation: %.1f GiB "
-                    "would be left beside them, this generation's phases needed up to %.1f GiB (+2); --resident keeps "
-                    "them anyway\n", avail / 1073741824.0, need / 1073741824.0);
+    if ((int64_t)ms.available_bytes >= r->auto_need + margin) return 1;
+    fprintf(stderr, "h3: session: the transformer and the video decoder are not kept between generations: %.1f GiB would "
+                    "be left beside them, the phases needed up to %.1f GiB (+2; !resident on keeps them anyway)\n",
+            ms.available_bytes / 1073741824.0, r->auto_need / 1073741824.0);
     return 0;
+}
+
+/* H3_RESIDENT_AUTO: the kept transformer and video decoder go; off = 1: and stay off for the rest of the session
+ * (until the models are dropped) */
+static void resident_auto_drop(resident *r, int off) {
+    dit_free(r->dit), video_vae_free(r->vvae);
+    r->dit = NULL, r->vvae = NULL;
+    r->dit_key[0] = r->vvae_key[0] = 0;
+    if (off) r->auto_off = 1;
 }
 
 static void path_in(const gen *s, const char *sub, char *out, size_t cap) { snapshot_path(out, cap, s->r->model_dir, sub); }
@@ -914,9 +951,11 @@ done:
     layout_free(L);
     sched_free(&vs);
     sched_free(&as);
-    /* released before the decoders load, unless --resident keeps it */
-    if (rc == 0 && res) resident_keep(res, (void **)&res->dit, res->dit_key, m, key, free_dit);
-    else dit_free(m);
+    /* released before the decoders load, unless --resident keeps it (the session default: when it has the room) */
+    if (rc == 0 && res && (s->r->resident != H3_RESIDENT_AUTO || resident_auto_room(res, be, m)))
+        resident_keep(res, (void **)&res->dit, res->dit_key, m, key, free_dit);
+    else
+        dit_free(m);
     return rc;
 }
 
@@ -1067,8 +1106,11 @@ static int phase_video(gen *s, h3_err *e) {
 done:
     free(z);
     free(fc.render);
-    if (rc == 0 && res) resident_keep(res, (void **)&res->vvae, res->vvae_key, v, key, free_vvae);
-    else video_vae_free(v);
+    /* the session default keeps the decoder only beside a kept transformer */
+    if (rc == 0 && res && (s->r->resident != H3_RESIDENT_AUTO || res->dit))
+        resident_keep(res, (void **)&res->vvae, res->vvae_key, v, key, free_vvae);
+    else
+        video_vae_free(v);
     return rc;
 }
 
@@ -1198,7 +1240,7 @@ static int phase_encode(gen *s, h3_err *e) {
 struct h3_gen_ctx {
     int         cuda, threads;   /* the backend every request of this context must ask for */
     h3_backend *be, *cpu;        /* NULL until started; cpu == be with --backend cpu */
-    resident    res;             /* --resident: the models kept between requests (on be / cpu) */
+    resident    res;             /* --resident / the session default: the models kept between requests (on be / cpu) */
     cond_cache  cc;              /* the last request's conditioning (host memory) */
 };
 
@@ -1327,11 +1369,10 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     if (!rc) rc = phase_video(&s, e);
     if (!rc) rc = phase_outputs(&s, e);
     if (!rc && r->profile) progress_report(&s.pg, stderr);
-    if (!rc && r->resident == H3_RESIDENT_AUTO && !resident_auto_fits(&s, c->be, &c->res)) {
-        dit_free(c->res.dit), video_vae_free(c->res.vvae);
-        c->res.dit = NULL, c->res.vvae = NULL;
-        c->res.dit_key[0] = c->res.vvae_key[0] = 0;
-    }
+    /* the session default: a failed generation (out of memory, say) keeps nothing; one that shows no room keeps
+     * nothing from then on */
+    if (r->resident == H3_RESIDENT_AUTO && rc) resident_auto_drop(&c->res, 0);
+    else if (r->resident == H3_RESIDENT_AUTO && !resident_auto_fits(&s, c->be, &c->res)) resident_auto_drop(&c->res, 1);
     h3_mp4_writer_free(s.mp4); /* a failed run: the temporary file goes, nothing half-written stays */
     presentation_free(&s.pres);
     cond_set_free(&s.cond);

@@ -19,8 +19,9 @@ int h3_generate(const h3_request *r, h3_err *e);
 
 /* A generation context: the backend(s) of --backend/--threads, kept from one request to the next
  * (the interactive session, docs/session.md), so CUDA's context, cuBLASLt/cuDNN plans and memory
- * pool are made once. Each request loads and frees every phase's weights (features.md 7.1), unless it
- * asks for --resident: then each phase's model stays loaded for the next request that needs the same one.
+ * pool are made once. Each request loads and frees every phase's weights (features.md 7.1), unless it asks
+ * for H3_RESIDENT_ALL (--resident: each phase's model stays loaded for the next request that needs the same one)
+ * or H3_RESIDENT_AUTO (a session's default: the transformer and the video decoder, when the GPU has the room).
  *
  * h3_gen_ctx_new records r's --backend and --threads and makes no backend yet; the backends are made
  * by h3_gen_ctx_start, or by the first h3_generate_in once its request's inputs were checked (so a
@@ -37,7 +38,7 @@ int  h3_gen_ctx_started(const h3_gen_ctx *c);
  * and the next request makes new ones. Returns as h3_generate. */
 int  h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e);
 void h3_gen_ctx_free(h3_gen_ctx *c);
-/* What the context keeps between requests: the models of --resident (request.h) and the last t2va prompt's
+/* What the context keeps between requests: the models of --resident / the session default (request.h) and the last t2va prompt's
  * embedding. h3_gen_ctx_models describes them into buf ("prompt embedding (N rows); text encoder (key); ...") and
  * returns the number of models; h3_gen_ctx_drop_models frees all of it. */
 int  h3_gen_ctx_models(const h3_gen_ctx *c, char *buf, size_t cap);

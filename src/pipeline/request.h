@@ -58,7 +58,7 @@ typedef struct h3_request {
     int         quant_fp8;     /* --quant fp8: the DiT blocks' linears as FP8 W8A8 (docs/fp8.md); bf16 only */
     int         resident;      /* sessions: H3_RESIDENT_ALL (--resident) keeps each phase's model for the next generation,
                                   H3_RESIDENT_AUTO (a session's default, features.md 3) the transformer and the video
-                                  decoder when they leave the room the other phases need; H3_RESIDENT_OFF: none */
+                                  decoder when the GPU has their room (generate.c resident_auto_room); H3_RESIDENT_OFF: none */
     int         ssd_streaming; /* --ssd-streaming (features.md 7.3): the DiT's main blocks streamed from host memory
                                   through two backend slots (automatic on CUDA when the resident model does not fit) */
     int         token_reduction; /* --token-reduction (features.md 5.5): pooled target-video tokens in middle blocks */

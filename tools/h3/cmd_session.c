@@ -3,8 +3,8 @@
  * One line of stdin at a time: a line starting with '!' is a command, any other non-blank line is a
  * prompt that generates at once with the current state (seeded by the start-up flags). The backend
  * (CUDA context, cuBLASLt/cuDNN plans, memory pool) is made once and kept between generations
- * (h3_gen_ctx); every generation loads and frees each phase's weights, unless --resident / !resident on
- * keeps each phase's model for the next generation that needs the same one.
+ * (h3_gen_ctx); by default (!resident auto) the transformer and the video decoder stay for the next generation when
+ * the GPU has the room, --resident / !resident on keeps each phase's model, !resident off none.
  *
  * Outputs of generation n go to the output directory (a fresh $TMPDIR/h3-XXXXXX, or !output's) as
  * video-NNNN.mp4; a start-up --frames-dir DIR becomes DIR/video-NNNN/, --wav A.wav and
@@ -497,7 +497,7 @@ static int c_again(session *s, const char *arg) {
 static int c_quit(session *s, const char *arg) { return 1; }
 
 /* !resident [on|off|auto]: the models kept between generations. on = --resident (every phase's); auto, the session's
- * default (features.md 3): the transformer and the video decoder, when they leave the room the other phases need;
+ * default (features.md 3): the transformer and the video decoder, when the GPU has their room;
  * off frees them now */
 static int c_resident(session *s, const char *arg) {
     if (arg) {
@@ -510,7 +510,7 @@ static int c_resident(session *s, const char *arg) {
     printf("resident %s\n", s->st.resident == H3_RESIDENT_ALL ? "on: each phase's model stays loaded for the next generation"
                            : s->st.resident == H3_RESIDENT_AUTO
                                ? "auto: the transformer and the video decoder stay loaded for the next generation when "
-                                 "they leave the room the other phases need"
+                                 "the GPU has their room"
                                : "off: each generation loads and frees every phase's weights");
     return 0;
 }
