@@ -71,6 +71,7 @@ typedef struct gen {
     int               cond_hit;      /* this request's conditioning came from cc */
     /* --show: the preview decoder kept during the denoising, and the loop's rows it previews */
     video_vae        *pv;
+    int               pv_borrowed;   /* pv is the session's kept video decoder (not freed after the loop) */
     const layout     *pv_L;
     const float      *pv_vrows, *pv_arows;
     h3_err            pv_err;        /* why a preview stopped the loop */
@@ -156,7 +157,7 @@ static void resident_trim_auto(resident *r) {
  * 80 GB card (measured on the H200: the kept models peaked at 87.5 GiB beside the random text encoder). Not after a
  * generation showed that they do not fit (auto_off). H3_SESSION_GPU_GIB=N pretends an N GiB GPU (tests). */
 #define AUTO_HEADROOM ((int64_t)60 << 30)
-static int resident_auto_room(const resident *r, h3_backend *be, const dit_model *m) {
+static int resident_auto_room(const resident *r, h3_backend *be, const dit_model *m, int random_weights) {
     if (r->auto_off) return 0;
     const char *gib = getenv("H3_SESSION_GPU_GIB");
     int64_t total;
@@ -164,7 +165,9 @@ static int resident_auto_room(const resident *r, h3_backend *be, const dit_model
     if (gib && *gib) {
         total = (int64_t)(atof(gib) * 1073741824.0);
     } else {
-        if (be->kind != H3_BACKEND_CUDA) return 1; /* host memory: file views, or the random weights made there */
+        /* the CPU: file weights are views of the page cache; random weights are host copies (66 GB at the release
+         * shapes, beside the next random text encoder's 67 GB): those go as in a one-shot run */
+        if (be->kind != H3_BACKEND_CUDA) return !random_weights;
         h3_memory_stats ms;
         if (h3_memory_query(be, &ms, &e) != 0) return 0;
         total = (int64_t)ms.total_bytes;
@@ -649,6 +652,13 @@ static video_vae *preview_vae_new(gen *s, h3_backend *be, h3_err *e) {
     char dir[4096];
     path_in(s, "vae", dir, sizeof dir);
     int parts = VIDEO_VAE_DECODER | (s->r->bf16 && be->kind == H3_BACKEND_CUDA ? VIDEO_VAE_BF16 : 0);
+    char key[RKEY], settings[32];
+    snprintf(settings, sizeof settings, "parts %d", parts);
+    model_key(s, dir, settings, RANDOM_VIDEO, key); /* phase_video's key: the same decoder */
+    if (s->res && s->res->vvae && !strcmp(s->res->vvae_key, key)) { /* features.md 3: the kept decoder serves */
+        s->pv_borrowed = 1;
+        return s->res->vvae;
+    }
     video_vae *v = NULL;
     begin_on(s, s->r->random_weights ? "make random preview VAE" : "load preview VAE", be, 0);
     if (s->r->random_weights) {
@@ -924,8 +934,8 @@ static int phase_dit(gen *s, h3_err *e) {
         fprintf(stderr, "h3: --ssd-streaming: %lld block copies, %.2f GB from host memory, %.2f s of host time in the "
                         "copy calls (waits for a free slot included), slots %.2f GiB\n", (long long)(st1.fills - st0.fills),
                 (st1.bytes - st0.bytes) / 1e9, st1.host_seconds - st0.host_seconds, st1.slot_bytes / (double)(1u << 30));
-    video_vae_free(s->pv);
-    s->pv = NULL;
+    if (!s->pv_borrowed) video_vae_free(s->pv);
+    s->pv = NULL, s->pv_borrowed = 0;
     if (s->r->layers < c->num_layers) { /* which blocks --layers dropped */
         char list[256];
         int n = 0, off = 0;
@@ -943,8 +953,8 @@ static int phase_dit(gen *s, h3_err *e) {
     if (denoise_unpack(L, VIDEO_CHANNELS, AUDIO_CHANNELS, vrows, arows, s->video_latents, s->audio_latents, e)) goto done;
     rc = 0;
 done:
-    video_vae_free(s->pv);
-    s->pv = NULL;
+    if (!s->pv_borrowed) video_vae_free(s->pv);
+    s->pv = NULL, s->pv_borrowed = 0;
     free(vrows);
     free(arows);
     free(ref_audio);
@@ -952,7 +962,7 @@ done:
     sched_free(&vs);
     sched_free(&as);
     /* released before the decoders load, unless --resident keeps it (the session default: when it has the room) */
-    if (rc == 0 && res && (s->r->resident != H3_RESIDENT_AUTO || resident_auto_room(res, be, m)))
+    if (rc == 0 && res && (s->r->resident != H3_RESIDENT_AUTO || resident_auto_room(res, be, m, s->r->random_weights)))
         resident_keep(res, (void **)&res->dit, res->dit_key, m, key, free_dit);
     else
         dit_free(m);

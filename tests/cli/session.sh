@@ -236,6 +236,11 @@ n_not=$(grep -c "^h3: session: the transformer and the video decoder are not kep
 if [ $rc -eq 0 ] && [ "$n_kept" -eq 0 ] && [ "$n_load" -eq 2 ] && [ "$n_not" -eq 2 ]; then ok
 else bad "session 9, no room: exit $rc, kept $n_kept (want 0), transformer loads $n_load (2), notes $n_not (2)"; fi
 same "auto without room = one-shot" "$tmp/one2.safetensors" "$tmp/s-0002.safetensors"
+# random weights on the CPU are host copies (66 GB at the release shapes): the default keeps them not
+out=$(printf '%s\n' "!seed 7" "!steps 2" "A red fox." "A red fox." |
+      TMPDIR="$tmp/t" "$H3" generate "${BASE[@]}" --random-weights -o '' --dump-latents "$tmp/rw.safetensors" 2>&1); rc=$?
+if [ $rc -eq 0 ] && ! grep -q "resident (kept" <<<"$out" && [ "$(grep -c '^make random transformer \[' <<<"$out")" -eq 2 ]
+then ok; else bad "session 9, random weights on the CPU: exit $rc: $out"; fi
 out=$(printf '%s\n' "!resident off" "!seed 7" "!steps 2" "A red fox." "A red fox." "!resident maybe" "!resident auto" |
       TMPDIR="$tmp/t" "$H3" generate "${BASE[@]}" -o '' --dump-latents "$tmp/o.safetensors" 2>&1)
 if ! grep -q "resident (kept" <<<"$out" && [ "$(grep -c '^load transformer \[' <<<"$out")" -eq 2 ] &&

@@ -6,7 +6,8 @@
 #    at --zoom x its size (width=128px at the default zoom 2);
 #  - the outputs (latents, frames, audio) are byte-identical with and without --show;
 #  - no graphics terminal: one warning line and no images; --zoom 0 is refused (exit 2);
-#  - the session's !show is refused without a graphics terminal and turns previews on with one.
+#  - the session's !show is refused without a graphics terminal and turns previews on with one; a session's kept video
+#    decoder serves the later generations' previews.
 set -u
 source "$(dirname "$0")/lib/common.bash"
 # a clean terminal environment, then the variables given
@@ -59,4 +60,13 @@ printf '!show on\nA red fox.\n!show off\nA red fox.\n!quit\n' | term KITTY_WINDO
     >"$tmp/s2.out" 2>"$tmp/s2.err"
 check "session with kitty: !show on, previews for the first generation only" \
     '[ $? = 0 ] && grep -q "^show on" "$tmp/s2.out" && [ "$(grep -ac "${ESC}_Ga=T" "$tmp/s2.out")" = 126 ]'
+# the session's default keeps the video decoder: the second generation's previews come from it (features.md 3: the
+# kept decoder serves as the preview decoder), the same images as the first's (the same seed and prompt)
+printf '!show on\nA red fox.\nA red fox.\n!quit\n' | term KITTY_WINDOW_ID=1 "$H3" generate "${SBASE[@]}" \
+    >"$tmp/s3.out" 2>"$tmp/s3.err"
+check "session with kitty: two generations, 2 x 126 images" '[ $? = 0 ] && [ "$(grep -ac "${ESC}_Ga=T" "$tmp/s3.out")" = 252 ]'
+check "session: the second generation's previews from the kept decoder (one preview decoder loaded)" \
+    '[ "$(grep -c "^load preview VAE" "$tmp/s3.err")" = 1 ] && grep -q "^h3: video VAE decoder resident" "$tmp/s3.err"'
+grep -a "${ESC}_Ga=T" "$tmp/s3.out" | head -126 >"$tmp/s3a"; grep -a "${ESC}_Ga=T" "$tmp/s3.out" | tail -126 >"$tmp/s3b"
+check "session: the kept decoder's previews and frames = the first generation's" 'cmp -s "$tmp/s3a" "$tmp/s3b"'
 echo "RESULT $pass $fail"
