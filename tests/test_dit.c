@@ -50,6 +50,15 @@ static int golden_load(const char *path, golden *g, h3_err *e) {
     return 0;
 }
 
+/* golden_load for a test: on failure one failed check with the reason, g freed, returns -1 */
+static int golden_open(const char *path, golden *g) {
+    h3_err e = {{0}};
+    if (golden_load(path, g, &e) == 0) return 0;
+    CHECK(0, "%s", e.msg);
+    golden_free(g);
+    return -1;
+}
+
 static h3_tensor *load_out(const char *path, const char *name) {
     h3_err e;
     st_set *s = st_set_open(path, &e);
@@ -96,11 +105,7 @@ static void test_case(h3_backend *be, const char *cas, const char *diff_dir, con
     h3_err e = {{0}};
     golden g;
     snprintf(path, sizeof path, FIX "golden/dit/%s.in.safetensors", cas);
-    if (golden_load(path, &g, &e) != 0) {
-        CHECK(0, "%s", e.msg);
-        golden_free(&g);
-        return;
-    }
+    if (golden_open(path, &g) != 0) return;
     snprintf(path, sizeof path, FIX "golden/dit/%s.out.safetensors", cas);
     h3_tensor *ref_v = load_out(path, "sample"), *ref_a = load_out(path, "audio_sample");
     snprintf(path, sizeof path, FIX "golden/dit/%s.bf16.out.safetensors", cas);
@@ -161,11 +166,7 @@ static void test_fp8(h3_backend *be, const char *cas, const char *diff_dir, cons
     h3_err e = {{0}};
     golden g;
     snprintf(path, sizeof path, FIX "golden/dit/%s.in.safetensors", cas);
-    if (golden_load(path, &g, &e) != 0) {
-        CHECK(0, "%s", e.msg);
-        golden_free(&g);
-        return;
-    }
+    if (golden_open(path, &g) != 0) return;
     snprintf(path, sizeof path, FIX "golden/dit/%s.out.safetensors", cas);
     h3_tensor *ref_v = load_out(path, "sample"), *ref_a = load_out(path, "audio_sample");
     run_out o8[2] = {{0}}, o16 = {0};
@@ -211,11 +212,7 @@ static void test_token_reduction(h3_backend *be, const char *cas, const char *di
     h3_err e = {{0}};
     golden g;
     snprintf(path, sizeof path, FIX "golden/dit/%s.in.safetensors", cas);
-    if (golden_load(path, &g, &e) != 0) {
-        CHECK(0, "%s", e.msg);
-        golden_free(&g);
-        return;
-    }
+    if (golden_open(path, &g) != 0) return;
     const char *dirs[2] = {diff_dir, orig_dir};
     run_out plain = {0}, same = {0}, part[2] = {{0}}, tail = {0};
     for (int layout = 0; layout < 2; layout++) {
@@ -280,11 +277,7 @@ static void test_token_reduction(h3_backend *be, const char *cas, const char *di
 static void test_adaln_cache(h3_backend *be) {
     h3_err e = {{0}};
     golden g;
-    if (golden_load(FIX "golden/dit/fl2va.in.safetensors", &g, &e) != 0) {
-        CHECK(0, "%s", e.msg);
-        golden_free(&g);
-        return;
-    }
+    if (golden_open(FIX "golden/dit/fl2va.in.safetensors", &g) != 0) return;
     dit_model *m = dit_load(be, FIX "tiny/transformer", 1, &e);
     CHECK(m != NULL, "%s", e.msg);
     if (!m) {
@@ -338,11 +331,7 @@ static void test_adaln_cache(h3_backend *be) {
 static void test_errors(h3_backend *be) {
     h3_err e = {{0}};
     golden g;
-    if (golden_load(FIX "golden/dit/t2va.in.safetensors", &g, &e) != 0) {
-        CHECK(0, "%s", e.msg);
-        golden_free(&g);
-        return;
-    }
+    if (golden_open(FIX "golden/dit/t2va.in.safetensors", &g) != 0) return;
     dit_model *m = dit_load(be, FIX "tiny/transformer", 0, &e);
     CHECK(m != NULL, "%s", e.msg);
     if (!m) {
@@ -811,11 +800,7 @@ static void stream_case(h3_backend *be, const char *label, const char *dir, int 
 static void stream_reduce_core(h3_backend *be) {
     h3_err e = {{0}};
     golden g;
-    if (golden_load(FIX "golden/dit/t2va.in.safetensors", &g, &e) != 0) {
-        CHECK(0, "%s", e.msg);
-        golden_free(&g);
-        return;
-    }
+    if (golden_open(FIX "golden/dit/t2va.in.safetensors", &g) != 0) return;
     dit_model *a = dit_load(be, FIX "tiny/transformer", DIT_BF16, &e);
     dit_model *b = a ? dit_load(be, FIX "tiny/transformer", DIT_BF16 | DIT_STREAM, &e) : NULL;
     CHECK(a && b, "models: %s", e.msg);

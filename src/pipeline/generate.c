@@ -95,12 +95,22 @@ typedef struct resident {
     int           auto_off;
 } resident;
 
+/* Frees the kept text encoder + tokenizer + audio decoder (phases) and / or transformer + video decoder (core). */
+static void resident_free(resident *r, int phases, int core) {
+    if (phases) {
+        text_encoder_free(r->te), tokenizer_free(r->tok), audio_vae_free(r->avae);
+        r->te = NULL, r->tok = NULL, r->avae = NULL;
+        r->te_key[0] = r->avae_key[0] = 0;
+    }
+    if (core) {
+        dit_free(r->dit), video_vae_free(r->vvae);
+        r->dit = NULL, r->vvae = NULL;
+        r->dit_key[0] = r->vvae_key[0] = 0;
+    }
+}
+
 static void resident_drop(resident *r) {
-    text_encoder_free(r->te);
-    tokenizer_free(r->tok);
-    dit_free(r->dit);
-    audio_vae_free(r->avae);
-    video_vae_free(r->vvae);
+    resident_free(r, 1, 1);
     memset(r, 0, sizeof *r);
 }
 
@@ -140,15 +150,6 @@ static void resident_keep(resident *r, void **slot, char *slot_key, void *p, con
     if (*slot) free_fn(*slot);
     *slot = p;
     snprintf(slot_key, RKEY, "%s", key);
-}
-
-/* H3_RESIDENT_AUTO keeps only the transformer and the video decoder: what --resident kept of the others goes. */
-static void resident_trim_auto(resident *r) {
-    text_encoder_free(r->te);
-    tokenizer_free(r->tok);
-    audio_vae_free(r->avae);
-    r->te = NULL, r->tok = NULL, r->avae = NULL;
-    r->te_key[0] = r->avae_key[0] = 0;
 }
 
 /* H3_RESIDENT_AUTO: may the transformer stay, beside the decoders of this generation and the phases of the next? On a
@@ -207,15 +208,6 @@ static int resident_auto_fits(const gen *s, h3_backend *be, resident *r) {
                     "be left beside them, the phases needed up to %.1f GiB (+2; !resident on keeps them anyway)\n",
             ms.available_bytes / 1073741824.0, r->auto_need / 1073741824.0);
     return 0;
-}
-
-/* H3_RESIDENT_AUTO: the kept transformer and video decoder go; off = 1: and stay off for the rest of the session
- * (until the models are dropped) */
-static void resident_auto_drop(resident *r, int off) {
-    dit_free(r->dit), video_vae_free(r->vvae);
-    r->dit = NULL, r->vvae = NULL;
-    r->dit_key[0] = r->vvae_key[0] = 0;
-    if (off) r->auto_off = 1;
 }
 
 static void path_in(const gen *s, const char *sub, char *out, size_t cap) { snapshot_path(out, cap, s->r->model_dir, sub); }
@@ -648,13 +640,21 @@ done:
 /* ---- --show (features.md 2): previews ---- */
 
 /* The preview decoder (the video VAE decoder the final decode uses, same parts), made or loaded for the denoising. */
-static video_vae *preview_vae_new(gen *s, h3_backend *be, h3_err *e) {
-    char dir[4096];
-    path_in(s, "vae", dir, sizeof dir);
-    int parts = VIDEO_VAE_DECODER | (s->r->bf16 && be->kind == H3_BACKEND_CUDA ? VIDEO_VAE_BF16 : 0);
-    char key[RKEY], settings[32];
+/* The video decoder a request decodes with on be: its folder, parts and cache key. On the GPU, --precision bf16
+ * decodes with the bf16 decoder (the reference decodes under autocast); the CPU keeps the fp32 decoder, the
+ * numerical reference. */
+static int video_decoder_key(const gen *s, const h3_backend *be, char *dir, size_t cap, char *key) {
+    path_in(s, "vae", dir, cap);
+    const int parts = VIDEO_VAE_DECODER | (s->r->bf16 && be->kind == H3_BACKEND_CUDA ? VIDEO_VAE_BF16 : 0);
+    char settings[32];
     snprintf(settings, sizeof settings, "parts %d", parts);
-    model_key(s, dir, settings, RANDOM_VIDEO, key); /* phase_video's key: the same decoder */
+    model_key(s, dir, settings, RANDOM_VIDEO, key);
+    return parts;
+}
+
+static video_vae *preview_vae_new(gen *s, h3_backend *be, h3_err *e) {
+    char dir[4096], key[RKEY];
+    const int parts = video_decoder_key(s, be, dir, sizeof dir, key); /* phase_video's: the same decoder */
     if (s->res && s->res->vvae && !strcmp(s->res->vvae_key, key)) { /* features.md 3: the kept decoder serves */
         s->pv_borrowed = 1;
         return s->res->vvae;
@@ -880,7 +880,7 @@ static int phase_dit(gen *s, h3_err *e) {
     denoise_args da = {.L = L, .text = s->text, .video_sched = &vs, .audio_sched = &as, .video_rows = vrows,
                        .audio_rows = arows, .progress = denoise_progress, .progress_user = s, .reuse = s->r->reuse,
                        .layers = s->r->layers, .core_reuse = s->r->core_reuse,
-                       .release_adaln = 1 /* spec 4.5: tables cached, 39% of the weights dropped */};
+                       .release_adaln = 0 /* done below, in the tables' load phase (spec 4.5: 39% of the weights) */};
     if (g->width == 256 && g->height == 256 && !s->r->reference_rope) { /* features.md 5.7 */
         da.rope_spatial_scale = 0.5f;
         fprintf(stderr, "h3: 256x256: spatial RoPE coordinates halved against lattice artefacts (features.md 5.7; "
@@ -916,9 +916,9 @@ static int phase_dit(gen *s, h3_err *e) {
     if (!denoise_tables_cached(m, &da)) { /* the AdaLN tables: weight preparation (host-resident projections on GPUs) */
         begin_on(s, "prepare AdaLN tables", be, 0);
         if (denoise_prepare(m, &da, e) || phase_check(be, e)) goto done;
-        /* the projections' memory goes back here, in this load phase, not in the loop's first step (denoise_run's
-         * own call is then a no-op): freeing random weights' 26 GB of host memory took ~1.5 s on a lent machine */
-        if (da.release_adaln) dit_release_adaln(m);
+        /* the projections' memory goes back here, in this load phase, not in the loop's first step: freeing random
+         * weights' 26 GB of host memory took ~1.5 s on a lent machine (tables cached: released when they were built) */
+        dit_release_adaln(m);
         progress_end(&s->pg);
     }
     begin_on(s, "denoise", be, sched_evaluations(&vs));
@@ -1056,15 +1056,9 @@ static int frame_sink(void *ctx, int64_t index, const float *frame, h3_err *e) {
 }
 
 static int phase_video(gen *s, h3_err *e) {
-    char dir[4096];
-    path_in(s, "vae", dir, sizeof dir);
     h3_backend *be = phase_backend(s, "video VAE decoder", 1, "");
-    /* On the GPU, --precision bf16 decodes with the bf16 decoder (the reference decodes under
-     * autocast); the CPU keeps the fp32 decoder, the numerical reference. */
-    int parts = VIDEO_VAE_DECODER | (s->r->bf16 && be->kind == H3_BACKEND_CUDA ? VIDEO_VAE_BF16 : 0);
-    char key[RKEY], settings[32];
-    snprintf(settings, sizeof settings, "parts %d", parts);
-    model_key(s, dir, settings, RANDOM_VIDEO, key);
+    char dir[4096], key[RKEY];
+    const int parts = video_decoder_key(s, be, dir, sizeof dir, key);
     resident *res = s->res;
     video_vae *v = res ? resident_take(res, (void **)&res->vvae, res->vvae_key, key, free_vvae) : NULL;
     if (v) {
@@ -1347,7 +1341,7 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     s.cc = &c->cc;
     if (r->resident) s.res = &c->res;
     else resident_drop(&c->res); /* !resident off: the kept models go */
-    if (r->resident == H3_RESIDENT_AUTO) resident_trim_auto(&c->res);
+    if (r->resident == H3_RESIDENT_AUTO) resident_free(&c->res, 1, 0); /* what --resident kept of the others goes */
     if (r->cuda) s.pg.device = s.be; /* --profile's peak GPU memory per phase */
     char canvas[64];
     if (s.out_w != s.g.width || s.out_h != s.g.height)
@@ -1381,8 +1375,12 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     if (!rc && r->profile) progress_report(&s.pg, stderr);
     /* the session default: a failed generation (out of memory, say) keeps nothing; one that shows no room keeps
      * nothing from then on */
-    if (r->resident == H3_RESIDENT_AUTO && rc) resident_auto_drop(&c->res, 0);
-    else if (r->resident == H3_RESIDENT_AUTO && !resident_auto_fits(&s, c->be, &c->res)) resident_auto_drop(&c->res, 1);
+    if (r->resident == H3_RESIDENT_AUTO && rc) {
+        resident_free(&c->res, 0, 1);
+    } else if (r->resident == H3_RESIDENT_AUTO && !resident_auto_fits(&s, c->be, &c->res)) {
+        resident_free(&c->res, 0, 1);
+        c->res.auto_off = 1;
+    }
     h3_mp4_writer_free(s.mp4); /* a failed run: the temporary file goes, nothing half-written stays */
     presentation_free(&s.pres);
     cond_set_free(&s.cond);
