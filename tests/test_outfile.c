@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -113,6 +114,9 @@ int main(void) {
         const char *t = strstr(o->tmp, want);
         CHECK(!strncmp(o->tmp, dir, strlen(dir)) && t && strlen(t + strlen(want)) == 12, "temp name %s", o->tmp);
         CHECK(write(o->fd, "new", 3) == 3, "write");
+        int probe = open(o->tmp, O_RDONLY);
+        CHECK(probe >= 0 && flock(probe, LOCK_EX | LOCK_NB) != 0, "the open temporary is not locked");
+        if (probe >= 0) close(probe);
         CHECK(lstat(P("out.bin"), &sb) != 0, "nothing at the target before the commit");
         CHECK(h3_outfile_commit(o, 1, &e) == 0 && has(P("out.bin"), "new"), "%s", e.msg);
         h3_outfile_free(o);
@@ -221,7 +225,14 @@ int main(void) {
     mkdir(P(kd), 0755);
     snprintf(other, sizeof other, "%s/notes.txt", kd);
     put(P(other), "mine");
+    char k6[128]; /* a dead pid's name, but its writer (another host, another PID namespace) holds the lock */
+    snprintf(k6, sizeof k6, ".h.mp4.h3tmp-%d-abcdefghijkl", dead);
+    put(P(k6), "mine");
+    int held = open(P(k6), O_RDONLY);
+    CHECK(held >= 0 && flock(held, LOCK_EX) == 0, "flock");
     int removed = h3_out_sweep(P("a.mp4"), NULL);
+    CHECK(has(P(k6), "mine"), "sweep removed a locked temporary");
+    if (held >= 0) close(held);
     CHECK(removed == 3, "swept %d, want 3", removed);
     CHECK(lstat(P(n1), &sb) != 0 && lstat(P(n2), &sb) != 0 && lstat(P(n3), &sb) != 0, "stale temporaries left");
     CHECK(has(P(k1), "mine") && has(P(k2), "mine") && has(P(k3), "mine") && has(P(k4), "mine"), "sweep removed a non-stale name");

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -184,6 +185,10 @@ int h3_out_sweep(const char *path, h3_out_accept accept)
         if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) continue;  /* links, FIFOs, ...: never ours */
         int dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
         if (!dead && now - sb.st_mtime < STALE_SECS) continue;
+        int lfd = openat(dfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        int locked = lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        if (lfd >= 0) close(lfd);
+        if (locked) continue; /* its writer is alive somewhere */
         if (S_ISREG(sb.st_mode)) {
             if (unlinkat(dfd, de->d_name, 0) == 0) removed++;
         } else {
@@ -253,10 +258,14 @@ static char *make_temp(const char *path, h3_out_kind kind, int *fd)
         int ok;
         if (kind == H3_OUT_DIR) {
             ok = mkdir(tmp, 0777) == 0;
+            if (ok) *fd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC); /* held for the lock */
         } else {
             *fd = h3_out_create(tmp);
             ok = *fd >= 0;
         }
+        /* held until the rename: a sweep from another host or PID namespace, where our pid means nothing,
+         * sees the lock and leaves the temporary alone */
+        if (ok && *fd >= 0) flock(*fd, LOCK_EX | LOCK_NB);
         if (ok) return tmp;
         if (errno != EEXIST) break;
     }
@@ -277,12 +286,12 @@ h3_outfile *h3_outfile_open(const char *what, const char *path_in, h3_out_kind k
     }
     size_t len = strlen(o->path);
     while (len > 1 && o->path[len - 1] == '/') o->path[--len] = 0;  /* a directory "out/" -> "out" */
-    o->fd = -1;
+    o->fd = o->dirfd = -1;
     o->kind = kind;
     o->accept = accept;
     o->slot = -1;
     h3_out_sweep(o->path, accept);
-    o->tmp = make_temp(o->path, kind, &o->fd);
+    o->tmp = make_temp(o->path, kind, kind == H3_OUT_DIR ? &o->dirfd : &o->fd);
     if (!o->tmp) {
         FAILP(e, what, o->path, "cannot create a temporary %s beside it: %s", kind == H3_OUT_DIR ? "directory" : "file",
               strerror(errno));
@@ -311,13 +320,8 @@ static int rename_noreplace(const char *from, const char *to, int is_dir)
 int h3_outfile_commit(h3_outfile *o, int replace, h3_err *e)
 {
     if (!o->tmp) return FAILP(e, o->what, o->path, "already written");
-    if (o->fd >= 0) {
-        int bad = fsync(o->fd) != 0 && errno != EINVAL && errno != EROFS;
-        int err = errno;
-        if (close(o->fd) != 0 && !bad) bad = 1, err = errno;
-        o->fd = -1;
-        if (bad) return FAILP(e, o->what, o->path, "cannot write: %s", strerror(err));
-    }
+    if (o->fd >= 0 && fsync(o->fd) != 0 && errno != EINVAL && errno != EROFS) /* closed (unlocked) after the rename */
+        return FAILP(e, o->what, o->path, "cannot write: %s", strerror(errno));
     if (h3_out_check(o->what, o->path, o->kind, o->accept, e)) return -1;  /* again: the target may have changed */
     h3_out_unclaim(o->path, 0);  /* before the rename: a signal now leaves the placeholder, never the real output */
     struct stat sb;
@@ -333,17 +337,21 @@ int h3_outfile_commit(h3_outfile *o, int replace, h3_err *e)
         rc = 0;
     } else {
         /* no RENAME_EXCHANGE on this filesystem: the old directory moves aside (onto a fresh empty temporary) */
-        int unused = -1;
-        char *old = make_temp(o->path, H3_OUT_DIR, &unused);
+        int lock = -1;
+        char *old = make_temp(o->path, H3_OUT_DIR, &lock);
         int slot = old ? slot_add(old, S_DIR, o->accept) : -1;
         rc = old && rename(o->path, old) == 0 && rename(o->tmp, o->path) == 0 ? 0 : -1;
         int err = errno;
         if (old) remove_dir(old, o->accept);
+        if (lock >= 0) close(lock);
         slot_clear(slot);
         free(old);
         errno = err;
     }
     if (rc) return FAILP(e, o->what, o->path, "cannot rename the temporary into place: %s", strerror(errno));
+    if (o->fd >= 0) close(o->fd);
+    if (o->dirfd >= 0) close(o->dirfd);
+    o->fd = o->dirfd = -1;
     slot_clear(o->slot);
     o->slot = -1;
     free(o->tmp);
@@ -355,6 +363,7 @@ void h3_outfile_free(h3_outfile *o)
 {
     if (!o) return;
     if (o->fd >= 0) close(o->fd);
+    if (o->dirfd >= 0) close(o->dirfd);
     if (o->tmp) {
         if (o->kind == H3_OUT_DIR) remove_dir(o->tmp, o->accept);
         else unlink(o->tmp);

@@ -11,7 +11,8 @@
  *   h3_outfile_cleanup_signal empties async-signal-safely: the CLI calls it from its SIGTERM/SIGINT handler
  *   (the library installs no handler).
  * - Opening a temporary sweeps the target's folder of stale temporaries of ours: a name of exactly that
- *   pattern, a regular file or a directory (not a link), whose pid is not alive or that is older than 7 days.
+ *   pattern, a regular file or a directory (not a link), whose pid is not alive or that is older than 7 days,
+ *   and that no live writer holds the flock of (every temporary is locked until its rename).
  *   A stale directory loses only the entries the writer's accept() names, then goes if it is empty. */
 #ifndef H3_OUTFILE_H
 #define H3_OUTFILE_H
@@ -35,7 +36,8 @@ int h3_out_check(const char *what, const char *path, h3_out_kind kind, h3_out_ac
 typedef struct h3_outfile {
     char         *path;   /* the target */
     char         *tmp;    /* the temporary (file or directory); NULL once committed */
-    int           fd;     /* the temporary file, open for writing (kind FILE; -1 after commit or for DIR) */
+    int           fd;     /* the temporary file, open for writing (kind FILE; -1 after commit) */
+    int           dirfd;  /* kind DIR: the temporary directory, open for its lock (-1 otherwise) */
     h3_out_kind   kind;
     h3_out_accept accept;
     int           slot;   /* its entry in the cleanup table, or -1 when the table was full */
