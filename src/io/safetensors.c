@@ -630,7 +630,8 @@ static int write_all(int fd, const void *buf, size_t n) {
     return 0;
 }
 
-int st_writer_save(st_writer *w, const char *path, const char *metadata_json, h3_err *e) {
+int st_writer_save_to(st_writer *w, h3_outfile *o, const char *metadata_json, h3_err *e) {
+    if (!o || o->fd < 0) return h3_fail(e, "safetensors writer: no open output");
     json_t *root = json_object();
     if (metadata_json) {
         json_error_t je;
@@ -659,33 +660,22 @@ int st_writer_save(st_writer *w, const char *path, const char *metadata_json, h3
     json_decref(root);
     if (!hdr) return h3_fail(e, "safetensors writer: cannot serialize the header");
     size_t hl = strlen(hdr), padded = (hl + 7) / 8 * 8;
-    char *tmp = malloc(strlen(path) + 16);
-    sprintf(tmp, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int rc = h3_fail(e, "%s: cannot create a temporary file: %s", path, strerror(errno));
-        free(hdr);
-        free(tmp);
-        return rc;
-    }
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+    int fd = o->fd;
     int bad = write_all(fd, len8, 8) || write_all(fd, hdr, hl);
     for (size_t i = hl; i < padded && !bad; i++) bad = write_all(fd, " ", 1);
     for (int i = 0; i < w->n && !bad; i++) bad = write_all(fd, w->items[i].data, w->items[i].nbytes);
     free(hdr);
-    if (!bad) bad = fsync(fd) != 0;
-    if (close(fd) != 0) bad = 1;
-    if (!bad) {
-        if (fchmodat(AT_FDCWD, tmp, 0644, 0) != 0) { /* mkstemp makes 0600 */ }
-        bad = rename(tmp, path) != 0;
-    }
-    if (bad) {
-        int rc = h3_fail(e, "%s: write failed: %s", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return rc;
-    }
-    free(tmp);
+    if (bad) return h3_fail(e, "%s: write failed: %s", o->path, strerror(errno));
     return 0;
+}
+
+int st_writer_save(st_writer *w, const char *path, const char *metadata_json, h3_err *e) {
+    h3_outfile *o = h3_outfile_open("", path, H3_OUT_FILE, NULL, e);
+    if (!o) return -1;
+    int rc = st_writer_save_to(w, o, metadata_json, e);
+    if (!rc) rc = h3_outfile_commit(o, 1, e);
+    h3_outfile_free(o);
+    return rc;
 }

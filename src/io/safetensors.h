@@ -11,6 +11,7 @@
 
 #include "../core/error.h"
 #include "../core/tensor.h"
+#include "outfile.h"
 
 typedef struct st_entry {
     char    *name;
@@ -65,7 +66,10 @@ int        st_writer_add(st_writer *w, const char *name, h3_dtype dtype, int ndi
                          const void *data, h3_err *e);
 int        st_writer_add_tensor(st_writer *w, const char *name, const h3_tensor *t, h3_err *e);
 /* metadata: optional JSON object text for "__metadata__" (string values only), or NULL. */
+/* Written through a temporary beside path (outfile.h) and renamed into place. */
 int        st_writer_save(st_writer *w, const char *path, const char *metadata_json, h3_err *e);
+/* Writes into an opened output's temporary file (h3_outfile_open); the caller commits (h3_outfile_commit). */
+int        st_writer_save_to(st_writer *w, h3_outfile *o, const char *metadata_json, h3_err *e);
 void       st_writer_free(st_writer *w);
 
 

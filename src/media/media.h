@@ -1,8 +1,10 @@
 /* Media in and out through FFmpeg's libraries (libavformat/libavcodec/libswscale/libswresample).
  *
  * Out: an MP4 (H.264 yuv420p + AAC, 24 fps, 32 kHz stereo; features.md 8.1), PNG frames into a
- * directory (8.2), a WAV file, a single PNG. Every output is written to a temporary name in the
- * target folder and renamed into place, so a failed write leaves nothing half-written.
+ * directory (8.2), a WAV file, a single PNG. Every output is written to a temporary in the target
+ * folder and renamed into place (src/io/outfile.h), so a failed write leaves nothing half-written.
+ * The *_to variants write into an output opened beforehand (h3_outfile_open, e.g. before hours of
+ * compute) and leave the commit to the caller.
  *
  * In: images (PNG, JPEG, WebP) -> RGB uint8; videos -> RGB uint8 frames resampled onto 24 fps by
  * the reference's whole-frame rule (text_encoder.md 3.1, diffusers before_encoder.py) plus the
@@ -20,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../core/error.h"
+#include "../io/outfile.h"
 
 #define H3_MEDIA_FPS         24     /* the model's frame rate (features.md 0) */
 #define H3_MEDIA_SAMPLE_RATE 32000  /* the audio VAE's sample rate (audio_vae.md 7) */
@@ -140,12 +143,18 @@ int  h3_mp4_writer_frames(h3_mp4_writer *w, const h3_frames_view *frames, h3_err
 int  h3_mp4_writer_audio(h3_mp4_writer *w, const float *left, const float *right, int64_t samples,
                          h3_err *e);
 int  h3_mp4_writer_close(h3_mp4_writer *w, h3_err *e);
+/* The same writer on an opened output (kind FILE): close finishes the file, the caller commits o (after
+ * h3_mp4_writer_free, or before: the writer does not touch o after close) and frees it. */
+h3_mp4_writer *h3_mp4_writer_new_to(h3_outfile *o, int width, int height, int with_audio,
+                                    const h3_mp4_opts *opts, h3_err *e);
 void h3_mp4_writer_free(h3_mp4_writer *w);
 
 /* PNG frames dir/frame_00000.png, ... The directory is assembled under a temporary name and
  * renamed into place; an existing directory is replaced only if it holds nothing but
  * frame_*.png files (anything else is an error, so user files are never deleted). */
 int h3_write_png_frames(const char *dir, const h3_frames_view *frames, h3_err *e);
+/* Into an opened output of kind DIR (accept h3_out_frame_name); the caller commits and frees o. */
+int h3_write_png_frames_to(h3_outfile *o, const h3_frames_view *frames, h3_err *e);
 
 /* One PNG image (rgb [height][width][3]). */
 int h3_write_png(const char *path, const uint8_t *rgb, int height, int width, h3_err *e);
@@ -154,5 +163,8 @@ int h3_write_png(const char *path, const uint8_t *rgb, int height, int width, h3
  * (round(x * 32768) clipped to [-32768, 32767], FFmpeg's convention). */
 int h3_write_wav(const char *path, const float *audio, int channels, int64_t samples,
                  int sample_rate, int bits, h3_err *e);
+/* Into an opened output of kind FILE; the caller commits and frees o. */
+int h3_write_wav_to(h3_outfile *o, const float *audio, int channels, int64_t samples, int sample_rate,
+                    int bits, h3_err *e);
 
 #endif

@@ -1,14 +1,14 @@
-/* Shared helpers of the FFmpeg media build: logging, errors, temp names, frame views. */
+/* Shared helpers of the FFmpeg media build: logging, errors, AVIO on a descriptor, frame views. */
 #include "media_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <stdio.h>
 #include <libavutil/error.h>
 #include <libavutil/log.h>
+#include <libavutil/mem.h>
+#include <libavformat/avformat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,64 +27,52 @@ const char *media_averr(int code, char buf[128])
     return buf;
 }
 
-/* 12 random letters for temporary names (getrandom; no shared state). */
-static void random_suffix(char out[13])
+/* AVIO on an open file descriptor (the temporary of h3_outfile_open): the muxers write and seek there, so no
+ * file is opened again by name. */
+#if LIBAVFORMAT_VERSION_MAJOR >= 61
+static int fd_write(void *opaque, const uint8_t *buf, int n)
+#else
+static int fd_write(void *opaque, uint8_t *buf, int n)
+#endif
 {
-    static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    unsigned char r[12] = {0};
-    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
-        unsigned long x = (unsigned long)getpid() * 2654435761u ^ (unsigned long)clock();
-        for (int i = 0; i < 12; i++) r[i] = (unsigned char)(x >> (i * 5));
+    int fd = *(int *)opaque;
+    for (int done = 0; done < n;) {
+        ssize_t k = write(fd, buf + done, (size_t)(n - done));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return AVERROR(k < 0 ? errno : EIO);
+        done += (int)k;
     }
-    for (int i = 0; i < 12; i++) out[i] = abc[r[i] % 62];
-    out[12] = 0;
+    return n;
 }
 
-/* Creates "<prefix>.h3tmp-XXXXXXXXXXXX" as a file (O_EXCL, mode 0666 less the umask, like any
- * output) or a directory (0777 less the umask). Returns the malloc'd name. */
-static char *create_temp(const char *prefix, int is_dir, const char *what, h3_err *e)
+static int64_t fd_seek(void *opaque, int64_t off, int whence)
 {
-    size_t n = strlen(prefix) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) { h3_fail(e, "%s: out of memory", what); return NULL; }
-    for (int attempt = 0; attempt < 100; attempt++) {
-        char sfx[13];
-        random_suffix(sfx);
-        snprintf(tmp, n, "%s.h3tmp-%s", prefix, sfx);
-        int ok;
-        if (is_dir) {
-            ok = mkdir(tmp, 0777) == 0;
-        } else {
-            int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-            ok = fd >= 0;
-            if (ok) close(fd);
-        }
-        if (ok) return tmp;
-        if (errno != EEXIST) break;
+    int fd = *(int *)opaque;
+    if (whence & AVSEEK_SIZE) {
+        struct stat sb;
+        return fstat(fd, &sb) == 0 ? (int64_t)sb.st_size : AVERROR(errno);
     }
-    h3_fail(e, "%s: cannot create a temporary %s next to it: %s", what, is_dir ? "directory" : "file", strerror(errno));
-    free(tmp);
-    return NULL;
+    off_t r = lseek(fd, (off_t)off, whence & ~AVSEEK_FORCE);
+    return r < 0 ? AVERROR(errno) : (int64_t)r;
 }
 
-char *media_temp_file(const char *path, h3_err *e)
+AVIOContext *media_avio_fd(int *fd)
 {
-    const char *slash = strrchr(path, '/');
-    size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
-    const char *base = slash ? slash + 1 : path;
-    if (!*base) { h3_fail(e, "%s: output path names a directory, not a file", path); return NULL; }
-    size_t n = strlen(path) + 2;
-    char *prefix = malloc(n);
-    if (!prefix) { h3_fail(e, "%s: out of memory", path); return NULL; }
-    snprintf(prefix, n, "%.*s.%s", (int)dir_len, path, base);   /* hidden: ".name" */
-    char *tmp = create_temp(prefix, 0, path, e);
-    free(prefix);
-    return tmp;
+    const int size = 1 << 16;
+    unsigned char *buf = av_malloc(size);
+    AVIOContext *pb = buf ? avio_alloc_context(buf, size, 1, fd, NULL, fd_write, fd_seek) : NULL;
+    if (!pb) av_free(buf);
+    return pb;
 }
 
-char *media_temp_dir(const char *dir, h3_err *e)
+int media_avio_close(AVIOContext **pb)
 {
-    return create_temp(dir, 1, dir, e);
+    if (!*pb) return 0;
+    avio_flush(*pb);
+    int r = (*pb)->error;
+    av_freep(&(*pb)->buffer);
+    avio_context_free(pb);
+    return r < 0 ? r : 0;
 }
 
 int media_check_frames(const char *path, const h3_frames_view *v, h3_err *e)

@@ -4,18 +4,18 @@
 
 #include "media.h"
 
+#include <libavformat/avio.h>
+
 /* Quiets FFmpeg's own logging (our errors are one line each) unless H3_MEDIA_LOG is set. */
 void media_log_setup(void);
 
 /* FFmpeg error code as text ("Invalid data found when processing input"). */
 const char *media_averr(int code, char buf[128]);
 
-/* A temporary file next to `path`: "<dir>/.<base>.h3tmp-<random>", created empty (mode 0666
- * less the umask) and closed. Returns a malloc'd name or NULL with e filled. */
-char *media_temp_file(const char *path, h3_err *e);
-
-/* A temporary directory "<dir>.h3tmp-<random>" next to dir (mode 0777 less the umask). */
-char *media_temp_dir(const char *dir, h3_err *e);
+/* An AVIOContext writing (and seeking) on *fd, which must outlive it (the h3_outfile's fd); NULL when out of
+ * memory. media_avio_close flushes it, frees it and returns its first write error (0 or an AVERROR). */
+AVIOContext *media_avio_fd(int *fd);
+int media_avio_close(AVIOContext **pb);
 
 /* Checks a frames view: exactly one of u8/f32, positive sizes, no size overflow. */
 int media_check_frames(const char *path, const h3_frames_view *v, h3_err *e);

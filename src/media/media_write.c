@@ -1,5 +1,6 @@
 /* Writing media: MP4 (H.264 + AAC), PNG frames, single PNG, WAV. features.md 8.1-8.2.
- * Every file is written under a temporary name in its target folder and renamed into place. */
+ * Every output is written into a temporary beside its target (src/io/outfile.h, through its descriptor) and
+ * renamed into place. */
 #include "media_internal.h"
 
 #include <dirent.h>
@@ -22,7 +23,8 @@
  * MP4 writer */
 
 struct h3_mp4_writer {
-    char            *path, *tmp;
+    char            *path;
+    h3_outfile      *out, *own;        /* the output written; own: the path API's own, committed at close */
     AVFormatContext *oc;
     AVCodecContext  *venc, *aenc;
     AVStream        *vst, *ast;
@@ -67,17 +69,24 @@ static const AVCodec *find_h264_encoder(void)
     return c ? c : avcodec_find_encoder(AV_CODEC_ID_H264);
 }
 
-h3_mp4_writer *h3_mp4_writer_new(const char *path, int width, int height, int with_audio,
+static int mp4_size_ok(const char *path, int width, int height, h3_err *e)
+{
+    if (width <= 0 || height <= 0 || width > 16384 || height > 16384)
+        return h3_fail(e, "%s: frame size %dx%d is out of range (1..16384)", path, width, height);
+    if (width % 2 || height % 2)
+        return h3_fail(e, "%s: frame size %dx%d: width and height must be even for H.264 yuv420p", path, width, height);
+    return 0;
+}
+
+static h3_mp4_writer *writer_new(h3_outfile *o, h3_outfile *own, int width, int height, int with_audio,
                                  const h3_mp4_opts *opts, h3_err *e)
 {
     char eb[128];
+    const char *path = o->path;
     media_log_setup();
-    if (width <= 0 || height <= 0 || width > 16384 || height > 16384) {
-        h3_fail(e, "%s: frame size %dx%d is out of range (1..16384)", path, width, height);
-        return NULL;
-    }
-    if (width % 2 || height % 2) {
-        h3_fail(e, "%s: frame size %dx%d: width and height must be even for H.264 yuv420p", path, width, height);
+    if (mp4_size_ok(path, width, height, e) || o->fd < 0) {
+        if (o->fd < 0) h3_fail(e, "%s: the output is not open", path);
+        h3_outfile_free(own);
         return NULL;
     }
     int crf = opts && opts->crf > 0 ? opts->crf : 18;
@@ -85,14 +94,14 @@ h3_mp4_writer *h3_mp4_writer_new(const char *path, int width, int height, int wi
     int abr = opts && opts->audio_bitrate > 0 ? opts->audio_bitrate : 192000;
 
     h3_mp4_writer *w = calloc(1, sizeof *w);
-    if (!w) { h3_fail(e, "%s: out of memory", path); return NULL; }
+    if (!w) { h3_fail(e, "%s: out of memory", path); h3_outfile_free(own); return NULL; }
+    w->out = o, w->own = own;
     w->width = width, w->height = height;
     w->path = strdup(path);
     w->pkt = av_packet_alloc();
     if (!w->path || !w->pkt) { h3_fail(e, "%s: out of memory", path); goto fail; }
-    if (!(w->tmp = media_temp_file(path, e))) goto fail;
 
-    int r = avformat_alloc_output_context2(&w->oc, NULL, "mp4", w->tmp);
+    int r = avformat_alloc_output_context2(&w->oc, NULL, "mp4", o->tmp);
     if (r < 0 || !w->oc) { h3_fail(e, "%s: cannot set up the MP4 muxer: %s", path, media_averr(r, eb)); goto fail; }
 
     /* Video: H.264, yuv420p, 24 fps, BT.709 limited range (tagged, so players agree). */
@@ -173,8 +182,7 @@ h3_mp4_writer *h3_mp4_writer_new(const char *path, int width, int height, int wi
         if (av_frame_get_buffer(w->aframe, 0) < 0) { h3_fail(e, "%s: out of memory", path); goto fail; }
     }
 
-    r = avio_open(&w->oc->pb, w->tmp, AVIO_FLAG_WRITE);
-    if (r < 0) { h3_fail(e, "%s: cannot open %s for writing: %s", path, w->tmp, media_averr(r, eb)); goto fail; }
+    if (!(w->oc->pb = media_avio_fd(&o->fd))) { h3_fail(e, "%s: out of memory", path); goto fail; }
     AVDictionary *mopt = NULL;
     av_dict_set(&mopt, "movflags", "+faststart", 0);  /* moov first: playable while streaming */
     r = avformat_write_header(w->oc, &mopt);
@@ -185,6 +193,20 @@ h3_mp4_writer *h3_mp4_writer_new(const char *path, int width, int height, int wi
 fail:
     h3_mp4_writer_free(w);
     return NULL;
+}
+
+h3_mp4_writer *h3_mp4_writer_new(const char *path, int width, int height, int with_audio,
+                                 const h3_mp4_opts *opts, h3_err *e)
+{
+    if (mp4_size_ok(path, width, height, e)) return NULL;
+    h3_outfile *own = h3_outfile_open("", path, H3_OUT_FILE, NULL, e);
+    return own ? writer_new(own, own, width, height, with_audio, opts, e) : NULL;
+}
+
+h3_mp4_writer *h3_mp4_writer_new_to(h3_outfile *o, int width, int height, int with_audio, const h3_mp4_opts *opts,
+                                    h3_err *e)
+{
+    return writer_new(o, NULL, width, height, with_audio, opts, e);
 }
 
 int h3_mp4_writer_frames(h3_mp4_writer *w, const h3_frames_view *v, h3_err *e)
@@ -255,23 +277,19 @@ int h3_mp4_writer_close(h3_mp4_writer *w, h3_err *e)
     }
     int r = av_write_trailer(w->oc);
     if (r < 0) return h3_fail(e, "%s: cannot finish the MP4: %s", w->path, media_averr(r, eb));
-    r = avio_closep(&w->oc->pb);
+    r = media_avio_close(&w->oc->pb);
     if (r < 0) return h3_fail(e, "%s: cannot write the MP4: %s", w->path, media_averr(r, eb));
-    if (rename(w->tmp, w->path) != 0)
-        return h3_fail(e, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(errno));
-    free(w->tmp);
-    w->tmp = NULL;
-    return 0;
+    return w->own ? h3_outfile_commit(w->own, 1, e) : 0;
 }
 
 void h3_mp4_writer_free(h3_mp4_writer *w)
 {
     if (!w) return;
     if (w->oc) {
-        if (w->oc->pb) avio_closep(&w->oc->pb);
+        media_avio_close(&w->oc->pb);
         avformat_free_context(w->oc);
     }
-    if (w->tmp) unlink(w->tmp);   /* not closed successfully: leave nothing behind */
+    h3_outfile_free(w->own);   /* not committed: its temporary goes, nothing is left behind */
     avcodec_free_context(&w->venc);
     avcodec_free_context(&w->aenc);
     av_frame_free(&w->vframe);
@@ -279,7 +297,6 @@ void h3_mp4_writer_free(h3_mp4_writer *w)
     av_packet_free(&w->pkt);
     sws_freeContext(w->sws);
     free(w->scratch);
-    free(w->tmp);
     free(w->path);
     free(w);
 }
@@ -353,8 +370,8 @@ static int png_encoder_init(png_encoder *p, const char *path, int height, int wi
     return 0;
 }
 
-/* Encodes one RGB image and writes it to path via temp + rename. */
-static int png_encode_to(png_encoder *p, const char *path, const uint8_t *rgb, h3_err *e)
+/* Encodes one RGB image into the open file fd (name in messages). */
+static int png_encode_fd(png_encoder *p, int fd, const char *name, const uint8_t *rgb, h3_err *e)
 {
     char eb[128];
     /* The encoder only reads the frame: point it at the caller's pixels. */
@@ -367,19 +384,20 @@ static int png_encode_to(png_encoder *p, const char *path, const uint8_t *rgb, h
     int r = avcodec_send_frame(p->ctx, p->frame);
     p->frame->data[0] = NULL;
     if (r >= 0) r = avcodec_receive_packet(p->ctx, p->pkt);
-    if (r < 0) return h3_fail(e, "%s: PNG encoding failed: %s", path, media_averr(r, eb));
-    char *tmp = media_temp_file(path, e);
-    if (!tmp) { av_packet_unref(p->pkt); return -1; }
-    FILE *f = fopen(tmp, "wb");
-    int ok = f && fwrite(p->pkt->data, 1, (size_t)p->pkt->size, f) == (size_t)p->pkt->size;
-    if (f && fclose(f) != 0) ok = 0;
-    av_packet_unref(p->pkt);
-    if (!ok) { int err = errno; unlink(tmp); free(tmp); return h3_fail(e, "%s: cannot write: %s", path, strerror(err)); }
-    if (rename(tmp, path) != 0) {
-        int err = errno; unlink(tmp); free(tmp);
-        return h3_fail(e, "%s: cannot rename the temporary file into place: %s", path, strerror(err));
+    if (r < 0) return h3_fail(e, "%s: PNG encoding failed: %s", name, media_averr(r, eb));
+    const uint8_t *d = p->pkt->data;
+    size_t left = (size_t)p->pkt->size;
+    while (left) {
+        ssize_t k = write(fd, d, left);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            int err = k < 0 ? errno : EIO;
+            av_packet_unref(p->pkt);
+            return h3_fail(e, "%s: cannot write: %s", name, strerror(err));
+        }
+        d += k, left -= (size_t)k;
     }
-    free(tmp);
+    av_packet_unref(p->pkt);
     return 0;
 }
 
@@ -388,113 +406,61 @@ int h3_write_png(const char *path, const uint8_t *rgb, int height, int width, h3
     if (!rgb) return h3_fail(e, "%s: no pixels given", path);
     png_encoder p;
     if (png_encoder_init(&p, path, height, width, e)) return -1;
-    int rc = png_encode_to(&p, path, rgb, e);
+    h3_outfile *o = h3_outfile_open("", path, H3_OUT_FILE, NULL, e);
+    int rc = o ? png_encode_fd(&p, o->fd, path, rgb, e) : -1;
+    if (!rc) rc = h3_outfile_commit(o, 1, e);
+    h3_outfile_free(o);
     png_encoder_free(&p);
     return rc;
 }
 
-/* "frame_" + digits + ".png" */
-static int is_frame_name(const char *n)
+int h3_write_png_frames_to(h3_outfile *o, const h3_frames_view *v, h3_err *e)
 {
-    if (strncmp(n, "frame_", 6) != 0) return 0;
-    const char *p = n + 6;
-    if (*p < '0' || *p > '9') return 0;
-    while (*p >= '0' && *p <= '9') p++;
-    return strcmp(p, ".png") == 0;
-}
-
-/* Removes the frame_*.png files of dir and dir itself (best effort). */
-static void remove_frames_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d))) {
-            if (!is_frame_name(de->d_name)) continue;
-            char p[4096];
-            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-}
-
-int h3_write_png_frames(const char *dir_in, const h3_frames_view *v, h3_err *e)
-{
-    char dir[4000];
-    size_t len = strlen(dir_in);
-    while (len > 1 && dir_in[len - 1] == '/') len--;  /* "out/" -> "out" */
-    if (len == 0 || len >= sizeof dir) return h3_fail(e, "%s: bad frames directory name", dir_in);
-    memcpy(dir, dir_in, len);
-    dir[len] = 0;
+    const char *dir = o->path;
+    if (o->kind != H3_OUT_DIR || !o->tmp) return h3_fail(e, "%s: the frames folder is not open", dir);
     if (media_check_frames(dir, v, e)) return -1;
     if (v->frames > 99999) return h3_fail(e, "%s: %d frames exceed the 5-digit frame names", dir, v->frames);
-
-    /* An existing directory is replaced only when it holds nothing but frames. */
-    struct stat sb;
-    int exists = stat(dir, &sb) == 0;
-    if (exists) {
-        if (!S_ISDIR(sb.st_mode)) return h3_fail(e, "%s: exists and is not a directory", dir);
-        DIR *d = opendir(dir);
-        if (!d) return h3_fail(e, "%s: cannot read the existing directory: %s", dir, strerror(errno));
-        struct dirent *de;
-        const char *other = NULL;
-        while ((de = readdir(d))) {
-            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || is_frame_name(de->d_name)) continue;
-            other = de->d_name;
-            break;
-        }
-        if (other) {
-            h3_fail(e, "%s: exists and holds '%s', not only frame_*.png; refusing to replace it", dir, other);
-            closedir(d);
-            return -1;
-        }
-        closedir(d);
-    }
-
-    char *tmp = media_temp_dir(dir, e);
-    if (!tmp) return -1;
     png_encoder p;
-    if (png_encoder_init(&p, dir, v->height, v->width, e)) { rmdir(tmp); free(tmp); return -1; }
+    if (png_encoder_init(&p, dir, v->height, v->width, e)) return -1;
     uint8_t *scratch = v->f32 ? malloc((size_t)v->height * v->width * 3) : NULL;
     int rc = 0;
     if (v->f32 && !scratch) rc = h3_fail(e, "%s: out of memory", dir);
     for (int t = 0; t < v->frames && !rc; t++) {
         char fp[4200];
-        snprintf(fp, sizeof fp, "%s/frame_%05d.png", tmp, t);
-        rc = png_encode_to(&p, fp, media_frame_u8(v, t, scratch), e);
+        snprintf(fp, sizeof fp, "%s/frame_%05d.png", o->tmp, t);
+        int fd = h3_out_create(fp);  /* inside our own fresh temporary folder */
+        if (fd < 0) {
+            rc = h3_fail(e, "%s: frame %d: cannot create %s: %s", dir, t, fp, strerror(errno));
+            break;
+        }
+        rc = png_encode_fd(&p, fd, fp, media_frame_u8(v, t, scratch), e);
+        if (close(fd) != 0 && !rc) rc = h3_fail(e, "%s: cannot write: %s", fp, strerror(errno));
         if (rc) h3_fail_prefix(e, "%s: frame %d", dir, t);
     }
     png_encoder_free(&p);
     free(scratch);
-    if (!rc) {
-        if (!exists) {
-            if (rename(tmp, dir) != 0) rc = h3_fail(e, "%s: cannot rename %s into place: %s", dir, tmp, strerror(errno));
-        } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) == 0) {
-            /* Swapped atomically: tmp now names the old frames. */
-        } else {
-            /* No RENAME_EXCHANGE on this filesystem: move the old one aside, then the new in. */
-            char old[4200];
-            snprintf(old, sizeof old, "%s.old", tmp);
-            if (rename(dir, old) != 0 || rename(tmp, dir) != 0)
-                rc = h3_fail(e, "%s: cannot replace the existing directory: %s", dir, strerror(errno));
-            else
-                remove_frames_dir(old);
-        }
-    }
-    remove_frames_dir(tmp);  /* the failed new frames, or the old ones after the exchange */
-    free(tmp);
+    return rc;
+}
+
+int h3_write_png_frames(const char *dir, const h3_frames_view *v, h3_err *e)
+{
+    if (media_check_frames(dir, v, e)) return -1;
+    h3_outfile *o = h3_outfile_open("", dir, H3_OUT_DIR, h3_out_frame_name, e);
+    if (!o) return -1;
+    int rc = h3_write_png_frames_to(o, v, e);
+    if (!rc) rc = h3_outfile_commit(o, 1, e);
+    h3_outfile_free(o);
     return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------
  * WAV through libavformat's wav muxer; the samples are packed here (interleaved PCM). */
 
-int h3_write_wav(const char *path, const float *audio, int channels, int64_t samples, int sample_rate,
-                 int bits, h3_err *e)
+int h3_write_wav_to(h3_outfile *o, const float *audio, int channels, int64_t samples, int sample_rate, int bits,
+                    h3_err *e)
 {
     char eb[128];
+    const char *path = o->path;
     media_log_setup();
     if (!audio || samples <= 0) return h3_fail(e, "%s: no audio samples given", path);
     if (channels < 1 || channels > 8) return h3_fail(e, "%s: %d channels (1..8 supported)", path, channels);
@@ -503,11 +469,10 @@ int h3_write_wav(const char *path, const float *audio, int channels, int64_t sam
     int bps = bits / 8;
     if ((double)samples * channels * bps > 4.0e9) return h3_fail(e, "%s: audio too long for a WAV file (4 GB)", path);
 
-    char *tmp = media_temp_file(path, e);
-    if (!tmp) return -1;
+    if (o->fd < 0) return h3_fail(e, "%s: the output is not open", path);
     AVFormatContext *oc = NULL;
     AVPacket *pkt = av_packet_alloc();
-    int rc = 0, r = avformat_alloc_output_context2(&oc, NULL, "wav", tmp);
+    int rc = 0, r = avformat_alloc_output_context2(&oc, NULL, "wav", o->tmp);
     AVStream *st = r >= 0 && oc ? avformat_new_stream(oc, NULL) : NULL;
     if (!st || !pkt) { rc = h3_fail(e, "%s: cannot set up the WAV muxer", path); goto done; }
     st->codecpar->codec_type = AVMEDIA_TYPE_AUDIO;
@@ -518,7 +483,8 @@ int h3_write_wav(const char *path, const float *audio, int channels, int64_t sam
     st->codecpar->block_align = channels * bps;
     st->codecpar->bit_rate = (int64_t)sample_rate * channels * bits;
     st->time_base = (AVRational){1, sample_rate};
-    if ((r = avio_open(&oc->pb, tmp, AVIO_FLAG_WRITE)) < 0 || (r = avformat_write_header(oc, NULL)) < 0) {
+    if (!(oc->pb = media_avio_fd(&o->fd))) { rc = h3_fail(e, "%s: out of memory", path); goto done; }
+    if ((r = avformat_write_header(oc, NULL)) < 0) {
         rc = h3_fail(e, "%s: cannot start the WAV file: %s", path, media_averr(r, eb));
         goto done;
     }
@@ -548,15 +514,24 @@ int h3_write_wav(const char *path, const float *audio, int channels, int64_t sam
         av_packet_unref(pkt);
     }
     if (!rc && (r = av_write_trailer(oc)) < 0) rc = h3_fail(e, "%s: cannot finish the WAV file: %s", path, media_averr(r, eb));
-    if (!rc && (r = avio_closep(&oc->pb)) < 0) rc = h3_fail(e, "%s: cannot write: %s", path, media_averr(r, eb));
-    if (!rc && rename(tmp, path) != 0) rc = h3_fail(e, "%s: cannot rename the temporary file into place: %s", path, strerror(errno));
+    if (!rc && (r = media_avio_close(&oc->pb)) < 0) rc = h3_fail(e, "%s: cannot write: %s", path, media_averr(r, eb));
 done:
     if (oc) {
-        if (oc->pb) avio_closep(&oc->pb);
+        media_avio_close(&oc->pb);
         avformat_free_context(oc);
     }
     av_packet_free(&pkt);
-    if (rc) unlink(tmp);
-    free(tmp);
+    return rc;
+}
+
+int h3_write_wav(const char *path, const float *audio, int channels, int64_t samples, int sample_rate, int bits,
+                 h3_err *e)
+{
+    if (!audio || samples <= 0) return h3_fail(e, "%s: no audio samples given", path);
+    h3_outfile *o = h3_outfile_open("", path, H3_OUT_FILE, NULL, e);
+    if (!o) return -1;
+    int rc = h3_write_wav_to(o, audio, channels, samples, sample_rate, bits, e);
+    if (!rc) rc = h3_outfile_commit(o, 1, e);
+    h3_outfile_free(o);
     return rc;
 }

@@ -65,6 +65,8 @@ typedef struct gen {
      * time overlaps the decode); the file appears when phase_outputs closes the writer */
     h3_mp4_writer    *mp4;
     int64_t           mp4_frames, mp4_samples;
+    /* every output's temporary, made before the first phase (docs/robustness.md), committed by phase_outputs */
+    h3_outfile       *o_mp4, *o_frames, *o_wav, *o_dump;
     int               out_h, out_w;  /* output canvas; the model runs at g's (the render canvas, 5.6) */
     struct resident  *res;           /* sessions (--resident, the auto default): the models kept between requests, else NULL */
     struct cond_cache *cc;           /* the context's conditioning cache */
@@ -1099,8 +1101,7 @@ static int phase_video(gen *s, h3_err *e) {
         h3_fail(e, "out of memory for the render-canvas frame");
         goto done;
     }
-    if (s->r->output && s->r->output[0] &&
-        !(s->mp4 = h3_mp4_writer_new(s->r->output, s->out_w, s->out_h, s->audio != NULL, NULL, e)))
+    if (s->o_mp4 && !(s->mp4 = h3_mp4_writer_new_to(s->o_mp4, s->out_w, s->out_h, s->audio != NULL, NULL, e)))
         goto done;
     if (video_vae_decode_stream(v, z, g->num_latent_frames, g->latent_height, g->latent_width, &tiling, frame_sink, &fc, e) ||
         phase_check(be, e))
@@ -1163,7 +1164,8 @@ static int phase_outputs(gen *s, h3_err *e) {
                  st_writer_add(w, "audio_latents", H3_F32, 3, as, s->audio_latents, e) ||
                  st_writer_add(w, "frames", H3_F32, 4, fs, s->frames, e) ||
                  st_writer_add(w, "audio", H3_F32, 2, ws, s->audio, e) ||
-                 dump_conditioning(s, w, e) || st_writer_save(w, r->dump_latents, NULL, e);
+                 dump_conditioning(s, w, e) || st_writer_save_to(w, s->o_dump, NULL, e) ||
+                 h3_outfile_commit(s->o_dump, 1, e);
         st_writer_free(w);
         if (rc) return -1;
     }
@@ -1176,12 +1178,32 @@ static int phase_outputs(gen *s, h3_err *e) {
                      : h3_mp4_writer_close(s->mp4, e);
         h3_mp4_writer_free(s->mp4);
         s->mp4 = NULL;
+        if (!rc) rc = h3_outfile_commit(s->o_mp4, 1, e);
         if (rc) return -1;
         progress_end(&s->pg);
     }
-    if (r->frames_dir && h3_write_png_frames(r->frames_dir, &fv, e)) return -1;
-    if (r->wav && h3_write_wav(r->wav, s->audio, 2, s->samples, H3_MEDIA_SAMPLE_RATE, 16, e)) return -1;
+    if (r->frames_dir && (h3_write_png_frames_to(s->o_frames, &fv, e) || h3_outfile_commit(s->o_frames, 1, e))) return -1;
+    if (r->wav && (h3_write_wav_to(s->o_wav, s->audio, 2, s->samples, H3_MEDIA_SAMPLE_RATE, 16, e) ||
+                   h3_outfile_commit(s->o_wav, 1, e)))
+        return -1;
     return 0;
+}
+
+/* Every output location checked and its temporary made before the first phase: a FIFO, a directory, an
+ * unwritable folder or a --frames-dir holding other files fails here, not after hours of compute. */
+static int outputs_open(gen *s, h3_err *e) {
+    const h3_request *r = s->r;
+    if (r->dump_latents && !(s->o_dump = h3_outfile_open("--dump-latents", r->dump_latents, H3_OUT_FILE, NULL, e))) return -1;
+    if (r->output && r->output[0] && !(s->o_mp4 = h3_outfile_open("-o", r->output, H3_OUT_FILE, NULL, e))) return -1;
+    if (r->frames_dir &&
+        !(s->o_frames = h3_outfile_open("--frames-dir", r->frames_dir, H3_OUT_DIR, h3_out_frame_name, e)))
+        return -1;
+    if (r->wav && !(s->o_wav = h3_outfile_open("--wav", r->wav, H3_OUT_FILE, NULL, e))) return -1;
+    return 0;
+}
+
+static void outputs_free(gen *s) { /* the uncommitted temporaries go */
+    h3_outfile_free(s->o_dump), h3_outfile_free(s->o_mp4), h3_outfile_free(s->o_frames), h3_outfile_free(s->o_wav);
 }
 
 /* ---- phase 0: conditioning media, read and prepared (condition.h), then the canvas ---- */
@@ -1331,8 +1353,14 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
             return h3_fail(e, "-o/--frames-dir/--wav: this build has no FFmpeg (MEDIA=0); use -o '' --dump-latents");
         }
     }
+    if (outputs_open(&s, e)) {
+        outputs_free(&s);
+        cond_set_free(&s.cond);
+        return H3_GENERATE_BAD_INPUT;
+    }
     /* made here on the first request, after its inputs were checked (a bad request starts no GPU) */
     if (h3_gen_ctx_start(c, e)) {
+        outputs_free(&s);
         cond_set_free(&s.cond);
         return -1;
     }
@@ -1381,7 +1409,8 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
         resident_free(&c->res, 0, 1);
         c->res.auto_off = 1;
     }
-    h3_mp4_writer_free(s.mp4); /* a failed run: the temporary file goes, nothing half-written stays */
+    h3_mp4_writer_free(s.mp4);
+    outputs_free(&s); /* a failed run: the temporaries go, nothing half-written stays */
     presentation_free(&s.pres);
     cond_set_free(&s.cond);
     free(s.text);

@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "io/expect.h"
+#include "io/outfile.h"
 #include "io/safetensors.h"
 #include "io/snapshot.h"
 #include "model/audio_vae.h"
@@ -82,7 +83,9 @@ static const char text_encoder_json[] =
 static int write_text(const char *dir, const char *name, const char *text, h3_err *e) {
     char p[4096];
     snapshot_path(p, sizeof p, dir, name);
-    FILE *f = fopen(p, "w");
+    int fd = h3_out_create(p); /* a new file inside the fresh temporary folder, never through a link */
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f && fd >= 0) close(fd);
     if (!f || fputs(text, f) < 0 || fclose(f) != 0) return h3_fail(e, "%s: cannot write: %s", p, strerror(errno));
     return 0;
 }
@@ -96,8 +99,10 @@ static int make_dir(const char *root, const char *sub, char *out, size_t cap, h3
 static int copy_file(const char *src, const char *dst, h3_err *e) {
     FILE *in = fopen(src, "rb");
     if (!in) return h3_fail(e, "%s: cannot open: %s", src, strerror(errno));
-    FILE *out = fopen(dst, "wb");
+    int fd = h3_out_create(dst);
+    FILE *out = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!out) {
+        if (fd >= 0) close(fd);
         fclose(in);
         return h3_fail(e, "%s: cannot create: %s", dst, strerror(errno));
     }
@@ -309,17 +314,19 @@ int cmd_make_tiny(int argc, char **argv) {
     }
     if (!dir) return cli_error("make-tiny: the output folder DIR is required");
     if (snapshot_exists(dir)) return cli_error("make-tiny: %s already exists (refusing to overwrite)", dir);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", dir);
-    if (!mkdtemp(tmp)) return cli_error("make-tiny: cannot create %s: %s", tmp, strerror(errno));
-    chmod(tmp, 0755);
     h3_err e = {{0}};
-    int rc = build(tmp, skeleton, seed, &e);
-    if (rc == 0 && rename(tmp, dir) != 0) rc = h3_fail(&e, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
+    /* assembled in a temporary folder beside DIR (outfile.h), renamed into place only when complete */
+    h3_outfile *o = h3_outfile_open("make-tiny:", dir, H3_OUT_DIR, NULL, &e);
+    if (!o) return cli_error("%s", e.msg);
+    chmod(o->tmp, 0755);
+    int rc = build(o->tmp, skeleton, seed, &e);
+    if (rc == 0) rc = h3_outfile_commit(o, 0, &e);
     if (rc != 0) {
-        nftw(tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS); /* leave nothing half-written */
+        nftw(o->tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS); /* leave nothing half-written */
+        h3_outfile_free(o);
         return cli_error("make-tiny: %s", e.msg);
     }
+    h3_outfile_free(o);
     printf("wrote a tiny random-weight snapshot to %s (smoke tests only: random weights make noise)\n", dir);
     return 0;
 }

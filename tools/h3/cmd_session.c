@@ -9,7 +9,9 @@
  * Outputs of generation n go to the output directory (a fresh $TMPDIR/h3-XXXXXX, or !output's) as
  * video-NNNN.mp4; a start-up --frames-dir DIR becomes DIR/video-NNNN/, --wav A.wav and
  * --dump-latents B.safetensors become A-NNNN.wav and B-NNNN.safetensors. n is the lowest number
- * from the last success + 1 whose outputs do not exist yet, so nothing is overwritten.
+ * from the last success + 1 whose outputs do not exist yet, claimed by creating them exclusively (empty
+ * placeholders, replaced by the outputs or removed when the generation fails), so nothing is overwritten and two
+ * sessions writing into one folder take different numbers (docs/robustness.md).
  *
  * Command replies go to stdout, errors (one line, "h3: ...") and progress to stderr. */
 #include <ctype.h>
@@ -33,6 +35,7 @@
 #include "media/media.h"
 #include "pipeline/generate.h"
 #include "pipeline/progress.h"
+#include "io/outfile.h"
 #include "io/snapshot.h"
 #include "pipeline/request.h"
 
@@ -95,11 +98,41 @@ static int paths_for(const session *s, int n, gen_paths *p) {
 
 static int exists(const char *p) {
     struct stat sb;
-    return p[0] && stat(p, &sb) == 0;
+    return p[0] && lstat(p, &sb) == 0;
 }
 
-static int paths_taken(const session *s, const gen_paths *p) {
-    return (s->mux && exists(p->mp4)) || exists(p->frames) || exists(p->wav) || exists(p->dump);
+/* The outputs of p that this session writes (mp4 only with an MP4 per generation), and their kinds. */
+static int gen_outputs(const session *s, const gen_paths *p, const char *out[4], h3_out_kind kind[4]) {
+    int n = 0;
+    if (s->mux) out[n] = p->mp4, kind[n++] = H3_OUT_FILE;
+    if (p->frames[0]) out[n] = p->frames, kind[n++] = H3_OUT_DIR;
+    if (p->wav[0]) out[n] = p->wav, kind[n++] = H3_OUT_FILE;
+    if (p->dump[0]) out[n] = p->dump, kind[n++] = H3_OUT_FILE;
+    return n;
+}
+
+/* Forgets the claims of p; remove: their placeholders go too (when still empty). */
+static void release(const session *s, const gen_paths *p, int remove) {
+    const char *out[4];
+    h3_out_kind kind[4];
+    for (int i = 0, n = gen_outputs(s, p, out, kind); i < n; i++) h3_out_unclaim(out[i], remove);
+}
+
+/* Claims every output of p by creating it exclusively: 0 all claimed, 1 one was taken (nothing stays claimed),
+ * -1 an error (printed). */
+static int claim(const session *s, const gen_paths *p) {
+    const char *out[4];
+    h3_out_kind kind[4];
+    int n = gen_outputs(s, p, out, kind);
+    for (int i = 0; i < n; i++) {
+        h3_err e = {{0}};
+        int r = h3_out_claim(out[i], kind[i], &e);
+        if (r == 0) continue;
+        for (int k = 0; k < i; k++) h3_out_unclaim(out[k], 1);
+        if (r < 0) say_error("%s", e.msg);
+        return r;
+    }
+    return 0;
 }
 
 /* The request of one generation: the state plus its prompt, seed and numbered outputs. */
@@ -455,33 +488,37 @@ static int c_ref_remove(session *s, const char *arg) {
     return c_refs(s, NULL);
 }
 
-/* !save [PATH]: copies the last video (default ./h3-<unix time>.mp4) through a temporary file and a rename; an
- * existing PATH is not overwritten */
+/* !save [PATH]: copies the last video (default ./h3-<unix time>.mp4) through a temporary beside PATH (made
+ * exclusively, never through a link: outfile.h) and a rename that never replaces an existing PATH */
 static int c_save(session *s, const char *arg) {
     if (!s->last_mp4[0]) return say_error("!save: no video yet (or -o '' turned MP4s off)");
-    char dst[PATH_CAP], tmp[PATH_CAP + 16];
+    char dst[PATH_CAP];
     if (arg) snprintf(dst, sizeof dst, "%s", arg);
     else snprintf(dst, sizeof dst, "h3-%lld.mp4", (long long)time(NULL));
     if (exists(dst)) return say_error("!save %s: the file exists (give another name)", dst);
-    snprintf(tmp, sizeof tmp, "%s.part", dst);
-    FILE *in = fopen(s->last_mp4, "rb"), *out = in ? fopen(tmp, "wb") : NULL;
-    if (!in || !out) {
-        int err = errno;
-        if (in) fclose(in);
-        return say_error("!save %s: %s", in ? tmp : s->last_mp4, strerror(err));
+    h3_err e = {{0}};
+    FILE *in = fopen(s->last_mp4, "rb");
+    if (!in) return say_error("!save %s: %s", s->last_mp4, strerror(errno));
+    h3_outfile *o = h3_outfile_open("!save", dst, H3_OUT_FILE, NULL, &e);
+    if (!o) {
+        fclose(in);
+        return say_error("%s", e.msg);
     }
     char buf[1 << 16];
     size_t k;
     int ok = 1;
-    while ((k = fread(buf, 1, sizeof buf, in)) > 0) ok &= fwrite(buf, 1, k, out) == k;
+    while (ok && (k = fread(buf, 1, sizeof buf, in)) > 0)
+        for (size_t d = 0; ok && d < k;) {
+            ssize_t w = write(o->fd, buf + d, k - d);
+            if (w < 0 && errno == EINTR) continue;
+            ok = w > 0;
+            if (ok) d += (size_t)w;
+        }
     ok &= !ferror(in);
     fclose(in);
-    ok &= fclose(out) == 0;
-    if (!ok || rename(tmp, dst)) {
-        int err = errno;
-        unlink(tmp);
-        return say_error("!save %s: %s", dst, ok ? strerror(err) : "write failed");
-    }
+    int rc = ok ? h3_outfile_commit(o, 0, &e) : h3_fail(&e, "!save %s: write failed: %s", dst, strerror(errno));
+    h3_outfile_free(o);
+    if (rc) return say_error("%s", e.msg);
     printf("saved %s\n", dst);
     return 0;
 }
@@ -650,7 +687,12 @@ static void generate(session *s, const char *prompt) {
             s->failed++;
             return;
         }
-        if (!paths_taken(s, &p)) break;
+        int r = claim(s, &p);
+        if (r < 0) {
+            s->failed++;
+            return;
+        }
+        if (r == 0) break;
     }
     uint64_t seed = s->seed_fixed ? s->st.seed : random_seed();
     h3_request q;
@@ -660,10 +702,12 @@ static void generate(session *s, const char *prompt) {
     double t0 = progress_now();
     /* the one-shot path's checks: the CLI's validation, then h3_generate's own */
     if (h3_request_validate(&q, &aligned, &e) || h3_generate_in(s->ctx, &q, &e)) {
+        release(s, &p, 1); /* the placeholders that no output replaced go */
         say_error("%s", e.msg);
         s->failed++;
         return;
     }
+    release(s, &p, 0);
     s->done++;
     s->next = n + 1;
     s->last_seed = seed;

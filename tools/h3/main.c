@@ -1,9 +1,11 @@
 /* h3: a native inference engine for MiniMax-H3. This file only dispatches subcommands. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "io/outfile.h"
 
 int cli_error(const char *fmt, ...) {
     va_list ap;
@@ -33,7 +35,29 @@ static void usage(FILE *f) {
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
 }
 
+/* SIGTERM/SIGINT/SIGHUP: the library's recorded temporaries and claimed placeholders go (async-signal-safe),
+ * then the signal takes its default course (docs/robustness.md "Outputs and temporary files"). */
+static void on_fatal_signal(int sig) {
+    h3_outfile_cleanup_signal();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void install_cleanup(void) {
+    const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++) sigaddset(&sa.sa_mask, sigs[k]);
+        /* a signal ignored at start (nohup, a background job's SIGINT) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 int main(int argc, char **argv) {
+    install_cleanup();
     if (argc < 2) {
         usage(stderr);
         return 2;

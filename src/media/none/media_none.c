@@ -82,6 +82,9 @@ int h3_write_mp4(const char *path, const h3_frames_view *frames, const float *au
 h3_mp4_writer *h3_mp4_writer_new(const char *path, int width, int height, int with_audio,
                                  const h3_mp4_opts *opts, h3_err *e)
 { NO_FFMPEG(path); return NULL; }
+h3_mp4_writer *h3_mp4_writer_new_to(h3_outfile *o, int width, int height, int with_audio, const h3_mp4_opts *opts,
+                                    h3_err *e)
+{ NO_FFMPEG(o ? o->path : NULL); return NULL; }
 int h3_mp4_writer_frames(h3_mp4_writer *w, const h3_frames_view *frames, h3_err *e)
 { return h3_fail(e, "built without FFmpeg (MEDIA=0)"); }
 int h3_mp4_writer_audio(h3_mp4_writer *w, const float *left, const float *right, int64_t samples, h3_err *e)
@@ -89,7 +92,11 @@ int h3_mp4_writer_audio(h3_mp4_writer *w, const float *left, const float *right,
 int h3_mp4_writer_close(h3_mp4_writer *w, h3_err *e) { return h3_fail(e, "built without FFmpeg (MEDIA=0)"); }
 void h3_mp4_writer_free(h3_mp4_writer *w) { (void)w; }
 int h3_write_png_frames(const char *dir, const h3_frames_view *frames, h3_err *e) { return NO_FFMPEG(dir); }
+int h3_write_png_frames_to(h3_outfile *o, const h3_frames_view *frames, h3_err *e) { return NO_FFMPEG(o ? o->path : NULL); }
 int h3_write_png(const char *path, const uint8_t *rgb, int height, int width, h3_err *e) { return NO_FFMPEG(path); }
 int h3_write_wav(const char *path, const float *audio, int channels, int64_t samples, int sample_rate,
                  int bits, h3_err *e)
 { return NO_FFMPEG(path); }
+int h3_write_wav_to(h3_outfile *o, const float *audio, int channels, int64_t samples, int sample_rate, int bits,
+                    h3_err *e)
+{ return NO_FFMPEG(o ? o->path : NULL); }
