@@ -354,3 +354,28 @@ static void c_bf16_swiglu(bo_ctx *c, const bo_row *r) {
     bo_ref16(c, "y", y, ref, 1e-2);
     free(ref);
 }
+
+#ifdef H3_CUDA
+/* ---- --perf only: the CUDA attention kernels themselves on head-major bf16 q/k/v (cuda_ops.h): a = S, H, D,
+ * 1: cuDNN SDPA (else the own flash kernel) ---- */
+static void c_cuda_attention(bo_ctx *c, const bo_row *r) {
+    const int64_t S = r->a[0];
+    const int H = (int)r->a[1], D = (int)r->a[2];
+    if (!c->perf || !bo_is_cuda(c->be[1])) return;
+    bo_buf *q = bo_rand(c, BO_BF16, 3 * S * H * D, 2.0f, 0), *o = bo_out(c, BO_F32, S * H * D);
+    const uint16_t *qp = q->p[1];
+    const float scale = 1.0f / sqrtf((float)D);
+    if (r->a[3] && cuda_cudnn_attention_bf16(c->be[1], o->p[1], qp, qp + S * H * D, qp + 2 * S * H * D, S, S, H, H, D,
+                                             scale) != 0) {
+        printf("[%s] perf %s %s: no cuDNN engine\n", c->tag, r->op, r->name);
+        return;
+    }
+    bo_cost(c, NULL, 4.0 * S * S * H * D, 0);
+    if (r->a[3])
+        BO_OP(c, be, cuda_cudnn_attention_bf16(be, PB(o), PB(q), PB(q) + S * H * D, PB(q) + 2 * S * H * D, S, S, H, H,
+                                               D, scale));
+    else
+        BO_OP(c, be, cuda_flash_attention_bf16(be, PF(o), (int64_t)H * D, PB(q), PB(q) + S * H * D,
+                                               PB(q) + 2 * S * H * D, S, S, H, H, D, scale, 0, 1));
+}
+#endif
