@@ -232,8 +232,8 @@ static void bo_op_next(bo_ctx *c) {
     char name[160];
     snprintf(name, sizeof name, "%s %s%s%s", c->row->op, c->row->name, c->label ? ": " : "", c->label ? c->label : "");
     printf("[%s] perf %-76s %10.4f ms", c->tag, name, ms);
-    if (c->flop > 0) printf("  %8.2f TFLOP/s", c->flop / (ms * 1e-3) / 1e12);
-    if (c->bytes > 0) printf("  %8.1f GB/s", c->bytes / (ms * 1e-3) / 1e9);
+    if (c->flop > 0) printf("  %8.3g TFLOP/s", c->flop / (ms * 1e-3) / 1e12);
+    if (c->bytes > 0) printf("  %8.4g GB/s", c->bytes / (ms * 1e-3) / 1e9);
     printf("\n");
     c->label = NULL, c->flop = c->bytes = 0;
 }
