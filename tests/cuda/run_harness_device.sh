@@ -9,7 +9,7 @@ set -u
 cd "$(dirname "$0")/../.."
 B=${1:-build-cuda}
 bash tools/dev_unpack.sh "$B" # tools/dev_stage.sh's bundle
-export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 out=${OUT:-harness-logs}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1 | head -2
