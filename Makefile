@@ -75,9 +75,12 @@ $(BUILD)/libh3.a: $(OBJ)
 $(BUILD)/h3: $(TOOL_OBJ) $(BUILD)/libh3.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libh3.a $(LDLIBS) $(TOOL_LIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libh3.a
+$(BUILD)/tests/%: tests/%.c tests/test.h tests/test_data.h $(BUILD)/libh3.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libh3.a $(LDLIBS)
+
+# the backend-ops harness is one translation unit: its case files are headers (tests/backend_ops/, docs/testing.md)
+$(BUILD)/tests/test_backend_ops: $(wildcard tests/backend_ops/*.h)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libh3.a
 	@mkdir -p $(dir $@)
@@ -102,14 +105,15 @@ $(BUILD)/%.o: %.cu $(wildcard src/backend/cuda/*.h src/backend/*.h src/core/*.h 
 test: all
 	H3_BUILD=$(BUILD) bash tests/run_tests.sh
 
-# CUDA op parity tests and micro-benchmarks (tests/cuda/, outside the CPU `make test` wildcard);
-# built here, run on a GPU machine with tests/cuda/run_device.sh.
+# CUDA op parity tests and micro-benchmarks (tests/cuda/, outside the CPU `make test` wildcard) and the
+# backend-ops harness (tests/test_backend_ops.c, which `make test` runs on the CPU); built here, run on a GPU
+# machine with tests/cuda/run_device.sh / tests/cuda/run_harness_device.sh.
 ifneq ($(filter cuda-tests,$(MAKECMDGOALS)),)
 ifneq ($(CUDA),1)
 $(error cuda-tests needs CUDA=1, e.g. make CUDA=1 MEDIA=0 BUILD=build-cuda cuda-tests)
 endif
 endif
-cuda-tests: $(BUILD)/tests/cuda/test_cuda_ops $(BUILD)/tests/cuda/test_cuda_ops2 $(BUILD)/tests/cuda/test_cuda_bf16 $(BUILD)/tests/cuda/bench_cuda_ops $(BUILD)/tests/cuda/dit_block_cuda $(BUILD)/tests/cuda/test_cuda_bench $(BUILD)/tests/cuda/cmp_dumps \
+cuda-tests: $(BUILD)/tests/test_backend_ops $(BUILD)/tests/cuda/test_cuda_ops $(BUILD)/tests/cuda/test_cuda_ops2 $(BUILD)/tests/cuda/test_cuda_bf16 $(BUILD)/tests/cuda/bench_cuda_ops $(BUILD)/tests/cuda/dit_block_cuda $(BUILD)/tests/cuda/test_cuda_bench $(BUILD)/tests/cuda/cmp_dumps \
             $(BUILD)/tests/cuda/test_flash_sm90 $(BUILD)/tests/cuda/vae_decode_cuda $(BUILD)/tests/cuda/test_cuda_fp8 \
             $(BUILD)/tests/cuda/test_cuda_upload $(BUILD)/tests/cuda/test_cuda_stream
 

@@ -12,23 +12,13 @@
 #include "io/safetensors.h"
 #include "model/audio_vae.h"
 #include "test.h"
+#include "test_data.h"
 
 #define TINY "tests/fixtures/tiny/audio_vae"
 #define GOLD "tests/fixtures/golden/audio_vae"
 #define SKELETON "tests/fixtures/skeleton/audio_vae"
 
 static h3_backend *be;
-
-static unsigned rng_state = 12345;
-static float frand(void) { /* uniform in [-1, 1) */
-    rng_state = rng_state * 1664525u + 1013904223u;
-    return (float)((rng_state >> 8) & 0xffffff) / (float)(1 << 23) - 1.0f;
-}
-static float *rand_buf(int64_t n, float scale) {
-    float *p = malloc((size_t)n * sizeof(float));
-    for (int64_t i = 0; i < n; i++) p[i] = frand() * scale;
-    return p;
-}
 
 /* ---------------------------------------------------------------- naive references of the ops */
 
@@ -105,8 +95,8 @@ static void test_conv_ops(void) {
     };
     for (size_t i = 0; i < sizeof cv / sizeof cv[0]; i++) {
         int64_t Lo = h3_conv1d_out_len(cv[i].L, cv[i].K, cv[i].s, cv[i].p, cv[i].d);
-        float *x = rand_buf((int64_t)cv[i].B * cv[i].Cin * cv[i].L, 1.0f);
-        float *w = rand_buf((int64_t)cv[i].Cout * cv[i].Cin * cv[i].K, 0.5f), *b = rand_buf(cv[i].Cout, 1.0f);
+        float *x = rand_host((int64_t)cv[i].B * cv[i].Cin * cv[i].L, 1.0f, 0);
+        float *w = rand_host((int64_t)cv[i].Cout * cv[i].Cin * cv[i].K, 0.5f, 0), *b = rand_host(cv[i].Cout, 1.0f, 0);
         int64_t ny = (int64_t)cv[i].B * cv[i].Cout * Lo;
         float *y = malloc((size_t)ny * sizeof(float)), *r = malloc((size_t)ny * sizeof(float));
         h3_conv1d(be, y, x, cv[i].B, cv[i].Cin, cv[i].L, w, i == 2 ? NULL : b, cv[i].Cout, cv[i].K, cv[i].s, cv[i].p,
@@ -125,8 +115,8 @@ static void test_conv_ops(void) {
     };
     for (size_t i = 0; i < sizeof ct / sizeof ct[0]; i++) {
         int64_t Lo = (int64_t)(ct[i].L - 1) * ct[i].s - 2 * ct[i].p + ct[i].K;
-        float *x = rand_buf((int64_t)ct[i].B * ct[i].Cin * ct[i].L, 1.0f);
-        float *w = rand_buf((int64_t)ct[i].Cin * ct[i].Cout * ct[i].K, 0.5f), *b = rand_buf(ct[i].Cout, 1.0f);
+        float *x = rand_host((int64_t)ct[i].B * ct[i].Cin * ct[i].L, 1.0f, 0);
+        float *w = rand_host((int64_t)ct[i].Cin * ct[i].Cout * ct[i].K, 0.5f, 0), *b = rand_host(ct[i].Cout, 1.0f, 0);
         int64_t ny = (int64_t)ct[i].B * ct[i].Cout * Lo;
         float *y = malloc((size_t)ny * sizeof(float)), *r = malloc((size_t)ny * sizeof(float));
         h3_conv_transpose1d(be, y, x, ct[i].B, ct[i].Cin, ct[i].L, w, b, ct[i].Cout, ct[i].K, ct[i].s, ct[i].p);
@@ -145,7 +135,7 @@ static void test_snake_ops(void) {
     float freq[3] = {0.7f, 2.3f, 13.0f}, inv[3] = {1.3f, 0.4f, 2.0f};
     for (size_t li = 0; li < sizeof Ls / sizeof Ls[0]; li++) {
         int64_t L = Ls[li], n = (int64_t)B * C * L;
-        float *x = rand_buf(n, 2.0f), *y = malloc((size_t)n * sizeof(float)), *r = malloc((size_t)n * sizeof(float));
+        float *x = rand_host(n, 2.0f, 0), *y = malloc((size_t)n * sizeof(float)), *r = malloc((size_t)n * sizeof(float));
         h3_snake_alias_free(be, y, x, B, C, L, freq, inv, FILT);
         for (int64_t row = 0; row < B * C; row++)
             naive_alias_free(r + row * L, x + row * L, L, freq[row % C], inv[row % C], FILT);
@@ -182,7 +172,7 @@ static void test_small_ops(void) {
     int cases[2][3] = {{2, 64, 32}, {4, 10, 8}};
     for (int ci = 0; ci < 2; ci++) {
         int H = cases[ci][0], hd = cases[ci][1], O = cases[ci][2], rows = 3;
-        float *in = rand_buf((int64_t)rows * H * hd, 1.0f), *out = malloc((size_t)rows * O * sizeof(float));
+        float *in = rand_host((int64_t)rows * H * hd, 1.0f, 0), *out = malloc((size_t)rows * O * sizeof(float));
         float *ref = malloc((size_t)rows * O * sizeof(float));
         h3_head_mean_pool(be, out, in, rows, H, hd, O);
         for (int r = 0; r < rows; r++)
@@ -262,12 +252,6 @@ static const float *gold(st_file *f, const char *name, int64_t *n) {
     return st_data(f, en);
 }
 
-static void compare(const char *label, const float *got, const float *ref, int64_t n, double tol) {
-    char name[128];
-    snprintf(name, sizeof name, "%s (max_abs %.2e)", label, h3_max_abs(got, ref, (size_t)n));
-    CHECK_CLOSE(name, h3_rel_l2(got, ref, (size_t)n), tol);
-}
-
 static void run_case(audio_vae *m, const char *c, int decode) {
     char pin[256], pout[256], label[128];
     snprintf(pin, sizeof pin, GOLD "/%s.in.safetensors", c);
@@ -338,7 +322,7 @@ static void test_chunking(void) {
     const audio_vae_config *c = audio_vae_get_config(m);
     int B = 2;
     int64_t T = 96, n = B * T * c->hop;
-    float *z = rand_buf(B * c->latent_channels * T, 1.0f);
+    float *z = rand_host(B * c->latent_channels * T, 1.0f, 0);
     float *whole = malloc((size_t)n * sizeof(float)), *chunked = malloc((size_t)n * sizeof(float));
     float *pw = malloc((size_t)n * sizeof(float)), *pc = malloc((size_t)n * sizeof(float));
     CHECK(audio_vae_decode(m, z, B, T, 0, whole, pw, &e) == 0, "%s", e.msg);
@@ -363,7 +347,7 @@ static void test_chunking(void) {
     CHECK(far_same && near_diff > 0, "decode receptive field within +-%lld latents", (long long)M);
 
     int64_t S = 613, N = (S + c->hop - 1) / c->hop, nl = B * c->latent_channels * N;
-    float *wave = rand_buf(B * S, 0.5f);
+    float *wave = rand_host(B * S, 0.5f, 0);
     float *mw = malloc((size_t)nl * sizeof(float)), *mc = malloc((size_t)nl * sizeof(float));
     CHECK(audio_vae_encode(m, wave, B, S, 0, mw, NULL, &e) == 0, "%s", e.msg);
     CHECK(audio_vae_encode(m, wave, B, S, 5, mc, NULL, &e) == 0, "%s", e.msg);
@@ -526,6 +510,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
+    test_seed(12345);
     h3_err e = {{0}};
     be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
     if (!be) {

@@ -1,27 +1,16 @@
-/* Core CPU backend ops against naive double-precision loops written independently here. */
+/* Core CPU backend ops against naive double-precision loops written independently here (random data:
+ * tests/test_data.h, seeded in main). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
 #include "test.h"
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float frand(void) { /* uniform in [-1, 1) */
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((rng >> 11) * 0x1p-53 * 2.0 - 1.0);
-}
-static float *randv(int64_t n, float scale) {
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t i = 0; i < n; i++) v[i] = frand() * scale;
-    return v;
-}
+#include "test_data.h"
 
 static void test_matmul(h3_backend *be) {
     int64_t M = 37, K = 300, N = 129;
-    float *x = randv(M * K, 1), *wf = randv(N * K, 0.1f), *bias = randv(N, 1);
+    float *x = rand_host(M * K, 1, 0), *wf = rand_host(N * K, 0.1f, 0), *bias = rand_host(N, 1, 0);
     uint16_t *wb = malloc((size_t)(N * K) * 2), *wh = malloc((size_t)(N * K) * 2);
     h3_convert_from_f32(wb, H3_BF16, wf, (size_t)(N * K));
     h3_convert_from_f32(wh, H3_F16, wf, (size_t)(N * K));
@@ -95,7 +84,7 @@ static void test_attention(h3_backend *be) {
     int64_t S = 300; /* more than one 128-row query block */
     int Hq = 4, Hkv = 2, D = 16;
     int qs = Hq * D + 8, ks = Hkv * D + 4, vs = Hkv * D, os = Hq * D; /* strided inputs */
-    float *q = randv(S * qs, 1), *k = randv(S * ks, 1), *v = randv(S * vs, 1);
+    float *q = rand_host(S * qs, 1, 0), *k = rand_host(S * ks, 1, 0), *v = rand_host(S * vs, 1, 0);
     float *o = calloc((size_t)(S * os), 4), *r = calloc((size_t)(S * os), 4);
     float scale = 1.0f / sqrtf((float)D);
     for (int causal = 0; causal < 2; causal++) {
@@ -108,7 +97,7 @@ static void test_attention(h3_backend *be) {
 
 static void test_norms(h3_backend *be) {
     int64_t rows = 7, dim = 96;
-    float *x = randv(rows * dim, 3), *w = randv(dim, 1), *b = randv(dim, 1);
+    float *x = rand_host(rows * dim, 3, 0), *w = rand_host(dim, 1, 0), *b = rand_host(dim, 1, 0);
     float *y = malloc((size_t)(rows * dim) * 4), *r = malloc((size_t)(rows * dim) * 4);
     for (int64_t i = 0; i < rows; i++) {
         double ss = 0, s = 0, var = 0;
@@ -131,7 +120,7 @@ static void test_norms(h3_backend *be) {
     /* GroupNorm over [N=2, C=8, L=12], 4 groups. */
     int64_t N = 2, C = 8, L = 12;
     int G = 4;
-    float *gx = randv(N * C * L, 2), *gy = malloc((size_t)(N * C * L) * 4), *gr = malloc((size_t)(N * C * L) * 4);
+    float *gx = rand_host(N * C * L, 2, 0), *gy = malloc((size_t)(N * C * L) * 4), *gr = malloc((size_t)(N * C * L) * 4);
     for (int64_t n = 0; n < N; n++)
         for (int g = 0; g < G; g++) {
             double s = 0, var = 0;
@@ -153,7 +142,7 @@ static void test_norms(h3_backend *be) {
 static void test_rope(h3_backend *be) {
     int64_t rows = 5;
     int H = 3, D = 32, R = 24, stride = H * D + 3;
-    float *x = randv(rows * stride, 1), *c = randv(rows * R, 1), *s = randv(rows * R, 1);
+    float *x = rand_host(rows * stride, 1, 0), *c = rand_host(rows * R, 1, 0), *s = rand_host(rows * R, 1, 0);
     float *ref = malloc((size_t)(rows * stride) * 4);
     memcpy(ref, x, (size_t)(rows * stride) * 4);
     for (int64_t r = 0; r < rows; r++)
@@ -176,7 +165,7 @@ static void test_rope(h3_backend *be) {
 
 static void test_elementwise(h3_backend *be) {
     int64_t n = 1000;
-    float *x = randv(n, 6), *b = randv(n, 2), *y = malloc((size_t)n * 4), *r = malloc((size_t)n * 4);
+    float *x = rand_host(n, 6, 0), *b = rand_host(n, 2, 0), *y = malloc((size_t)n * 4), *r = malloc((size_t)n * 4);
     for (int64_t i = 0; i < n; i++) r[i] = (float)(x[i] / (1 + exp(-(double)x[i])));
     h3_silu(be, y, x, n, 0);
     CHECK_CLOSE("silu", h3_rel_l2(y, r, (size_t)n), 1e-6);
@@ -210,6 +199,7 @@ static void test_elementwise(h3_backend *be) {
 
 int main(void) {
     h3_err e;
+    test_seed(0x9e3779b97f4a7c15ull);
     h3_backend *be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
     CHECK(be != NULL, "cpu backend: %s", e.msg);
     if (!be) TEST_END();

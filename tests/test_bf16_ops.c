@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "test_data.h"
 #include "backend/backend.h"
 #include "backend/backend_bf16.h"
 #include "backend/backend_dit.h"
@@ -14,12 +15,6 @@
 #include "core/tensor.h"
 
 static h3_backend *be;
-static uint64_t rng = 0xD1B54A32D192ED03ull;
-
-static float frand(void) {
-    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-    return (float)((rng * 0x2545F4914F6CDD1Dull) >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
 
 /* n random bf16 values, as bf16 and as (exact) fp32 */
 static void rand_pair(int64_t n, float scale, h3_bf16 **b, float **f) {
@@ -295,6 +290,7 @@ static void test_token_reduction_ops(void) {
 
 int main(void) {
     h3_err e;
+    test_seed(0xD1B54A32D192ED03ull);
     be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
     if (!be) {
         fprintf(stderr, "%s\n", e.msg);

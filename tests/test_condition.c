@@ -17,6 +17,7 @@
 #include "pipeline/layout.h"
 #include "pipeline/noise.h"
 #include "test.h"
+#include "test_data.h"
 
 #define GOLD "tests/fixtures/golden/condition"
 
@@ -197,11 +198,6 @@ static void test_references(void) {
     CHECK(cond_check_audio_seconds(32000, 32000, "--ref-video v.mp4", 1, &e) == -1 && strstr(e.msg, "56 output frames"), "%s", e.msg);
     CHECK(cond_check_audio_seconds(480001, 32000, "--ref-audio a.wav", 0, &e) == -1 && strstr(e.msg, "at most 15"), "%s", e.msg);
     st_set_free(s);
-}
-
-static void compare(const char *label, const float *got, const float *ref, int64_t n, double tol) {
-    printf("    max_abs %.3e  ", h3_max_abs(got, ref, (size_t)n));
-    CHECK_CLOSE(label, h3_rel_l2(got, ref, (size_t)n), tol);
 }
 
 static void check_encode(video_vae *v, const char *label, const uint8_t *pix, int T, int H, int W, const h3_tensor *ref) {

@@ -12,6 +12,7 @@
 #include "model/dit.h"
 #include "pipeline/layout.h"
 #include "test.h"
+#include "test_data.h"
 
 #define FIX "tests/fixtures/"
 
@@ -503,11 +504,6 @@ static void test_inv_freq(void) {
     CHECK(same == 16, "inv_freq differs from the spec table");
 }
 
-static float frand(unsigned *s) {
-    *s = *s * 1664525u + 1013904223u;
-    return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
-
 /* The fused ops against the unfused sequence of core ops, bit for bit. */
 static void test_fused_ops(h3_backend *be) {
     const int64_t rows = 37, dim = 24, trows = 6, stride = 6 * dim;
@@ -516,9 +512,9 @@ static void test_fused_ops(h3_backend *be) {
     float *one = malloc(n * 4), *tmp = malloc(n * 4), *shift = malloc(n * 4), *gate = malloc(n * 4);
     float *br = malloc(n * 4);
     int32_t idx[37];
-    unsigned seed = 7;
-    for (size_t i = 0; i < n; i++) x[i] = 3.0f * frand(&seed), br[i] = frand(&seed);
-    for (int64_t i = 0; i < trows * stride; i++) tab[i] = 0.7f * frand(&seed);
+    test_seed(7);
+    for (size_t i = 0; i < n; i++) x[i] = 3.0f * frand(), br[i] = frand();
+    for (int64_t i = 0; i < trows * stride; i++) tab[i] = 0.7f * frand();
     for (int r = 0; r < rows; r++) idx[r] = (r * 5 + 1) % trows;
     for (int fl = 0; fl < 2; fl++) {
         int flags = fl ? H3_BF16_OUT : 0;
@@ -580,8 +576,8 @@ static void test_fused_ops(h3_backend *be) {
         h3_tensor *w = h3_tensor_new(H3_BF16, 2, wshape, &e), *wk = h3_tensor_new(H3_BF16, 2, kshape, &e);
         float *xin = malloc((size_t)(M * Kd) * 4), *y1 = malloc((size_t)(M * I) * 4), *y2 = malloc((size_t)(M * I) * 4);
         uint16_t *wd = w->data, *kd = wk->data;
-        for (int64_t i = 0; i < 3 * I * Kd; i++) wd[i] = h3_f32_to_bf16(frand(&seed));
-        for (int64_t i = 0; i < M * Kd; i++) xin[i] = frand(&seed);
+        for (int64_t i = 0; i < 3 * I * Kd; i++) wd[i] = h3_f32_to_bf16(frand());
+        for (int64_t i = 0; i < M * Kd; i++) xin[i] = frand();
         for (int64_t h = 0; h < NH; h++)
             for (int64_t d = 0; d < D; d++)
                 memcpy(kd + (h * D + d) * Kd, wd + (h * 3 * D + D + d) * Kd, (size_t)Kd * 2);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stages a CUDA build for the lent GPU machine: stripped binaries of BUILD (default build-cuda) plus
 # the shared libraries that machine lacks, into DEST (default .dev-main, git-ignored), laid out like
-# a build dir so tests/cuda/run_device.sh DEST and run_e2e_device.sh DEST work there, packed into DEST/bundle.tar.xz
+# a build dir so tests/cuda/run_device.sh DEST, run_harness_device.sh DEST and run_e2e_device.sh DEST work there, packed into DEST/bundle.tar.xz
 # (the run_*_device.sh scripts unpack it with tools/dev_unpack.sh DEST).
 set -eu
 B=${1:-build-cuda}
@@ -10,6 +10,8 @@ rm -rf "$D"
 mkdir -p "$D/tests/cuda" "$D/lib"
 cp "$B/h3" "$D/h3"
 for f in "$B"/tests/cuda/*; do [ -x "$f" ] && [ -f "$f" ] && cp "$f" "$D/tests/cuda/"; done
+# the backend-ops harness (tests/cuda/run_harness_device.sh)
+[ -x "$B/tests/test_backend_ops" ] && cp "$B/tests/test_backend_ops" "$D/tests/" && strip "$D/tests/test_backend_ops"
 strip "$D/h3" "$D"/tests/cuda/*
 cp -L /usr/lib/x86_64-linux-gnu/libutf8proc.so.2 /lib/x86_64-linux-gnu/libjansson.so.4 "$D/lib/"
 # the session's line editor (EDIT=1) and what it needs

@@ -9,31 +9,13 @@
 #include <string.h>
 
 #include "test.h"
+#include "test_data.h"
 #include "backend/backend.h"
 #include "backend/backend_bf16.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 
 static h3_backend *cpu, *gpu;
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static float frand(void) { /* uniform [-1, 1) */
-    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-    return (float)((rng * 0x2545F4914F6CDD1Dull) >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
-
-static h3_bf16 *rand16(int64_t n, float scale) {
-    h3_bf16 *x = malloc((size_t)n * 2);
-    for (int64_t i = 0; i < n; i++) x[i] = h3_f32_to_bf16(frand() * scale);
-    return x;
-}
-
-static float *randf(int64_t n, float scale, float offset) {
-    float *x = malloc((size_t)n * sizeof(float));
-    for (int64_t i = 0; i < n; i++) x[i] = offset + frand() * scale;
-    return x;
-}
-
 static void *dev(const void *host, size_t bytes) {
     void *d = h3_alloc(gpu, bytes);
     h3_upload(gpu, d, host, bytes);
@@ -73,7 +55,7 @@ static weight make_weight(h3_dtype t, int ndim, const int64_t *shape, float scal
     weight w;
     w.host = h3_tensor_new(t, ndim, shape, &e);
     int64_t n = h3_tensor_numel(w.host);
-    float *v = randf(n, scale, 0.0f);
+    float *v = rand_offset(n, scale, 0.0f);
     h3_convert_from_f32(w.host->data, t, v, (size_t)n);
     free(v);
     w.dev = h3_weight_upload(gpu, w.host, &e);
@@ -90,7 +72,7 @@ static void test_matmul(const char *name, int64_t M, int64_t N, int64_t K, int64
     int64_t ws[2] = {N, K}, bs[1] = {N};
     weight w = make_weight(H3_BF16, 2, ws, 1.0f / sqrtf((float)K)), b = {0};
     if (bias) b = make_weight(bt, 1, bs, 0.5f);
-    h3_bf16 *x = rand16(M * ldx, 1.0f), *y = rand16(M * ldy, 1.0f); /* y: columns >= N must stay */
+    h3_bf16 *x = rand_bf16(M * ldx, 1.0f), *y = rand_bf16(M * ldy, 1.0f); /* y: columns >= N must stay */
     h3_bf16 *dx = dev(x, (size_t)(M * ldx) * 2);
     h3_bf16 *poison = malloc((size_t)(M * ldy) * 2);
     for (int64_t i = 0; i < M * ldy; i++) poison[i] = i % ldy < N ? 0x7fc0 : y[i];
@@ -107,8 +89,8 @@ static void test_matmul(const char *name, int64_t M, int64_t N, int64_t K, int64
 static void test_norm_modulate(const char *name, int64_t rows, int64_t dim, int with_table, int with_gain) {
     int K3 = 6;
     int64_t stride = 6 * dim;
-    h3_bf16 *x = rand16(rows * dim, 2.0f), *y = malloc((size_t)(rows * dim) * 2);
-    float *w = randf(dim, 0.2f, 1.0f), *tab = randf(K3 * stride, 0.5f, 0.0f);
+    h3_bf16 *x = rand_bf16(rows * dim, 2.0f), *y = malloc((size_t)(rows * dim) * 2);
+    float *w = rand_offset(dim, 0.2f, 1.0f), *tab = rand_offset(K3 * stride, 0.5f, 0.0f);
     for (int64_t i = 0; i < K3 * stride; i++) tab[i] = h3_round_bf16(tab[i]);
     int32_t *idx = malloc((size_t)rows * sizeof(int32_t));
     for (int64_t r = 0; r < rows; r++) idx[r] = (int32_t)((r * 7) % K3);
@@ -131,8 +113,8 @@ static void test_norm_modulate(const char *name, int64_t rows, int64_t dim, int 
 /* heads of a fused [rows][3 * heads * D] buffer: planar (q | k | v) or per-head interleaved */
 static void test_head_norm_rope(const char *name, int64_t rows, int heads, int D, int rot, int interleaved, int rope) {
     int64_t I = (int64_t)heads * D, rs = 3 * I, hs = interleaved ? 3 * D : D, koff = interleaved ? D : I;
-    h3_bf16 *x = rand16(rows * rs, 3.0f);
-    float *w = randf(D, 0.2f, 1.0f), *cs = randf(rows * rot, 1.0f, 0.0f), *sn = randf(rows * rot, 1.0f, 0.0f);
+    h3_bf16 *x = rand_bf16(rows * rs, 3.0f);
+    float *w = rand_offset(D, 0.2f, 1.0f), *cs = rand_offset(rows * rot, 1.0f, 0.0f), *sn = rand_offset(rows * rot, 1.0f, 0.0f);
     h3_bf16 *dx = dev(x, (size_t)(rows * rs) * 2);
     float *dw = dev(w, (size_t)D * 4), *dc = dev(cs, (size_t)(rows * rot) * 4), *ds = dev(sn, (size_t)(rows * rot) * 4);
     h3_bf16_head_norm_rope(cpu, x + koff, rows, rs, heads, hs, D, w, 1e-5f, rot, rope ? cs : NULL, rope ? sn : NULL);
@@ -150,7 +132,7 @@ static void test_attention(const char *name, int64_t Sq, int64_t Skv, int Hq, in
     int64_t hs = fused && interleaved ? 3 * D : D;
     int64_t koff = fused ? (interleaved ? D : I) : 0, voff = fused ? (interleaved ? 2 * D : 2 * I) : 0;
     int64_t ors = I + 16;
-    h3_bf16 *qb = rand16(Sq * rs, 2.0f), *kb = fused ? qb : rand16(Skv * rskv, 2.0f), *vb = fused ? qb : rand16(Skv * rskv, 1.0f);
+    h3_bf16 *qb = rand_bf16(Sq * rs, 2.0f), *kb = fused ? qb : rand_bf16(Skv * rskv, 2.0f), *vb = fused ? qb : rand_bf16(Skv * rskv, 1.0f);
     h3_bf16 *o = malloc((size_t)(Sq * ors) * 2);
     for (int64_t i = 0; i < Sq * ors; i++) o[i] = 0;
     float scale = 1.0f / sqrtf((float)D);
@@ -170,8 +152,8 @@ static void test_attention(const char *name, int64_t Sq, int64_t Skv, int Hq, in
 static void test_gated_residual(const char *name, int64_t rows, int64_t dim, int with_table) {
     int K3 = 3;
     int64_t stride = 6 * dim;
-    h3_bf16 *x = rand16(rows * dim, 2.0f), *br = rand16(rows * dim, 2.0f);
-    float *tab = randf(K3 * stride, 0.5f, 0.0f);
+    h3_bf16 *x = rand_bf16(rows * dim, 2.0f), *br = rand_bf16(rows * dim, 2.0f);
+    float *tab = rand_offset(K3 * stride, 0.5f, 0.0f);
     int32_t *idx = malloc((size_t)rows * sizeof(int32_t));
     for (int64_t r = 0; r < rows; r++) idx[r] = (int32_t)((r * 5) % K3);
     h3_bf16 *dx = dev(x, (size_t)(rows * dim) * 2), *db = dev(br, (size_t)(rows * dim) * 2);
@@ -215,8 +197,8 @@ static int32_t *dit_row_index(int64_t rows) {
 static void test_residual_norm(const char *name, int64_t rows, int64_t dim, int tables, int gain, int next_block,
                                int in_place, int64_t y_off) {
     const int64_t row6 = 6 * dim, per_block = 2 * 3 * row6, n = rows * dim;
-    h3_bf16 *x = rand16(n, 2.0f), *br = rand16(n, 2.0f), *xc = malloc((size_t)n * 2), *yc = malloc((size_t)n * 2);
-    float *w = randf(dim, 0.2f, 1.0f), *tab = randf(2 * per_block, 0.5f, 0.0f);
+    h3_bf16 *x = rand_bf16(n, 2.0f), *br = rand_bf16(n, 2.0f), *xc = malloc((size_t)n * 2), *yc = malloc((size_t)n * 2);
+    float *w = rand_offset(dim, 0.2f, 1.0f), *tab = rand_offset(2 * per_block, 0.5f, 0.0f);
     for (int64_t i = 0; i < 2 * per_block; i++) tab[i] = h3_round_bf16(tab[i]);
     int32_t *idx = dit_row_index(rows);
     memcpy(xc, x, (size_t)n * 2);
@@ -244,7 +226,7 @@ static void test_residual_norm(const char *name, int64_t rows, int64_t dim, int 
 
 static void test_swiglu(const char *name, int64_t rows, int64_t ff, int gate_first) {
     int64_t ldz = 2 * ff;
-    h3_bf16 *z = rand16(rows * ldz, 4.0f), *y = malloc((size_t)(rows * ff) * 2);
+    h3_bf16 *z = rand_bf16(rows * ldz, 4.0f), *y = malloc((size_t)(rows * ff) * 2);
     int64_t voff = gate_first ? ff : 0, goff = gate_first ? 0 : ff;
     h3_bf16_swiglu(cpu, y, z, rows, ff, ldz, voff, goff);
     h3_bf16 *dz = dev(z, (size_t)(rows * ldz) * 2), *dy = dev_poisoned16(NULL, rows * ff);
@@ -267,7 +249,7 @@ static void test_token_reduction(void) {
         pairs[2 * i] = (int32_t)a, pairs[2 * i + 1] = (int32_t)b;
     }
     for (int64_t r = 0; r < S; r++) parent[r] = (int32_t)(r < P ? r : P + ((r - P) / gw) * gwr + ((r - P) % gw) / 2);
-    h3_bf16 *x = rand16(S * dim, 4.0f), *red = rand16(Sr * dim, 4.0f), *base = rand16(Sr * dim, 4.0f);
+    h3_bf16 *x = rand_bf16(S * dim, 4.0f), *red = rand_bf16(Sr * dim, 4.0f), *base = rand_bf16(Sr * dim, 4.0f);
     h3_bf16 *y = malloc((size_t)(Sr * dim) * 2);
     h3_bf16 *dx = dev(x, (size_t)(S * dim) * 2), *dred = dev(red, (size_t)(Sr * dim) * 2), *dbase = dev(base, (size_t)(Sr * dim) * 2);
     int32_t *dpairs = dev(pairs, (size_t)(2 * Sr) * 4), *dparent = dev(parent, (size_t)S * 4);
@@ -286,8 +268,8 @@ static void test_rows(void) {
     int64_t n = 300, dim = 96, S = 500;
     int32_t *idx = malloc((size_t)n * sizeof(int32_t));
     for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)((i * 37 + 11) % S); /* distinct: 37 and 500 coprime */
-    h3_bf16 *src = rand16(n * dim, 1.0f), *dst = rand16(S * dim, 1.0f);
-    float *srcf = randf(n * dim, 1.0f, 0.0f);
+    h3_bf16 *src = rand_bf16(n * dim, 1.0f), *dst = rand_bf16(S * dim, 1.0f);
+    float *srcf = rand_offset(n * dim, 1.0f, 0.0f);
     h3_bf16 *dsrc = dev(src, (size_t)(n * dim) * 2), *ddst = dev(dst, (size_t)(S * dim) * 2);
     float *dsrcf = dev(srcf, (size_t)(n * dim) * 4);
     int32_t *di = dev(idx, (size_t)n * 4);
@@ -319,6 +301,7 @@ static void test_rows(void) {
 
 int main(int argc, char **argv) {
     h3_err e;
+    test_seed(0x9E3779B97F4A7C15ull);
     cpu = h3_backend_new(H3_BACKEND_CPU, 0, &e);
     gpu = h3_backend_new(H3_BACKEND_CUDA, 0, &e);
     if (!cpu || !gpu) {

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "test.h"
+#include "test_data.h"
 #include "backend/backend.h"
 #include "backend/backend_bf16.h"
 #include "backend/backend_fp8.h"
@@ -18,13 +19,6 @@
 #include "io/safetensors.h"
 
 static h3_backend *cpu, *gpu;
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-
-static float frand(void) { /* uniform [-1, 1) */
-    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-    return (float)((rng * 0x2545F4914F6CDD1Dull) >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
-
 static void *dev(const void *host, size_t bytes) {
     void *d = h3_alloc(gpu, bytes);
     if (host) h3_upload(gpu, d, host, bytes);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "test_data.h"
 #include "backend/backend.h"
 #include "backend/backend_dit.h"
 #include "backend/cuda/cuda_ops.h"
@@ -16,22 +17,6 @@
 #include "core/tensor.h"
 
 static h3_backend *cpu, *gpu;
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-
-static float frand(void) { /* uniform [-1, 1) */
-    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-    return (float)((rng * 0x2545F4914F6CDD1Dull) >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
-
-static float *rand_host(int64_t n, float scale, int bf16) {
-    float *x = malloc((size_t)n * sizeof(float));
-    for (int64_t i = 0; i < n; i++) {
-        x[i] = frand() * scale;
-        if (bf16) x[i] = h3_round_bf16(x[i]);
-    }
-    return x;
-}
-
 static void *to_dev(const void *host, size_t bytes) {
     void *d = h3_alloc(gpu, bytes);
     h3_upload(gpu, d, host, bytes);
@@ -49,13 +34,11 @@ static float *dev_poison(int64_t n) {
     return d;
 }
 
-static void compare(const char *name, const float *dev, const float *ref, int64_t n, double tol) {
+/* the device buffer against the host reference (tests/test_data.h's compare) */
+static void dev_compare(const char *name, const float *dev, const float *ref, int64_t n, double tol) {
     float *got = malloc((size_t)n * sizeof(float));
     h3_download(gpu, got, dev, (size_t)n * sizeof(float));
-    double rel = h3_rel_l2(got, ref, (size_t)n), mx = h3_max_abs(got, ref, (size_t)n);
-    if (rel != rel) rel = INFINITY; /* NaN: an unwritten or broken element */
-    printf("  %-56s max_abs %.3e\n", name, mx);
-    CHECK_CLOSE(name, rel, tol);
+    compare(name, got, ref, n, tol);
     free(got);
 }
 
@@ -92,7 +75,7 @@ static void test_matmul(const char *name, int64_t M, int64_t N, int64_t K, h3_dt
     h3_matmul(cpu, y, x + x_offset, M, w.host, with_bias ? b.host : NULL, flags);
     float *dx = dev_f(x, M * K + x_offset), *dy = dev_poison(M * N);
     h3_matmul(gpu, dy, dx + x_offset, M, w.dev, with_bias ? b.dev : NULL, flags);
-    compare(name, dy, y, M * N, tol);
+    dev_compare(name, dy, y, M * N, tol);
     h3_free(gpu, dx), h3_free(gpu, dy);
     free(x), free(y);
     free_weight(w);
@@ -117,7 +100,7 @@ static void test_attention(const char *name, int64_t Sq, int64_t Skv, int Hq, in
         for (int64_t c = 0; c < os; c++) poison[r * os + c] = c < (int64_t)Hq * D ? NAN : 0.0f;
     h3_upload(gpu, dout, poison, (size_t)(Sq * os) * sizeof(float));
     h3_attention(gpu, dout, os, dq + 4, qs, dk + 8, ks, dv + 16, ks, Sq, Skv, Hq, Hkv, D, scale, causal, flags);
-    compare(name, dout, o, Sq * os, tol);
+    dev_compare(name, dout, o, Sq * os, tol);
     h3_free(gpu, dq), h3_free(gpu, dk), h3_free(gpu, dv), h3_free(gpu, dout);
     free(q), free(k), free(v), free(o), free(poison);
 }
@@ -135,7 +118,7 @@ static void test_norms(int flags, double tol) {
     h3_rmsnorm(cpu, y, x, rows, dim, w, 1e-5f, flags);
     h3_rmsnorm(gpu, dy, dx, rows, dim, dw, 1e-5f, flags);
     snprintf(name, sizeof name, "rmsnorm 37x5376 gain%s", tag);
-    compare(name, dy, y, rows * dim, tol);
+    dev_compare(name, dy, y, rows * dim, tol);
 
     /* in place, no gain, head-sized rows (q/k norm) */
     float *x2 = rand_host(rows * 56 * 128, 2.0f, flags);
@@ -145,17 +128,17 @@ static void test_norms(int flags, double tol) {
     h3_rmsnorm(cpu, y2, y2, rows * 56, 128, NULL, 1e-6f, flags);
     h3_rmsnorm(gpu, dx2, dx2, rows * 56, 128, NULL, 1e-6f, flags);
     snprintf(name, sizeof name, "rmsnorm in place 2072x128 no gain%s", tag);
-    compare(name, dx2, y2, rows * 56 * 128, tol);
+    dev_compare(name, dx2, y2, rows * 56 * 128, tol);
 
     h3_layernorm(cpu, y, x, rows, dim, w, b, 1e-6f, flags);
     h3_layernorm(gpu, dy, dx, rows, dim, dw, db, 1e-6f, flags);
     snprintf(name, sizeof name, "layernorm 37x5376 w+b%s", tag);
-    compare(name, dy, y, rows * dim, tol);
+    dev_compare(name, dy, y, rows * dim, tol);
 
     h3_layernorm(cpu, y, x, rows, dim, NULL, NULL, 1e-6f, flags);
     h3_layernorm(gpu, dy, dx, rows, dim, NULL, NULL, 1e-6f, flags);
     snprintf(name, sizeof name, "layernorm 37x5376 plain%s", tag);
-    compare(name, dy, y, rows * dim, tol);
+    dev_compare(name, dy, y, rows * dim, tol);
 
     /* groupnorm: N=2, C=64, L=37*5376/128 */
     int64_t N = 2, C = 64, L = rows * dim / (N * C);
@@ -164,7 +147,7 @@ static void test_norms(int flags, double tol) {
     h3_groupnorm(cpu, y, x, N, C, L, 8, gw, gb, 1e-6f, flags);
     h3_groupnorm(gpu, dy, dx, N, C, L, 8, dgw, dgb, 1e-6f, flags);
     snprintf(name, sizeof name, "groupnorm N2 C64 L%lld g8%s", (long long)L, tag);
-    compare(name, dy, y, rows * dim, tol);
+    dev_compare(name, dy, y, rows * dim, tol);
 
     h3_free(gpu, dx), h3_free(gpu, dw), h3_free(gpu, db), h3_free(gpu, dy), h3_free(gpu, dx2);
     h3_free(gpu, dgw), h3_free(gpu, dgb);
@@ -185,7 +168,7 @@ static void test_rope(int flags, double tol) {
     float *dx = dev_f(x, rows * stride), *dc = dev_f(cs, rows * rot), *ds = dev_f(sn, rows * rot);
     h3_rope_half(cpu, x, rows, stride, (int)nh, (int)hd, (int)rot, cs, sn, flags);
     h3_rope_half(gpu, dx, rows, stride, (int)nh, (int)hd, (int)rot, dc, ds, flags);
-    compare(flags ? "rope_half 45 rows x 6x128, rot 96 [bf16]" : "rope_half 45 rows x 6x128, rot 96", dx, x,
+    dev_compare(flags ? "rope_half 45 rows x 6x128, rot 96 [bf16]" : "rope_half 45 rows x 6x128, rot 96", dx, x,
             rows * stride, tol);
     h3_free(gpu, dx), h3_free(gpu, dc), h3_free(gpu, ds);
     free(x), free(cs), free(sn);
@@ -205,29 +188,29 @@ static void test_eltwise(int flags, double tol) {
         un[i].op(cpu, y, a, n, flags);
         un[i].op(gpu, dy, da, n, flags);
         snprintf(name, sizeof name, "%s n=%lld%s", un[i].name, (long long)n, tag);
-        compare(name, dy, y, n, tol);
+        dev_compare(name, dy, y, n, tol);
     }
     h3_add(cpu, y, a, b, n, flags), h3_add(gpu, dy, da, db, n, flags);
     snprintf(name, sizeof name, "add%s", tag);
-    compare(name, dy, y, n, tol);
+    dev_compare(name, dy, y, n, tol);
     h3_mul(cpu, y, a, b, n, flags), h3_mul(gpu, dy, da, db, n, flags);
     snprintf(name, sizeof name, "mul%s", tag);
-    compare(name, dy, y, n, tol);
+    dev_compare(name, dy, y, n, tol);
     h3_scale(cpu, y, a, 0.7071f, n, flags), h3_scale(gpu, dy, da, 0.7071f, n, flags);
     snprintf(name, sizeof name, "scale%s", tag);
-    compare(name, dy, y, n, tol);
+    dev_compare(name, dy, y, n, tol);
     /* add_bias in place on rows x dim (first rows*dim of a) */
     float *yb = malloc((size_t)(rows * dim) * sizeof(float));
     memcpy(yb, a, (size_t)(rows * dim) * sizeof(float));
     float *dyb = dev_f(a, rows * dim);
     h3_add_bias(cpu, yb, b, rows, dim, flags), h3_add_bias(gpu, dyb, db, rows, dim, flags);
     snprintf(name, sizeof name, "add_bias 211x4739%s", tag);
-    compare(name, dyb, yb, rows * dim, tol);
+    dev_compare(name, dyb, yb, rows * dim, tol);
     if (!flags) {
         float *r = rand_host(n, 100.0f, 0);
         float *dr = dev_f(r, n);
         h3_round_bf16_buf(cpu, r, n), h3_round_bf16_buf(gpu, dr, n);
-        compare("round_bf16_buf (exact)", dr, r, n, 0.0);
+        dev_compare("round_bf16_buf (exact)", dr, r, n, 0.0);
         h3_free(gpu, dr);
         free(r);
     }
@@ -252,19 +235,19 @@ static void test_dit_ops(int flags, double tol) {
     h3_adaln_modulate(cpu, y, x, rows, dim, table, tstride, idx, 0, dim, flags);
     h3_adaln_modulate(gpu, dy, dx, rows, dim, dt, tstride, didx, 0, dim, flags);
     snprintf(name, sizeof name, "adaln_modulate 300x5376%s", tag);
-    compare(name, dy, y, rows * dim, tol);
+    dev_compare(name, dy, y, rows * dim, tol);
 
     memcpy(y, x, (size_t)(rows * dim) * sizeof(float));
     h3_gated_residual(cpu, y, br, rows, dim, table, tstride, idx, 2 * dim, flags);
     h3_gated_residual(gpu, dx, dbr, rows, dim, dt, tstride, didx, 2 * dim, flags);
     snprintf(name, sizeof name, "gated_residual 300x5376%s", tag);
-    compare(name, dx, y, rows * dim, tol);
+    dev_compare(name, dx, y, rows * dim, tol);
 
     h3_swiglu(cpu, y, x, br, rows * dim, flags);
     h3_upload(gpu, dx, x, (size_t)(rows * dim) * sizeof(float));
     h3_swiglu(gpu, dy, dx, dbr, rows * dim, flags);
     snprintf(name, sizeof name, "swiglu n=%lld%s", (long long)(rows * dim), tag);
-    compare(name, dy, y, rows * dim, tol);
+    dev_compare(name, dy, y, rows * dim, tol);
 
     /* gather 100 rows, scatter them back into a zeroed buffer */
     int64_t ng = 100;
@@ -273,13 +256,13 @@ static void test_dit_ops(int flags, double tol) {
     int32_t *dgi = to_dev(gi, (size_t)ng * sizeof(int32_t));
     h3_rows_gather(cpu, y, x, gi, ng, dim);
     h3_rows_gather(gpu, dy, dx, dgi, ng, dim);
-    compare("rows_gather 100 of 300 rows", dy, y, ng * dim, 0.0);
+    dev_compare("rows_gather 100 of 300 rows", dy, y, ng * dim, 0.0);
     float *z = calloc((size_t)(rows * dim), sizeof(float));
     float *dz = h3_alloc(gpu, (size_t)(rows * dim) * sizeof(float));
     h3_rows_scatter(cpu, z, x, gi, ng, dim, flags);
     h3_rows_scatter(gpu, dz, dx, dgi, ng, dim, flags);
     snprintf(name, sizeof name, "rows_scatter 100 into 300 rows%s", tag);
-    compare(name, dz, z, rows * dim, 0.0);
+    dev_compare(name, dz, z, rows * dim, 0.0);
 
     /* qkv de-interleave: rows x heads*3*hd */
     int heads = 7, hd = 128;
@@ -288,7 +271,7 @@ static void test_dit_ops(int flags, double tol) {
     float *df = dev_f(f, nf), *dq = dev_poison(50 * inner * 3);
     h3_qkv_deinterleave(cpu, q, q + 50 * inner, q + 100 * inner, f, 50, heads, hd);
     h3_qkv_deinterleave(gpu, dq, dq + 50 * inner, dq + 100 * inner, df, 50, heads, hd);
-    if (!flags) compare("qkv_deinterleave 50 rows x 7 heads x 128", dq, q, 50 * inner * 3, 0.0);
+    if (!flags) dev_compare("qkv_deinterleave 50 rows x 7 heads x 128", dq, q, 50 * inner * 3, 0.0);
 
     /* matmul_rows: k rows out of a per-head interleaved [q|k|v] weight, and a plain contiguous slice */
     {
@@ -300,11 +283,11 @@ static void test_dit_ops(int flags, double tol) {
         h3_matmul_rows(cpu, ym, xm, M, w.host, nh * hd2, hd2, 3 * hd2, hd2, flags);
         h3_matmul_rows(gpu, dym, dxm, M, w.dev, nh * hd2, hd2, 3 * hd2, hd2, flags);
         snprintf(name, sizeof name, "matmul_rows interleaved k rows%s", tag);
-        compare(name, dym, ym, M * nh * hd2, flags ? 3e-2 : 1e-5);
+        dev_compare(name, dym, ym, M * nh * hd2, flags ? 3e-2 : 1e-5);
         h3_matmul_rows(cpu, ym, xm, M, w.host, 100, 100, 0, 20, flags);
         h3_matmul_rows(gpu, dym, dxm, M, w.dev, 100, 100, 0, 20, flags);
         snprintf(name, sizeof name, "matmul_rows contiguous rows 20..119%s", tag);
-        compare(name, dym, ym, M * 100, flags ? 3e-2 : 1e-5);
+        dev_compare(name, dym, ym, M * 100, flags ? 3e-2 : 1e-5);
         h3_free(gpu, dxm), h3_free(gpu, dym);
         free(xm), free(ym);
         free_weight(w);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "test_data.h"
 #include "backend/backend.h"
 #include "backend/backend_audio.h"
 #include "backend/backend_conv.h"
@@ -20,22 +21,6 @@
 #include "core/tensor.h"
 
 static h3_backend *cpu, *gpu;
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static float frand(void) { /* uniform [-1, 1) */
-    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-    return (float)((rng * 0x2545F4914F6CDD1Dull) >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
-
-static float *rand_host(int64_t n, float scale, int bf16) {
-    float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    for (int64_t i = 0; i < n; i++) {
-        x[i] = frand() * scale;
-        if (bf16) x[i] = h3_round_bf16(x[i]);
-    }
-    return x;
-}
-
 static float *dev_f(const float *host, int64_t n) {
     float *d = h3_alloc(gpu, (size_t)n * sizeof(float));
     h3_upload(gpu, d, host, (size_t)n * sizeof(float));
@@ -50,23 +35,11 @@ static float *dev_poison(int64_t n) {
     return d;
 }
 
-static float *host_nan(int64_t n) {
-    float *h = malloc((size_t)n * sizeof(float));
-    for (int64_t i = 0; i < n; i++) h[i] = NAN;
-    return h;
-}
-
-/* tol 0: bit-identical required (and reported) */
-static void compare(const char *name, const float *dev, const float *ref, int64_t n, double tol) {
+/* the device buffer against the host reference (tests/test_data.h's compare; tol 0: bit-identical too) */
+static void dev_compare(const char *name, const float *dev, const float *ref, int64_t n, double tol) {
     float *got = malloc((size_t)n * sizeof(float));
     h3_download(gpu, got, dev, (size_t)n * sizeof(float));
-    double rel = h3_rel_l2(got, ref, (size_t)n), mx = h3_max_abs(got, ref, (size_t)n);
-    int64_t diff = 0;
-    for (int64_t i = 0; i < n; i++) diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
-    if (rel != rel) rel = INFINITY;
-    printf("  %-60s max_abs %.3e  %lld/%lld differ\n", name, mx, (long long)diff, (long long)n);
-    CHECK_CLOSE(name, rel, tol);
-    if (tol == 0.0) CHECK(diff == 0, "%s: %lld elements not bit-identical", name, (long long)diff);
+    compare(name, got, ref, n, tol);
     free(got);
 }
 
@@ -86,7 +59,7 @@ static void test_rmsnorm_qwen(int64_t rows, int64_t dim, int inplace, int flags,
     h3_rmsnorm_qwen(gpu, dy, dx, rows, dim, dw, 1e-6f, flags);
     snprintf(name, sizeof name, "rmsnorm_qwen %lldx%lld%s%s", (long long)rows, (long long)dim,
              inplace ? " in place" : "", flags ? " [bf16]" : "");
-    compare(name, dy, y, rows * dim, tol);
+    dev_compare(name, dy, y, rows * dim, tol);
     h3_free(gpu, dx), h3_free(gpu, dw);
     if (!inplace) h3_free(gpu, dy);
     free(x), free(w), free(y);
@@ -100,7 +73,7 @@ static void test_rows_add(int flags) {
     float *dx = dev_f(x, L * dim), *ds = dev_f(src, n * dim);
     h3_rows_add(cpu, x, rows, src, n, dim, flags);
     h3_rows_add(gpu, dx, rows, ds, n, dim, flags);
-    compare(flags ? "rows_add 33 of 90 rows x 1000 [bf16]" : "rows_add 33 of 90 rows x 1000", dx, x, L * dim, 0.0);
+    dev_compare(flags ? "rows_add 33 of 90 rows x 1000 [bf16]" : "rows_add 33 of 90 rows x 1000", dx, x, L * dim, 0.0);
     h3_free(gpu, dx), h3_free(gpu, ds);
     free(x), free(src);
 }
@@ -121,7 +94,7 @@ static void test_attention_eager(const char *name, int64_t S, int Hq, int Hkv, i
     float *dout = dev_f(poison, S * os);
     h3_attention_eager(gpu, dout, os, dq + 4, qs, dk + 8, ks, dv + 16, ks, S, S, Hq, Hkv, D, scale, causal,
                        H3_BF16_OUT);
-    compare(name, dout, o, S * os, tol);
+    dev_compare(name, dout, o, S * os, tol);
     h3_free(gpu, dq), h3_free(gpu, dk), h3_free(gpu, dv), h3_free(gpu, dout);
     free(q), free(k), free(v), free(o), free(poison);
 }
@@ -139,7 +112,7 @@ static void test_conv1d(int B, int Cin, int64_t L, int Cout, int K, int stride, 
     h3_conv1d(gpu, dy, dx, B, Cin, L, dw, bias ? db : NULL, Cout, K, stride, pad, dil);
     snprintf(name, sizeof name, "conv1d B%d %d->%d L%lld K%d s%d p%d d%d%s", B, Cin, Cout, (long long)L, K, stride, pad,
              dil, bias ? " +bias" : "");
-    compare(name, dy, y, (int64_t)B * Cout * Lout, 1e-5);
+    dev_compare(name, dy, y, (int64_t)B * Cout * Lout, 1e-5);
     h3_free(gpu, dx), h3_free(gpu, dw), h3_free(gpu, db), h3_free(gpu, dy);
     free(x), free(w), free(b), free(y);
 }
@@ -155,7 +128,7 @@ static void test_conv_transpose1d(int B, int Cin, int64_t L, int Cout, int K, in
     h3_conv_transpose1d(gpu, dy, dx, B, Cin, L, dw, bias ? db : NULL, Cout, K, stride, pad);
     snprintf(name, sizeof name, "conv_transpose1d B%d %d->%d L%lld K%d s%d p%d%s", B, Cin, Cout, (long long)L, K, stride,
              pad, bias ? " +bias" : "");
-    compare(name, dy, y, (int64_t)B * Cout * Lout, 1e-5);
+    dev_compare(name, dy, y, (int64_t)B * Cout * Lout, 1e-5);
     h3_free(gpu, dx), h3_free(gpu, dw), h3_free(gpu, db), h3_free(gpu, dy);
     free(x), free(w), free(b), free(y);
 }
@@ -193,11 +166,11 @@ static void test_snake(int B, int C, int64_t L, int alias_free) {
         h3_snake(gpu, dy, dx, B, C, L, df, di);
     }
     snprintf(name, sizeof name, "%s B%d C%d L%lld", alias_free ? "snake_alias_free" : "snake", B, C, (long long)L);
-    compare(name, dy, y, n, 1e-6);
+    dev_compare(name, dy, y, n, 1e-6);
     if (!alias_free) { /* in place */
         h3_snake(cpu, x, x, B, C, L, freq, inv);
         h3_snake(gpu, dx, dx, B, C, L, df, di);
-        compare("snake in place", dx, x, n, 1e-6);
+        dev_compare("snake in place", dx, x, n, 1e-6);
     }
     h3_free(gpu, dx), h3_free(gpu, df), h3_free(gpu, di), h3_free(gpu, dfl), h3_free(gpu, dy);
     free(x), free(freq), free(inv), free(y);
@@ -208,11 +181,11 @@ static void test_audio_small(void) {
     float *x = rand_host(n, 2.0f, 0), *y = host_nan(n);
     float *dx = dev_f(x, n), *dy = dev_poison(n);
     h3_clamp(cpu, y, x, -1.0f, 1.0f, n), h3_clamp(gpu, dy, dx, -1.0f, 1.0f, n);
-    compare("clamp [-1, 1] n=1000003", dy, y, n, 0.0);
+    dev_compare("clamp [-1, 1] n=1000003", dy, y, n, 0.0);
     h3_div_scalar(cpu, y, x, 3.0f, n), h3_div_scalar(gpu, dy, dx, 3.0f, n);
-    compare("div_scalar /3 n=1000003", dy, y, n, 0.0);
+    dev_compare("div_scalar /3 n=1000003", dy, y, n, 0.0);
     h3_div_scalar(cpu, x, x, 7.0f, n), h3_div_scalar(gpu, dx, dx, 7.0f, n);
-    compare("div_scalar /7 in place", dx, x, n, 0.0);
+    dev_compare("div_scalar /7 in place", dx, x, n, 0.0);
     h3_free(gpu, dx), h3_free(gpu, dy);
     free(x), free(y);
 
@@ -222,9 +195,9 @@ static void test_audio_small(void) {
     float *t = rand_host(nt, 1.0f, 0), *ty = host_nan(nt);
     float *dt = dev_f(t, nt), *dty = dev_poison(nt);
     h3_transpose_last2(cpu, ty, t, B, R, C), h3_transpose_last2(gpu, dty, dt, B, R, C);
-    compare("transpose_last2 B2 130x77", dty, ty, B * R * C, 0.0);
+    dev_compare("transpose_last2 B2 130x77", dty, ty, B * R * C, 0.0);
     h3_transpose_last2(cpu, ty, t, 1, 2048, 46), h3_transpose_last2(gpu, dty, dt, 1, 2048, 46);
-    compare("transpose_last2 B1 2048x46", dty, ty, 2048 * 46, 0.0);
+    dev_compare("transpose_last2 B1 2048x46", dty, ty, 2048 * 46, 0.0);
     h3_free(gpu, dt), h3_free(gpu, dty);
     free(t), free(ty);
 
@@ -238,7 +211,7 @@ static void test_audio_small(void) {
         char name[96];
         snprintf(name, sizeof name, "head_mean_pool %lld rows H%d hd%d -> %d", (long long)rows, pc[i].H, pc[i].hd,
                  pc[i].O);
-        compare(name, dhy, hy, ny, 0.0);
+        dev_compare(name, dhy, hy, ny, 0.0);
         h3_free(gpu, dhx), h3_free(gpu, dhy);
         free(hx), free(hy);
     }
@@ -263,7 +236,7 @@ static void test_conv3d(const char *label, h3_conv3d_geom g, int bias) {
     snprintf(name, sizeof name, "conv3d %s %lld->%lld %lldx%lldx%lld -> %lldx%lldx%lld", label, (long long)g.cin,
              (long long)g.cout, (long long)g.tin, (long long)g.hin, (long long)g.win, (long long)to, (long long)ho,
              (long long)wo);
-    compare(name, dy, y, ny, 1e-5);
+    dev_compare(name, dy, y, ny, 1e-5);
     h3_free(gpu, dx), h3_free(gpu, dw), h3_free(gpu, db), h3_free(gpu, dy);
     free(x), free(w), free(b), free(y);
 }
@@ -278,7 +251,7 @@ static void test_groupnorm_frames(int64_t C, int64_t T, int64_t HW, int groups, 
     h3_groupnorm_frames(gpu, dy, dx, C, T, HW, groups, affine ? dw : NULL, affine ? db : NULL, 1e-6f, silu);
     snprintf(name, sizeof name, "groupnorm_frames C%lld T%lld HW%lld g%d%s%s%s", (long long)C, (long long)T,
              (long long)HW, groups, affine ? " w+b" : "", silu ? " silu" : "", inplace ? " in place" : "");
-    compare(name, dy, inplace ? x : y, n, 1e-6);
+    dev_compare(name, dy, inplace ? x : y, n, 1e-6);
     h3_free(gpu, dw), h3_free(gpu, db), h3_free(gpu, dx);
     if (!inplace) h3_free(gpu, dy);
     free(x), free(w), free(b), free(y);
@@ -376,6 +349,7 @@ int main(void) {
      * under ASan on a machine without a GPU; the timings are skipped) */
     const char *as_cpu = getenv("H3_TEST_GPU_AS_CPU");
     int self_check = as_cpu && as_cpu[0] == '1';
+    test_seed(0x9E3779B97F4A7C15ull);
     cpu = h3_backend_new(H3_BACKEND_CPU, 0, &e);
     gpu = h3_backend_new(self_check ? H3_BACKEND_CPU : H3_BACKEND_CUDA, 0, &e);
     if (!gpu) {

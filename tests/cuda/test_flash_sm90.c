@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "test_data.h"
 #include "backend/backend.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_vae.h"
@@ -38,12 +39,6 @@ enum { POISON = 0x7FC0, SENTINEL = 0x1234 }; /* bf16 NaN; the padding's marker *
 
 static h3_backend *cpu, *gpu;
 static int var_on[16]; /* variants to run */
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static float frand(void) { /* uniform [-1, 1) */
-    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-    return (float)((rng * 0x2545F4914F6CDD1Dull) >> 40) * (2.0f / 16777216.0f) - 1.0f;
-}
 
 static uint16_t bits_of(float bf16_value) {
     uint32_t u;
@@ -495,6 +490,7 @@ static int prof(void) {
 
 int main(int argc, char **argv) {
     h3_err e;
+    test_seed(0x9E3779B97F4A7C15ull);
     cpu = h3_backend_new(H3_BACKEND_CPU, 0, &e);
     gpu = h3_backend_new(H3_BACKEND_CUDA, 0, &e);
     if (!gpu) {

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "test_data.h"
 #include "backend/backend.h"
 #include "backend/backend_bench.h"
 #include "backend/backend_vae.h"
@@ -24,21 +25,15 @@
 #define GOLD "tests/fixtures/golden/video_vae"
 #define SKELETON "tests/fixtures/skeleton/vae"
 
-static double frand(uint64_t *s) {
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return (double)(*s >> 11) / 9007199254740992.0;
-}
-
+/* seeded random data (tests/test_data.h's generator): uniform [lo, hi) / bf16 of uniform [-scale, scale) */
 static float *rand_f32(int64_t n, uint64_t seed, float lo, float hi) {
-    float *x = malloc((size_t)n * sizeof(float));
-    for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)frand(&seed);
-    return x;
+    test_seed(seed);
+    return rand_offset(n, 0.5f * (hi - lo), 0.5f * (lo + hi));
 }
 
-static h3_bf16 *rand_bf16(int64_t n, uint64_t seed, float scale) {
-    h3_bf16 *x = malloc((size_t)n * sizeof(h3_bf16));
-    for (int64_t i = 0; i < n; i++) x[i] = h3_f32_to_bf16(scale * (float)(2.0 * frand(&seed) - 1.0));
-    return x;
+static h3_bf16 *rand_bf16_seeded(int64_t n, uint64_t seed, float scale) {
+    test_seed(seed);
+    return rand_bf16(n, scale);
 }
 
 static void *up(h3_backend *g, const void *h, size_t bytes) {
@@ -64,7 +59,7 @@ static void report(const char *what, const float *got, const float *ref, int64_t
 static void test_qk_norm_rope(h3_backend *cpu, h3_backend *gpu, int heads, int hd, int rot, int exact,
                               const char *tag) {
     const int64_t period = 1797, rows = 2 * period, ld = (int64_t)heads * hd * 3 / 2, n = rows * ld;
-    h3_bf16 *x = rand_bf16(n, 21, 4.0f), *xc = malloc((size_t)n * 2), *xg = malloc((size_t)n * 2);
+    h3_bf16 *x = rand_bf16_seeded(n, 21, 4.0f), *xc = malloc((size_t)n * 2), *xg = malloc((size_t)n * 2);
     memcpy(xc, x, (size_t)n * 2);
     float *cs = rand_f32(period * rot, 22, -1.0f, 1.0f), *sn = rand_f32(period * rot, 23, -1.0f, 1.0f);
     h3_bf16 *dx = up(gpu, x, (size_t)n * 2);
@@ -96,7 +91,7 @@ static void test_ops(h3_backend *cpu, h3_backend *gpu) {
             const int64_t rows = 1797, dim = dims[di], n = rows * dim;
             float *x = rand_f32(n, 11 + di, -3.0f, 3.0f), *sc = rand_f32(dim, 12, -0.6f, 0.6f);
             float *w = rand_f32(dim, 13, 0.8f, 1.2f);
-            h3_bf16 *br = rand_bf16(n, 14, 2.0f), *yc = calloc((size_t)n, 2), *yg = calloc((size_t)n, 2);
+            h3_bf16 *br = rand_bf16_seeded(n, 14, 2.0f), *yc = calloc((size_t)n, 2), *yg = calloc((size_t)n, 2);
             float *xc = malloc((size_t)n * 4), *xg = malloc((size_t)n * 4);
             memcpy(xc, x, (size_t)n * 4);
             float *dx = up(gpu, x, (size_t)n * 4), *dsc = up(gpu, sc, (size_t)dim * 4), *dw = up(gpu, w, (size_t)dim * 4);
@@ -151,7 +146,7 @@ static void test_ops(h3_backend *cpu, h3_backend *gpu) {
      * H3_VAE_ATTN=tile (one call per tile: the sm90 kernel per tile, bit-identical to the batched launch) */
     {
         const int64_t N = 1797, T = 2, D = 2048, nq = T * N * 3 * D, no = T * N * D;
-        h3_bf16 *qkv = rand_bf16(nq, 31, 2.0f), *oc = calloc((size_t)no, 2), *og[3];
+        h3_bf16 *qkv = rand_bf16_seeded(nq, 31, 2.0f), *oc = calloc((size_t)no, 2), *og[3];
         h3_bf16 *dq = up(gpu, qkv, (size_t)nq * 2), *dout = h3_alloc(gpu, (size_t)no * 2);
         h3_vae_tile_attention(cpu, oc, qkv, T, N, 32, 64, 0.125f);
         float *a = widen(oc, no);
