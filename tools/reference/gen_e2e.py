@@ -52,6 +52,7 @@ import sys
 import wave
 
 import numpy as np
+import PIL
 import torch
 from PIL import Image
 from safetensors.torch import save_file
@@ -291,7 +292,7 @@ def run_case(pipe, name, debug_dir):
         "token_count": int(state.get("prompt_embeds").shape[1]),
         "h3_args": h3_args(name, case),
         "versions": {"torch": torch.__version__, "diffusers": diffusers.__version__,
-                     "transformers": transformers.__version__},
+                     "transformers": transformers.__version__, "pillow": PIL.__version__},
     }
     if task == "fl2va":
         settings["image"] = f"{REL_OUT}/{name}_first.png"
