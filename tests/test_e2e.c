@@ -1,13 +1,16 @@
 /* End-to-end parity of `h3 generate` with diffusers' MiniMax-H3 modular pipeline on the tiny
  * snapshot (goldens: tools/reference/gen_e2e.py -> tests/fixtures/golden/e2e/).
  *
- * For each task (t2va, fl2va with first + last keyframes, ref2va with an image and an audio
+ * For each case (t2va; fl2va with first + last keyframes at 256x256, and fl2va_small at 96x64 with a
+ * resized first keyframe and the processor's bicubic upscale; ref2va with an image and an audio
  * reference) it runs the `h3` binary with the arguments recorded in <task>.json (`h3_args`: same
  * prompt, seed, canvas, frames, evaluations, --precision fp32) plus --dump-latents, and compares
  * every tensor of the dump with the reference's: final normalized video and audio latents, the
  * decoded frames in [0, 1] before 8-bit quantization (the golden keeps the frames listed in
  * `frames_index`, every `frames_pixel_step`-th row and column; see gen_e2e.py), the waveform. Pass: relative L2 <= 1e-3 (the issue's fp32
- * acceptance); relative L2 and max-abs are printed either way.
+ * acceptance) for t2va and ref2va; the fl2va cases are held at the level t2va measures (docs/e2e.md: latents and
+ * frames <= 2e-6, waveform <= 2e-5), so a drift such as a keyframe pixel off by one shows; relative L2 and
+ * max-abs are printed either way.
  * With FFmpeg in the build and ffprobe on PATH, each run also writes the MP4 and checks it is
  * H.264 with the right frame count and size + AAC 32000 Hz stereo.
  * A task `h3 generate` reports as not wired yet is printed as SKIP with its reason (never counted
@@ -35,8 +38,21 @@
 #define GOLDEN "tests/fixtures/golden/e2e"
 #define TOL 1e-3
 
-static const char *const TASKS[] = {"t2va", "fl2va", "ref2va"};
-static const int TASK_SLOW[] = {0, 0, 1};
+/* A golden case (GOLDEN/<name>.json): its pass bounds on the relative L2 of the latents and frames, and of
+ * the waveform; slow: skipped under H3_E2E_FAST=1. */
+typedef struct e2e_case {
+    const char *name;
+    double      tol;       /* video_latents, audio_latents, frames */
+    double      tol_audio; /* audio (the fp32 audio VAE amplifies its latents' differences ~20x) */
+    int         slow;
+} e2e_case;
+
+static const e2e_case CASES[] = {
+    {"t2va", TOL, TOL, 0},
+    {"fl2va", 2e-6, 2e-5, 0},
+    {"fl2va_small", 2e-6, 2e-5, 0},
+    {"ref2va", TOL, TOL, 1},
+};
 
 static double now_s(void) {
     struct timespec t;
@@ -117,7 +133,7 @@ static void shape_str(const st_entry *e, char *out, size_t cap) {
 /* Compares h3's tensor `name` with the golden's. For frames (index != NULL) the golden holds
  * h3_frames[index[r]][::step][::step] for r < nindex (gen_e2e.py); step 1 for everything else. */
 static void compare(const char *task, const st_file *h, const st_file *g, const char *name, const int64_t *index,
-                    int64_t nindex, int64_t step) {
+                    int64_t nindex, int64_t step, double tol) {
     const st_entry *he, *ge;
     const float *a = f32_tensor(h, name, &he), *b = f32_tensor(g, name, &ge);
     char label[96];
@@ -160,8 +176,8 @@ static void compare(const char *task, const st_file *h, const st_file *g, const 
     double rel = b2 > 0 ? sqrt(d2 / b2) : sqrt(d2);
     char kept[64] = "";
     if (index) snprintf(kept, sizeof kept, " (%lld frames, step %lld)", (long long)nindex, (long long)step);
-    printf("  %-22s %-18s rel_l2 %.3e  max_abs %.3e  (tol %.0e)%s\n", label, hs, rel, maxabs, TOL, kept);
-    CHECK(rel <= TOL, "%s: relative L2 %.3e > %.0e (max abs %.3e)", label, rel, TOL, maxabs);
+    printf("  %-26s %-18s rel_l2 %.3e  max_abs %.3e  (tol %.0e)%s\n", label, hs, rel, maxabs, tol, kept);
+    CHECK(rel <= tol, "%s: relative L2 %.3e > %.0e (max abs %.3e)", label, rel, tol, maxabs);
 }
 
 /* ffprobe FILE for one stream; returns its "key=value" lines. */
@@ -214,7 +230,8 @@ static void check_mp4(const char *task, const char *mp4, int64_t frames, int64_t
     free(a);
 }
 
-static void run_task(const char *task, const char *h3, const char *tmp, int mp4) {
+static void run_task(const e2e_case *c, const char *h3, const char *tmp, int mp4) {
+    const char *task = c->name;
     char path[4096], dump[4096], log[4096], out_mp4[4096], err[1024];
     snprintf(path, sizeof path, GOLDEN "/%s.json", task);
     json_error_t je;
@@ -263,11 +280,11 @@ static void run_task(const char *task, const char *h3, const char *tmp, int mp4)
         const st_entry *se = st_find(g, "frames_pixel_step");
         const int64_t *step = se && se->dtype == H3_I64 && se->ndim == 1 && se->shape[0] == 2 ? st_data(g, se) : NULL;
         CHECK(step && step[0] == step[1] && step[0] >= 1, "%s: golden frames_pixel_step missing or not i64 [2] (s, s)", task);
-        compare(task, h, g, "video_latents", NULL, 0, 1);
-        compare(task, h, g, "audio_latents", NULL, 0, 1);
+        compare(task, h, g, "video_latents", NULL, 0, 1, c->tol);
+        compare(task, h, g, "audio_latents", NULL, 0, 1, c->tol);
         if (ie && ie->dtype == H3_I64 && ie->ndim == 1 && step && step[0] == step[1] && step[0] >= 1)
-            compare(task, h, g, "frames", st_data(g, ie), ie->shape[0], step[0]);
-        compare(task, h, g, "audio", NULL, 0, 1);
+            compare(task, h, g, "frames", st_data(g, ie), ie->shape[0], step[0], c->tol);
+        compare(task, h, g, "audio", NULL, 0, 1, c->tol_audio);
     }
     st_close(g);
     st_close(h);
@@ -351,18 +368,18 @@ int main(int argc, char **argv) {
     if (h3t_failed) TEST_END();
     const char *only = getenv("H3_E2E_TASKS");
     const char *fast = getenv("H3_E2E_FAST");
-    for (size_t i = 0; i < sizeof TASKS / sizeof *TASKS; i++) {
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
         if (only && only[0]) {
             char list[256];
             snprintf(list, sizeof list, ",%s,", only);
             char key[32];
-            snprintf(key, sizeof key, ",%s,", TASKS[i]);
+            snprintf(key, sizeof key, ",%s,", CASES[i].name);
             if (!strstr(list, key)) continue;
-        } else if (TASK_SLOW[i] && fast && !strcmp(fast, "1")) {
-            printf("SKIP %s: H3_E2E_FAST=1 (takes minutes on 2 cores)\n", TASKS[i]);
+        } else if (CASES[i].slow && fast && !strcmp(fast, "1")) {
+            printf("SKIP %s: H3_E2E_FAST=1 (takes minutes on 2 cores)\n", CASES[i].name);
             continue;
         }
-        run_task(TASKS[i], h3, tmp, mp4);
+        run_task(&CASES[i], h3, tmp, mp4);
     }
     run_render_canvas(h3, tmp, mp4);
     char cmd[4200];

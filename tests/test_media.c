@@ -649,6 +649,33 @@ static void remove_tree(const char *dir)
     rmdir(dir);
 }
 
+/* A JPEG whose end marker lies past FFmpeg's first 2 KiB probe, named .jpg (PIL's output for any
+ * photo-sized keyframe): probing ranks the extension's image2 demuxer (not on the list) above
+ * jpeg_pipe, so the file was refused as "not a recognised image file". Read from the path it must
+ * give the size and the very pixels of the same bytes read from memory (probed by content only). */
+static void test_large_jpeg(void)
+{
+    const char *path = FIX "q420_large.jpg";
+    h3_err e = {0};
+    h3_image a = {0}, b = {0};
+    FILE *f = fopen(path, "rb");
+    static uint8_t buf[1 << 16];
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f) fclose(f);
+    CHECK(n > 2048 && n < sizeof buf, "%s: %zu bytes (the case needs more than FFmpeg's 2 KiB probe)", path, n);
+    int ra = h3_read_image(path, NULL, &a, &e);
+    CHECK(ra == 0, "%s: %s", path, e.msg);
+    int rb = h3_read_image_mem(buf, n, "q420_large.jpg", NULL, &b, &e);
+    CHECK(rb == 0, "memory %s: %s", path, e.msg);
+    int same = !ra && !rb && a.width == 64 && a.height == 48 && b.width == 64 && b.height == 48 &&
+               !memcmp(a.rgb, b.rgb, (size_t)64 * 48 * 3);
+    printf("  image %-16s %dx%d from the path: %s\n", "q420_large.jpg", a.width, a.height,
+           ra ? "REFUSED" : same ? "read, = the memory read" : "DIFFERS from the memory read");
+    CHECK(same, "%s: the path read (%dx%d) is not the 64x48 memory read", path, a.width, a.height);
+    h3_image_free(&a);
+    h3_image_free(&b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--write-mp4")) {
@@ -665,6 +692,7 @@ int main(int argc, char **argv)
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
     test_mp4_round_trip();
     test_png_and_wav();
+    test_large_jpeg();
     h3_err e = {0};
     st_file *ex = st_open(FIX "expected.safetensors", &e);
     CHECK(ex != NULL, "%s", e.msg);

@@ -10,6 +10,7 @@
 #include "media_internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +83,21 @@ static void media_close(media_in *in)
     }
 }
 
+/* The still-image demuxer the first bytes' signature names (PNG, JPEG, WebP), or NULL. Probing
+ * by content alone is not enough: jpeg_pipe scores a JPEG whose end marker lies past FFmpeg's
+ * first 2 KiB probe below the extension-based image2 demuxer, which is not on the list, so any
+ * such JPEG named .jpg would be refused. */
+static const AVInputFormat *still_demuxer(const uint8_t *b, size_t n)
+{
+    if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) return av_find_input_format("png_pipe");
+    if (n >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return av_find_input_format("jpeg_pipe");
+    if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) return av_find_input_format("webp_pipe");
+    return NULL;
+}
+
 /* Opens path (or data/size when path is NULL) with the given demuxer whitelist and reads the
- * stream info. kind ("image", "audio", "video") words the errors. */
+ * stream info. kind ("image", "audio", "video") words the errors; images are opened with the
+ * demuxer their signature names (still_demuxer), anything else is probed. */
 static int media_open(media_in *in, const char *path, const void *data, size_t size, const char *name,
                       const char *formats, const char *kind, const char *supported, h3_err *e)
 {
@@ -111,10 +125,26 @@ static int media_open(media_in *in, const char *path, const void *data, size_t s
         in->fc->pb = in->avio;
         in->fc->flags |= AVFMT_FLAG_CUSTOM_IO;
     }
+    const AVInputFormat *fmt = NULL;
+    if (formats == IMAGE_FORMATS) {
+        uint8_t head[12];
+        size_t n = 0;
+        if (path) {
+            FILE *f = fopen(path, "rb");
+            if (f) {
+                n = fread(head, 1, sizeof head, f);
+                fclose(f);
+            }
+        } else {
+            n = size < sizeof head ? size : sizeof head;
+            memcpy(head, data, n);
+        }
+        fmt = still_demuxer(head, n);
+    }
     AVDictionary *opt = NULL;
     av_dict_set(&opt, "format_whitelist", formats, 0);
     av_dict_set(&opt, "protocol_whitelist", "file", 0);
-    int r = avformat_open_input(&in->fc, path, NULL, &opt);  /* frees fc on failure */
+    int r = avformat_open_input(&in->fc, path, fmt, &opt);  /* frees fc on failure */
     av_dict_free(&opt);
     if (r < 0) {
         in->fc = NULL;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end goldens: diffusers' MiniMax-H3 modular pipeline (MiniMaxH3Blocks, diffusers 0.42.1,
 modular_pipelines/minimax_h3) run on the tiny snapshot tests/fixtures/tiny, CPU, fp32, for t2va,
-fl2va (first + last keyframe) and ref2va (an image reference + an audio reference).
+fl2va (first + last keyframe; at 256x256 and, as fl2va_small, at 96x64) and ref2va (an image reference + an
+audio reference).
 
 The whole request goes through the public pipeline exactly as a user calls it:
     pipe(prompt=..., height=, width=, num_frames=, num_inference_steps=N + 1,
@@ -25,11 +26,12 @@ What is recorded (names as ../shared/PROBE.md, `--dump-latents`):
 The fixture budget (2 MB for all cases) cannot hold 124 full frames per case in f32, so `frames`
 keeps every 13th frame plus the last one (13 is odd, so the kept frames visit every phase of the
 (1,4,4,4,4) latent pattern and every 17-frame decoder chunk) and, for the 256x256 fl2va canvas,
-every 8th row and column; the test gathers the same samples from h3's full dump. The latents and
-the waveform are stored whole.
+every 8th row and column (fl2va_small: every 31st frame plus the last, every 2nd row and column); the
+test gathers the same samples from h3's full dump. The latents and the waveform are stored whole.
 
 Inputs written next to the goldens (deterministic, small): fl2va_first.png (80x40, stretched onto
-the canvas), fl2va_last.png (48x32, cover-cropped), ref2va_image.png (32x32, encoded at its
+the canvas), fl2va_last.png (48x32, cover-cropped), fl2va_small_first.png (120x80, Lanczos-resized onto
+the 96x64 canvas), fl2va_small_last.png (96x64, taken as it is), ref2va_image.png (32x32, encoded at its
 2048-px short edge), ref2va_audio.wav (2.0 s, 16-bit mono 32 kHz). The WAV is decoded here exactly as
 PyAV/FFmpeg decode s16 (x / 32768) since PyAV is not installed; the image through diffusers'
 load_image (MiniMaxH3ImageReference.from_file).
@@ -37,8 +39,10 @@ load_image (MiniMaxH3ImageReference.from_file).
 Writes tests/fixtures/golden/e2e/<task>.out.safetensors and <task>.json (the settings, and the
 `h3 generate` arguments that reproduce them, which tests/test_e2e.c runs).
 Run: nice python3 tools/reference/gen_e2e.py [--debug DIR] [--only t2va,...]
-  --debug DIR  also writes DIR/<task>.debug.safetensors: prompt embeddings, token tags, condition
-               latents, the packed rows / timesteps / velocities of every transformer call.
+  --debug DIR  also writes DIR/<case>.debug.safetensors: prompt embeddings, token tags, the prepared
+               keyframes (condition.<i>.pixels, uint8 HWC), the image processor's pixel_values and
+               image_grid_thw, condition latents, the packed rows / timesteps / velocities of every
+               transformer call.
 """
 import argparse
 import json
@@ -48,6 +52,7 @@ import sys
 import wave
 
 import numpy as np
+import PIL
 import torch
 from PIL import Image
 from safetensors.torch import save_file
@@ -68,11 +73,19 @@ COMMON = dict(num_frames=124, evaluations=4)
 # Per case: canvas, and which decoded frames the golden keeps (every `frame_stride`-th frame plus the
 # last; every `pixel_step`-th row and column). fl2va uses 256x256 so its keyframes reach Qwen3-VL
 # without a processor resize (h3 reproduces that bicubic resize too; tests/test_vision.c covers it).
+# fl2va_small is the small-canvas fl2va: its first keyframe is resized onto the 96x64 canvas (Lanczos),
+# its last is at the canvas size, and the processor upscales both to 320x224 (bicubic) for Qwen3-VL.
+# `task` names the request kind when it differs from the case name; `first`/`last` are the keyframes'
+# (width, height) and pattern seeds.
 CASES = {
     "t2va": dict(seed=20260, height=32, width=64, frame_stride=13, pixel_step=1,
                  prompt="A red fox trots across fresh snow at dawn; wind hisses through the pines."),
     "fl2va": dict(seed=77, height=256, width=256, frame_stride=13, pixel_step=8,
-                  prompt="The lantern flickers, then the room fades to blue as rain starts outside."),
+                  prompt="The lantern flickers, then the room fades to blue as rain starts outside.",
+                  first=(80, 40, 1), last=(48, 32, 2)),
+    "fl2va_small": dict(task="fl2va", seed=77, height=64, width=96, frame_stride=31, pixel_step=2,
+                        prompt="The lantern flickers, then the room fades to blue as rain starts outside.",
+                        first=(120, 80, 5), last=(96, 64, 6)),
     "ref2va": dict(seed=31337, height=32, width=64, frame_stride=13, pixel_step=1,
                    prompt="<Picture 1> sings along with <Audio 1> on a small stage, warm spotlight."),
 }
@@ -119,8 +132,11 @@ def read_wav_s16(path):
 
 def make_inputs():
     os.makedirs(OUT, exist_ok=True)
-    write_png(os.path.join(OUT, "fl2va_first.png"), pattern_image(80, 40, 1))
-    write_png(os.path.join(OUT, "fl2va_last.png"), pattern_image(48, 32, 2))
+    for name, case in CASES.items():
+        for which in ("first", "last"):
+            if which in case:
+                w, h, seed = case[which]
+                write_png(os.path.join(OUT, f"{name}_{which}.png"), pattern_image(w, h, seed))
     # Square, so its 2048-px short edge gives the smallest reference (2048x2048: 4096 DiT rows).
     write_png(os.path.join(OUT, "ref2va_image.png"), pattern_image(32, 32, 3))
     # 2.0 s (h3's minimum reference clip, features.md 1.3) of a two-tone chord with a slow chirp and
@@ -189,36 +205,48 @@ class CallLog:
             h.remove()
 
 
-def h3_args(task, case):
+def task_of(name):
+    return CASES[name].get("task", name)
+
+
+def h3_args(name, case):
     """The `h3 generate` arguments of the same request (paths relative to the repository root)."""
     args = ["-d", "tests/fixtures/tiny", "-p", case["prompt"], "--seed", str(case["seed"]),
             "--width", str(case["width"]), "--height", str(case["height"]),
             "--frames", str(COMMON["num_frames"]), "--steps", str(COMMON["evaluations"]), "--precision", "fp32"]
     if case["width"] == 256 and case["height"] == 256:  # h3 halves the spatial RoPE there (features.md 5.7)
         args += ["--use-reference-rope"]
+    task = task_of(name)
     if task == "fl2va":
-        args += ["--first-frame", f"{REL_OUT}/fl2va_first.png", "--last-frame", f"{REL_OUT}/fl2va_last.png"]
+        args += ["--first-frame", f"{REL_OUT}/{name}_first.png", "--last-frame", f"{REL_OUT}/{name}_last.png"]
     elif task == "ref2va":
         args += ["--ref-image", f"{REL_OUT}/ref2va_image.png", "--ref-audio", f"{REL_OUT}/ref2va_audio.wav"]
     return args
 
 
-def run_case(pipe, task, debug_dir):
-    case = CASES[task]
+def run_case(pipe, name, debug_dir):
+    case, task = CASES[name], task_of(name)
     kwargs = dict(prompt=case["prompt"], height=case["height"], width=case["width"],
                   num_frames=COMMON["num_frames"], num_inference_steps=COMMON["evaluations"] + 1,
                   generator=torch.Generator().manual_seed(case["seed"]), output_type="pt")
     if task == "fl2va":
-        kwargs["image"] = Image.open(os.path.join(OUT, "fl2va_first.png")).convert("RGB")
-        kwargs["last_image"] = Image.open(os.path.join(OUT, "fl2va_last.png")).convert("RGB")
+        kwargs["image"] = Image.open(os.path.join(OUT, f"{name}_first.png")).convert("RGB")
+        kwargs["last_image"] = Image.open(os.path.join(OUT, f"{name}_last.png")).convert("RGB")
     elif task == "ref2va":
         wav, rate = read_wav_s16(os.path.join(OUT, "ref2va_audio.wav"))
         kwargs["references"] = [MiniMaxH3ImageReference.from_file(os.path.join(OUT, "ref2va_image.png")),
                                 MiniMaxH3AudioReference(audio=wav, sample_rate=rate)]
     log = CallLog([pipe.transformer, pipe.transformer_ref])
-    with torch.no_grad():
-        state = pipe(**kwargs)
-    log.remove()
+    vision_in = []  # --debug: the image processor's outputs (what reaches the vision tower)
+    improc = pipe.processor.image_processor
+    if debug_dir:
+        improc.preprocess = lambda *a, **k: vision_in.append(type(improc).preprocess(improc, *a, **k)) or vision_in[-1]
+    try:
+        with torch.no_grad():
+            state = pipe(**kwargs)
+    finally:
+        log.remove()
+        improc.__dict__.pop("preprocess", None)
     assert len(log.calls) == COMMON["evaluations"], len(log.calls)
 
     video_latents = state.get("latents").float().contiguous()
@@ -239,13 +267,14 @@ def run_case(pipe, task, debug_dir):
         "frames_pixel_step": torch.tensor([step, step], dtype=torch.int64),
         "audio": audio,
     }
-    path = os.path.join(OUT, f"{task}.out.safetensors")
+    path = os.path.join(OUT, f"{name}.out.safetensors")
     save_file(out, path + ".tmp", metadata={"task": task})
     os.chmod(path + ".tmp", 0o644)
     os.replace(path + ".tmp", path)
 
     settings = {
         "task": task,
+        **({"case": name} if name != task else {}),
         "prompt": case["prompt"],
         "seed": case["seed"],
         "height": case["height"],
@@ -261,13 +290,13 @@ def run_case(pipe, task, debug_dir):
         "frames_pixel_step": [step, step],
         "shapes": {k: list(v.shape) for k, v in out.items()},
         "token_count": int(state.get("prompt_embeds").shape[1]),
-        "h3_args": h3_args(task, case),
+        "h3_args": h3_args(name, case),
         "versions": {"torch": torch.__version__, "diffusers": diffusers.__version__,
-                     "transformers": transformers.__version__},
+                     "transformers": transformers.__version__, "pillow": PIL.__version__},
     }
     if task == "fl2va":
-        settings["image"] = f"{REL_OUT}/fl2va_first.png"
-        settings["last_image"] = f"{REL_OUT}/fl2va_last.png"
+        settings["image"] = f"{REL_OUT}/{name}_first.png"
+        settings["last_image"] = f"{REL_OUT}/{name}_last.png"
     if task == "ref2va":
         settings["references"] = [
             {"kind": "image", "path": f"{REL_OUT}/ref2va_image.png", "loader": "MiniMaxH3ImageReference.from_file"},
@@ -276,14 +305,19 @@ def run_case(pipe, task, debug_dir):
         ]
     text = json.dumps(settings, indent=1)
     text = re.sub(r"\[\s*([-0-9.,\s]+?)\s*\]", lambda m: "[" + ", ".join(m.group(1).split()).replace(",,", ",") + "]", text)
-    with open(os.path.join(OUT, f"{task}.json.tmp"), "w") as f:
+    with open(os.path.join(OUT, f"{name}.json.tmp"), "w") as f:
         f.write(text + "\n")
-    os.replace(os.path.join(OUT, f"{task}.json.tmp"), os.path.join(OUT, f"{task}.json"))
+    os.replace(os.path.join(OUT, f"{name}.json.tmp"), os.path.join(OUT, f"{name}.json"))
 
     if debug_dir:
         dbg = {"prompt_embeds": state.get("prompt_embeds").float(),
                "text_token_tags": state.get("text_token_tags").to(torch.int64),
                "frames_all": frames_all}
+        for i, im in enumerate(state.get("keyframes") or []):  # as h3's dump names them
+            dbg[f"condition.{i}.pixels"] = torch.from_numpy(np.array(im, dtype=np.uint8))
+        for i, v in enumerate(vision_in):
+            dbg[f"image_pixel_values_{i}"] = v["pixel_values"].float()
+            dbg[f"image_grid_thw_{i}"] = v["image_grid_thw"].to(torch.int64)
         for i, c in enumerate(state.get("condition_latents") or []):
             dbg[f"condition_latents_{i}"] = c.float()
         for i, c in enumerate(state.get("audio_condition_latents") or []):
@@ -298,16 +332,16 @@ def run_case(pipe, task, debug_dir):
                 if k in log.calls[0]:
                     dbg[k] = log.calls[0][k]
         os.makedirs(debug_dir, exist_ok=True)
-        save_file({k: v.contiguous() for k, v in dbg.items()}, os.path.join(debug_dir, f"{task}.debug.safetensors"))
+        save_file({k: v.contiguous() for k, v in dbg.items()}, os.path.join(debug_dir, f"{name}.debug.safetensors"))
 
-    print(f"{task}: T={T} tokens={settings['token_count']} "
+    print(f"{name}: T={T} tokens={settings['token_count']} "
           + " ".join(f"{k}{tuple(v.shape)}" for k, v in out.items()), flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--debug", default=None)
-    ap.add_argument("--only", default="t2va,fl2va,ref2va")
+    ap.add_argument("--only", default=",".join(CASES))
     a = ap.parse_args()
     torch.set_num_threads(2)
     print("torch", torch.__version__, "diffusers", diffusers.__version__, "transformers", transformers.__version__)
