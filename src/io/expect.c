@@ -6,10 +6,22 @@
 #include <string.h>
 
 int h3_expect_add(h3_expect_list *l, h3_dtype dtype, int ndim, const int64_t *shape, const char *fmt, ...) {
+    if (l->failed) return -1;
+    if (l->max > 0 && l->n >= l->max) {
+        l->failed = 1;
+        return -1;
+    }
     if (l->n == l->cap) {
+        if (l->cap > (1 << 24)) { /* far beyond any model: no list grows without end */
+            l->failed = 2;
+            return -1;
+        }
         int cap = l->cap ? l->cap * 2 : 256;
         h3_expect *v = realloc(l->v, (size_t)cap * sizeof *v);
-        if (!v) return -1;
+        if (!v) {
+            l->failed = 2;
+            return -1;
+        }
         l->v = v;
         l->cap = cap;
     }
@@ -29,6 +41,14 @@ void h3_expect_list_free(h3_expect_list *l) {
     free(l->v);
     l->v = NULL;
     l->n = l->cap = 0;
+    l->failed = 0;
+}
+
+int h3_expect_fail(const h3_expect_list *l, const char *what, h3_err *e) {
+    if (l->failed == 1)
+        return h3_fail(e, "%s: the config implies more than %d tensors, more than the weights hold (%d)", what, l->max,
+                       l->max);
+    return h3_fail(e, "%s: out of memory building the tensor list", what);
 }
 
 const h3_expect *h3_expect_find(const h3_expect_list *l, const char *name) {

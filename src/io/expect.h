@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "../core/dtype.h"
+#include "../core/error.h"
 #include "../core/tensor.h"
 
 typedef struct h3_expect {
@@ -18,6 +19,8 @@ typedef struct h3_expect {
 typedef struct h3_expect_list {
     h3_expect *v;
     int        n, cap;
+    int        max;    /* > 0: more entries than this is an error (set from the tensor index before the list is built) */
+    int        failed; /* 1 over max, 2 out of memory; later adds then fail at once */
 } h3_expect_list;
 
 /* Appends one entry: name is a printf format; then ndim and ndim int64_t dims follow the name's
@@ -26,6 +29,9 @@ typedef struct h3_expect_list {
 int  h3_expect_add(h3_expect_list *l, h3_dtype dtype, int ndim, const int64_t *shape, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 void h3_expect_list_free(h3_expect_list *l);
+/* The message for a failed list: "WHAT: the config implies more than MAX tensors (the weights hold MAX)" or out of
+ * memory. Returns -1. */
+int  h3_expect_fail(const h3_expect_list *l, const char *what, h3_err *e);
 const h3_expect *h3_expect_find(const h3_expect_list *l, const char *name);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "info_components.h"
+#include "io/config.h"
 #include "io/expect.h"
 #include "io/safetensors.h"
 #include "io/snapshot.h"
@@ -222,13 +223,13 @@ static void check_weights(info_ctx *c, const char *dir, const h3_expect_list *ex
 }
 
 static json_t *load_json(info_ctx *c, const char *path) {
-    json_error_t je;
     if (!snapshot_exists(path)) {
         problem(c, "%s: missing", path);
         return NULL;
     }
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!j) problem(c, "%s: not valid JSON: %s (line %d)", path, je.text, je.line);
+    h3_err e = {{0}};
+    json_t *j = h3_json_load(path, &e);
+    if (!j) problem(c, "%s", e.msg);
     return j;
 }
 
