@@ -9,6 +9,10 @@ int h3_expect_add(h3_expect_list *l, h3_dtype dtype, int ndim, const int64_t *sh
     if (l->failed) return -1;
     if (l->max > 0 && l->n >= l->max) {
         l->failed = 1;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(l->over, sizeof l->over, fmt, ap);
+        va_end(ap);
         return -1;
     }
     if (l->n == l->cap) {
@@ -46,8 +50,8 @@ void h3_expect_list_free(h3_expect_list *l) {
 
 int h3_expect_fail(const h3_expect_list *l, const char *what, h3_err *e) {
     if (l->failed == 1)
-        return h3_fail(e, "%s: the config implies more than %d tensors, more than the weights hold (%d)", what, l->max,
-                       l->max);
+        return h3_fail(e, "%s: the config implies more tensors than the %d the weights hold ('%s' is one too many)", what,
+                       l->max, l->over);
     return h3_fail(e, "%s: out of memory building the tensor list", what);
 }
 
@@ -55,4 +59,14 @@ const h3_expect *h3_expect_find(const h3_expect_list *l, const char *name) {
     for (int i = 0; i < l->n; i++)
         if (!strcmp(l->v[i].name, name)) return &l->v[i];
     return NULL;
+}
+
+int h3_expect_check(const h3_expect *x, h3_dtype dtype, int ndim, const int64_t *shape, const char *where, h3_err *e) {
+    int same = dtype == x->dtype && ndim == x->ndim;
+    for (int d = 0; same && d < x->ndim; d++) same = shape[d] == x->shape[d];
+    if (same) return 0;
+    char s1[128], s2[128];
+    return h3_fail(e, "%s%stensor '%s': %s %s, config implies %s %s", where ? where : "", where ? ": " : "", x->name,
+                   h3_dtype_name(dtype), h3_shape_str(shape, ndim, s1, sizeof s1), h3_dtype_name(x->dtype),
+                   h3_shape_str(x->shape, x->ndim, s2, sizeof s2));
 }

@@ -241,17 +241,7 @@ static int lookup_checked(dit_model *m, const h3_expect_list *ex, const char *na
     const h3_expect *x = h3_expect_find(ex, name);
     if (!x) return h3_fail(e, "internal: tensor '%s' not in the expected list", name);
     if (get_view_at(m, name, view, mi, e) != 0) return -1;
-    int ok = view->ndim == x->ndim;
-    for (int i = 0; ok && i < x->ndim; i++) ok = view->shape[i] == x->shape[i];
-    if (!ok) {
-        char a[96], b[96];
-        return h3_fail(e, "%s: tensor '%s' has shape %s, expected %s for this config", source_name(m), name,
-                       h3_shape_str(view->shape, view->ndim, a, sizeof a), h3_shape_str(x->shape, x->ndim, b, sizeof b));
-    }
-    if (view->dtype != H3_F32 && view->dtype != H3_BF16 && view->dtype != H3_F16)
-        return h3_fail(e, "%s: tensor '%s' has dtype %s (want F32, BF16 or F16)", source_name(m), name,
-                       h3_dtype_name(view->dtype));
-    return 0;
+    return h3_expect_check(x, view->dtype, view->ndim, view->shape, source_name(m), e);
 }
 
 /* Makes a weight usable: backend resident (uploaded, or taken over from dit_new_random's device memory), or for the
@@ -459,7 +449,7 @@ void dit_rope_inv_freq(float *out, int F, float theta) {
 /* Loads every weight of m->cfg from m->st or m->mem. */
 static int load_all(dit_model *m, h3_err *e) {
     const dit_config *c = &m->cfg;
-    h3_expect_list ex = {0};
+    h3_expect_list ex = {.max = m->st ? st_set_count(m->st) : 0}; /* more tensors than stored: rejected early */
     int rc = -1;
     if (c->rope_freq_dim > 64) {
         h3_fail(e, "rope_freq_dim %d is larger than this engine supports (64)", c->rope_freq_dim);

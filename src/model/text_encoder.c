@@ -242,12 +242,7 @@ text_encoder *text_encoder_load(h3_backend *be, const char *dir, int bf16, h3_er
             h3_expect_list_free(&l);
             goto fail;
         }
-        int ok = en->ndim == x->ndim && (en->dtype == H3_BF16 || en->dtype == H3_F32 || en->dtype == H3_F16);
-        for (int d = 0; ok && d < x->ndim; d++) ok = en->shape[d] == x->shape[d];
-        if (!ok) {
-            char a[96], b[96];
-            h3_fail(e, "%s: tensor '%s' is %s %s, config implies %s", dir, x->name, h3_dtype_name(en->dtype),
-                    h3_shape_str(en->shape, en->ndim, a, sizeof a), h3_shape_str(x->shape, x->ndim, b, sizeof b));
+        if (h3_expect_check(x, en->dtype, en->ndim, en->shape, dir, e) != 0) {
             h3_expect_list_free(&l);
             goto fail;
         }

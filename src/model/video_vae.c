@@ -475,15 +475,7 @@ video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err 
         const h3_expect *x = &v->names.v[i];
         h3_tensor view;
         if (st_set_get(v->set, x->name, &view, e) != 0) goto fail;
-        int same = view.dtype == x->dtype && view.ndim == x->ndim;
-        for (int d = 0; same && d < x->ndim; d++) same = view.shape[d] == x->shape[d];
-        if (!same) {
-            char got[96], want[96];
-            h3_fail(e, "%s: tensor '%s' is %s %s, the config implies %s %s", st_set_path(v->set), x->name,
-                    h3_dtype_name(view.dtype), h3_shape_str(view.shape, view.ndim, got, sizeof got),
-                    h3_dtype_name(x->dtype), h3_shape_str(x->shape, x->ndim, want, sizeof want));
-            goto fail;
-        }
+        if (h3_expect_check(x, view.dtype, view.ndim, view.shape, st_set_path(v->set), e) != 0) goto fail;
         const h3_dtype kept = v->bf16 ? bf16_mode_dtype(v, x->name, view.dtype) : view.dtype;
         if (kept != view.dtype) {
             /* bf16 mode: an owned BF16 / F16 copy (round to nearest even); CPU keeps it, CUDA uploads it */

@@ -297,13 +297,7 @@ vision_model *vision_new(h3_backend *be, const vision_config *cfg, const st_set 
             h3_expect_list_free(&l);
             return NULL;
         }
-        int ok = en->ndim == l.v[i].ndim && (en->dtype == H3_BF16 || en->dtype == H3_F32 || en->dtype == H3_F16);
-        for (int d = 0; ok && d < en->ndim; d++) ok = en->shape[d] == l.v[i].shape[d];
-        if (!ok) {
-            char a[96], b[96];
-            h3_fail(e, "%s: tensor '%s' is %s %s, config implies %s", st_set_path(weights), l.v[i].name,
-                    h3_dtype_name(en->dtype), h3_shape_str(en->shape, en->ndim, a, sizeof a),
-                    h3_shape_str(l.v[i].shape, l.v[i].ndim, b, sizeof b));
+        if (h3_expect_check(&l.v[i], en->dtype, en->ndim, en->shape, st_set_path(weights), e) != 0) {
             h3_expect_list_free(&l);
             return NULL;
         }
