@@ -119,6 +119,7 @@ cuda-tests: $(BUILD)/tests/test_backend_ops $(BUILD)/tests/cuda/test_cuda_ops $(
 
 # libFuzzer targets (clang, ASan + UBSan): `make fuzz`, then e.g.
 #   build-fuzz/fuzz_safetensors -max_total_time=600 fuzz/corpus/safetensors
+#   build-fuzz/fuzz_config -max_total_time=600 fuzz/corpus/config
 # Each target links the core + io sources plus its own extras (FUZZ_EXTRA_<name>, FUZZ_LIBS_<name>).
 FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BIN  := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
@@ -126,6 +127,9 @@ FUZZ_CORE := $(wildcard src/core/*.c src/io/*.c)
 FUZZ_EXTRA_fuzz_tokenizer := src/model/tokenizer.c
 FUZZ_EXTRA_fuzz_media := $(wildcard src/media/*.c)
 FUZZ_LIBS_fuzz_media := -lavformat -lavcodec -lswscale -lswresample -lavutil
+# the config parsers live in the model files, which link the backend (CPU ops through OpenBLAS; OpenMP pragmas off)
+FUZZ_EXTRA_fuzz_config := $(wildcard src/backend/*.c src/backend/cpu/*.c src/model/*.c) src/media/resize.c
+FUZZ_LIBS_fuzz_config := $(filter -I%,$(CFLAGS)) $(BLAS) -lgomp
 fuzz: $(FUZZ_BIN)
 .SECONDEXPANSION:
 build-fuzz/%: fuzz/%.c $(FUZZ_CORE) $$(FUZZ_EXTRA_$$*)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "io/safetensors.h"
@@ -153,6 +154,53 @@ int main(void) {
         st_file *g = st_open(p, &e);
         CHECK(g != NULL, "hand-written valid file opens: %s", e.msg);
         st_close(g);
+    }
+
+    /* The reference format's layout rules (safetensors' Metadata::validate and read_metadata): the tensors, sorted
+     * by data_offsets, tile the data area from byte 0 with no gap and no overlap, and the file ends where the last
+     * tensor does. A zero-size tensor between two overlapping ones must not hide the overlap. */
+    write_raw("zhide.safetensors",
+              "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+              "\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
+              "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+              12);
+    CHECK(open_fails_with("zhide.safetensors", "overlap"), "an overlap hidden by a zero-size tensor");
+    write_raw("gap.safetensors",
+              "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+              "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+              12);
+    CHECK(open_fails_with("gap.safetensors", "gap"), "a gap between tensors");
+    write_raw("late.safetensors", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8);
+    CHECK(open_fails_with("late.safetensors", "gap"), "data not starting at byte 0");
+    write_raw("trail.safetensors", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8);
+    CHECK(open_fails_with("trail.safetensors", "trailing"), "trailing bytes after the data area");
+    write_raw("trail0.safetensors", "{}", 4);
+    CHECK(open_fails_with("trail0.safetensors", "trailing"), "trailing bytes after an empty header");
+    {
+        uint8_t b[16] = {0x01, 0xe1, 0xf5, 0x05, 0, 0, 0, 0, '{', '}'}; /* 100,000,001: the reference's limit + 1 */
+        write_file("limit.safetensors", b, 10);
+        CHECK(open_fails_with("limit.safetensors", "100 MB"), "header length one past the reference's 100,000,000");
+    }
+    write_raw("zok.safetensors",
+              "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+              "\"z\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[4,4]},"
+              "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[4,8]}}",
+              8);
+    {
+        snprintf(p, sizeof p, "%s/zok.safetensors", tmpdir);
+        st_file *g = st_open(p, &e);
+        CHECK(g != NULL, "a zero-size tensor in its place opens: %s", e.msg);
+        st_close(g);
+    }
+    /* A FIFO is refused at once (the alarm turns a hang into a failure). */
+    {
+        char fp[512];
+        snprintf(fp, sizeof fp, "%s/fifo.safetensors", tmpdir);
+        CHECK(mkfifo(fp, 0644) == 0, "mkfifo");
+        alarm(20);
+        CHECK(open_fails_with("fifo.safetensors", "not a regular file"), "a FIFO shard");
+        alarm(0);
+        unlink(fp);
     }
 
     /* Sharded set: two shards + index; lookups across shards. */

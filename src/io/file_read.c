@@ -1,6 +1,8 @@
 /* Parallel, optionally uncached reads of byte ranges (file_read.h). */
 #include "file_read.h"
 
+#include "config.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -11,15 +13,16 @@ int h3_read_file_open(h3_read_file *f, const char *path, int direct, h3_err *e) 
     memset(f, 0, sizeof *f);
     f->fd = -1;
     if (!(f->path = strdup(path))) return h3_fail(e, "out of memory");
-    if (direct && (f->fd = open(path, O_RDONLY | O_DIRECT)) >= 0) {
+    h3_err ignored;
+    if (direct && (f->fd = h3_open_regular(path, O_DIRECT, NULL, &ignored)) >= 0) {
         f->direct = 1;
         return 0;
     }
-    if ((f->fd = open(path, O_RDONLY)) < 0) { /* also where the file system refuses O_DIRECT (EINVAL) */
-        int err = errno;
+    /* also where the file system refuses O_DIRECT (EINVAL); a FIFO or other non-regular file is refused */
+    if ((f->fd = h3_open_regular(path, 0, NULL, e)) < 0) {
         free(f->path);
         f->path = NULL;
-        return h3_fail(e, "%s: cannot open (%s)", path, strerror(err));
+        return -1;
     }
     return 0;
 }

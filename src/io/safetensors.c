@@ -3,6 +3,8 @@
  * {...}}, then the data area. Everything is validated before a view is handed out. */
 #include "safetensors.h"
 
+#include "config.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define ST_MAX_HEADER (100u << 20) /* the reference implementation's limit: 100 MB */
+#define ST_MAX_HEADER 100000000u /* the reference implementation's MAX_HEADER_SIZE (100 MB) */
 
 static char *xstrdup(const char *s) {
     size_t n = strlen(s) + 1;
@@ -102,7 +104,7 @@ int st_parse(const uint8_t *buf, size_t len, uint64_t file_size, const char *nam
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | buf[i];
     if (hlen > ST_MAX_HEADER)
-        return h3_fail(e, "%s: header length %llu exceeds the 100 MB limit", name, (unsigned long long)hlen);
+        return h3_fail(e, "%s: header length %llu exceeds the 100 MB (100000000-byte) limit", name, (unsigned long long)hlen);
     if (8 + hlen > file_size || 8 + hlen > len)
         return h3_fail(e, "%s: header length %llu runs past the end of the file (%llu bytes)", name,
                        (unsigned long long)hlen, (unsigned long long)file_size);
@@ -164,7 +166,9 @@ int st_parse(const uint8_t *buf, size_t len, uint64_t file_size, const char *nam
         return -1;
     }
     qsort(out->entries, (size_t)out->n, sizeof *out->entries, cmp_entry_name);
-    /* No two tensors may share bytes. */
+    /* The reference's layout rule (safetensors Metadata::validate + read_metadata): sorted by data_offsets, the
+     * tensors tile the data area from byte 0, each beginning where the one before ends (zero-size ones included),
+     * and the file ends where the last one does: no overlap, no gap, no trailing bytes. */
     st_entry **by_off = malloc((size_t)(out->n ? out->n : 1) * sizeof *by_off);
     if (!by_off) {
         st_file_clear(out);
@@ -172,31 +176,33 @@ int st_parse(const uint8_t *buf, size_t len, uint64_t file_size, const char *nam
     }
     for (int i = 0; i < out->n; i++) by_off[i] = &out->entries[i];
     qsort(by_off, (size_t)out->n, sizeof *by_off, cmp_entry_ptr_begin);
-    for (int i = 1; i < out->n; i++) {
-        if (by_off[i]->begin < by_off[i - 1]->end && by_off[i]->end > by_off[i]->begin) {
-            rc = h3_fail(e, "%s: tensors '%s' and '%s' overlap in the data area", name, by_off[i - 1]->name,
-                         by_off[i]->name);
-            break;
-        }
+    uint64_t at = 0;
+    const st_entry *last = NULL; /* the tensor whose end is `at` */
+    for (int i = 0; i < out->n && !rc; i++) {
+        const st_entry *t = by_off[i];
+        if (t->begin < at)
+            rc = h3_fail(e, "%s: tensors '%s' and '%s' overlap in the data area ('%s' begins at %llu, inside [%llu, %llu))",
+                         name, last->name, t->name, t->name, (unsigned long long)t->begin,
+                         (unsigned long long)last->begin, (unsigned long long)last->end);
+        else if (t->begin > at)
+            rc = h3_fail(e, "%s: a gap in the data area: bytes [%llu, %llu) before tensor '%s' belong to no tensor", name,
+                         (unsigned long long)at, (unsigned long long)t->begin, t->name);
+        at = t->end;
+        last = t;
     }
+    if (!rc && at != data_size)
+        rc = h3_fail(e, "%s: %llu trailing bytes after the data area (the tensors end at byte %llu of %llu)", name,
+                     (unsigned long long)(data_size - at), (unsigned long long)at, (unsigned long long)data_size);
     free(by_off);
     if (rc) st_file_clear(out);
     return rc;
 }
 
 st_file *st_open(const char *path, h3_err *e) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        h3_fail(e, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        h3_fail(e, "%s: not a regular file", path);
-        return NULL;
-    }
-    size_t size = (size_t)sb.st_size;
+    uint64_t size64;
+    int fd = h3_open_regular(path, 0, &size64, e);
+    if (fd < 0) return NULL;
+    size_t size = (size_t)size64;
     const uint8_t *map = NULL;
     if (size > 0) {
         void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -223,6 +229,58 @@ st_file *st_open(const char *path, h3_err *e) {
     f->path = xstrdup(path);
     f->map = map;
     f->map_size = size;
+    return f;
+}
+
+static int pread_all(int fd, void *buf, size_t n, uint64_t off) {
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, (char *)buf + done, n - done, (off_t)(off + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+st_file *st_open_header(const char *path, h3_err *e) {
+    uint64_t size;
+    int fd = h3_open_regular(path, 0, &size, e);
+    if (fd < 0) return NULL;
+    uint8_t len8[8] = {0};
+    uint64_t hlen = 0;
+    if (size >= 8 && pread_all(fd, len8, 8, 0) != 0) {
+        close(fd);
+        h3_fail(e, "%s: read failed: %s", path, strerror(errno));
+        return NULL;
+    }
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | len8[i];
+    /* st_parse words the length errors; read only a header that fits the limit and the file */
+    size_t got = size >= 8 ? 8 : (size_t)size;
+    if (size >= 8 && hlen <= ST_MAX_HEADER && 8 + hlen <= size) got = (size_t)(8 + hlen);
+    uint8_t *buf = malloc(got > 8 ? got : 8);
+    if (!buf) {
+        close(fd);
+        h3_fail(e, "%s: out of memory", path);
+        return NULL;
+    }
+    memcpy(buf, len8, 8);
+    if (got > 8 && pread_all(fd, buf + 8, got - 8, 8) != 0) {
+        close(fd);
+        free(buf);
+        h3_fail(e, "%s: read failed (file changed while reading?)", path);
+        return NULL;
+    }
+    close(fd);
+    st_file *f = calloc(1, sizeof *f);
+    if (!f || st_parse(buf, got, size, path, f, e) != 0) {
+        if (!f) h3_fail(e, "out of memory");
+        free(f);
+        free(buf);
+        return NULL;
+    }
+    free(buf);
+    f->path = xstrdup(path);
     return f;
 }
 
@@ -270,25 +328,9 @@ void st_index_free(st_index *ix) {
 
 int st_index_load(const char *path, st_index *ix, h3_err *e) {
     memset(ix, 0, sizeof *ix);
-    FILE *f = fopen(path, "rb");
-    if (!f) return h3_fail(e, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (n == cap) {
-            if (cap > (256u << 20)) {
-                free(buf);
-                fclose(f);
-                return h3_fail(e, "%s: index larger than 256 MB", path);
-            }
-            cap *= 2;
-            buf = realloc(buf, cap);
-        }
-        size_t k = fread(buf + n, 1, cap - n, f);
-        if (!k) break;
-        n += k;
-    }
-    fclose(f);
+    char *buf;
+    size_t n;
+    if (h3_read_small(path, H3_JSON_MAX, &buf, &n, e) != 0) return -1;
     int rc = st_index_parse(buf, n, path, ix, e);
     free(buf);
     return rc;
@@ -330,6 +372,11 @@ int st_index_parse(const char *text, size_t len, const char *path, st_index *ix,
     }
     /* Collect (name, file) pairs, then sort names keeping their file. */
     char **pairs = calloc(n ? n : 1, sizeof *pairs);
+    if (!pairs) {
+        json_decref(root);
+        st_index_free(ix);
+        return h3_fail(e, "out of memory");
+    }
     const char *key;
     json_t *val;
     json_object_foreach(wm, key, val) {
@@ -342,11 +389,18 @@ int st_index_parse(const char *text, size_t len, const char *path, st_index *ix,
         for (int j = 0; j < ix->nfiles; j++)
             if (!strcmp(ix->files[j], fname)) fi = j;
         if (fi < 0) {
+            if (!(ix->files[ix->nfiles] = xstrdup(fname))) {
+                rc = h3_fail(e, "out of memory");
+                break;
+            }
             fi = ix->nfiles++;
-            ix->files[fi] = xstrdup(fname);
         }
         size_t kl = strlen(key);
         char *p = malloc(kl + 1 + sizeof(int));
+        if (!p) {
+            rc = h3_fail(e, "out of memory");
+            break;
+        }
         memcpy(p, key, kl + 1);
         memcpy(p + kl + 1, &fi, sizeof(int));
         pairs[ix->n++] = p;
@@ -365,8 +419,13 @@ int st_index_parse(const char *text, size_t len, const char *path, st_index *ix,
         memcpy(&ix->file_of[i], pairs[i] + kl + 1, sizeof(int));
         ix->names[i] = xstrdup(pairs[i]);
         free(pairs[i]);
+        if (!ix->names[i]) rc = -1;
     }
     free(pairs);
+    if (rc) {
+        st_index_free(ix);
+        return h3_fail(e, "out of memory");
+    }
     return 0;
 }
 
@@ -459,7 +518,17 @@ void st_set_free(st_set *s) {
     free(s);
 }
 
-st_set *st_set_open(const char *path, h3_err *e) {
+static st_set *set_open(const char *path, int headers_only, h3_err *e);
+st_set *st_set_open(const char *path, h3_err *e) { return set_open(path, 0, e); }
+st_set *st_set_open_headers(const char *path, h3_err *e) { return set_open(path, 1, e); }
+
+int st_set_check(const char *path, h3_err *e) {
+    st_set *s = set_open(path, 1, e);
+    st_set_free(s);
+    return s ? 0 : -1;
+}
+
+static st_set *set_open(const char *path, int headers_only, h3_err *e) {
     struct stat sb;
     if (stat(path, &sb) != 0) {
         h3_fail(e, "%s: %s", path, strerror(errno));
@@ -468,17 +537,28 @@ st_set *st_set_open(const char *path, h3_err *e) {
     char *file = S_ISDIR(sb.st_mode) ? find_in_dir(path, e) : xstrdup(path);
     if (!file) return NULL;
     st_set *s = calloc(1, sizeof *s);
+    if (!s) {
+        free(file);
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
     s->path = file;
     if (!ends_with(file, ".json")) {
         s->files = calloc(1, sizeof *s->files);
-        s->files[0] = st_open(file, e);
-        if (!s->files[0]) {
+        if (!s->files) h3_fail(e, "out of memory");
+        else s->files[0] = headers_only ? st_open_header(file, e) : st_open(file, e);
+        if (!s->files || !s->files[0]) {
             st_set_free(s);
             return NULL;
         }
         s->nfiles = 1;
         s->n = s->files[0]->n;
         s->items = calloc((size_t)(s->n ? s->n : 1), sizeof *s->items);
+        if (!s->items) {
+            st_set_free(s);
+            h3_fail(e, "out of memory");
+            return NULL;
+        }
         for (int i = 0; i < s->n; i++)
             s->items[i] = (set_item){s->files[0]->entries[i].name, 0, &s->files[0]->entries[i]};
         return s;
@@ -493,7 +573,8 @@ st_set *st_set_open(const char *path, h3_err *e) {
     int rc = 0;
     for (int i = 0; i < ix.nfiles && !rc; i++) {
         char *sp = path_join(dir, ix.files[i]);
-        s->files[i] = st_open(sp, e);
+        s->files[i] = !sp ? NULL : headers_only ? st_open_header(sp, e) : st_open(sp, e);
+        if (!sp) h3_fail(e, "out of memory");
         free(sp);
         if (!s->files[i]) rc = h3_fail_prefix(e, "%s lists shard '%s'", file, ix.files[i]);
         else s->nfiles = i + 1;
@@ -543,6 +624,7 @@ int st_set_get(const st_set *s, const char *name, h3_tensor *view, h3_err *e) {
     const st_file *f;
     const st_entry *ent = st_set_entry(s, name, &f);
     if (!ent) return h3_fail(e, "%s: tensor '%s' not found", s->path, name);
+    if (!f->map && ent->end > ent->begin) return h3_fail(e, "internal: %s: a header-only set has no data", s->path);
     return st_view(f, ent, view);
 }
 

@@ -1,6 +1,7 @@
 /* safetensors: an 8-byte little-endian header length, a JSON header, then raw tensor bytes.
- * Reader: mmaps the file and validates everything before handing out views (dtype names, shapes,
- * offsets within the data area, no overlaps, byte size = numel x dtype size).
+ * Reader: mmaps the file and validates everything before handing out views, by the reference format's rules
+ * (docs/robustness.md): dtype names, shapes, byte size = numel x dtype size, and the tensors sorted by offset tile
+ * the data area exactly (from byte 0, no overlap, no gap, no trailing bytes).
  * Set: one file, or a sharded set described by *.safetensors.index.json.
  * Writer: collects tensors and writes them atomically (temp file + rename). */
 #ifndef H3_SAFETENSORS_H
@@ -39,6 +40,9 @@ int st_parse(const uint8_t *buf, size_t len, uint64_t file_size, const char *nam
 /* Frees what st_parse allocated (not the mapping). */
 void            st_parse_free(st_file *f);
 st_file        *st_open(const char *path, h3_err *e);
+/* The same validation from the 8-byte length, the header and the file's size only (no mapping, no data read):
+ * map is NULL, st_data must not be used. The pre-flight check of a request's shards and `h3 info` use it. */
+st_file        *st_open_header(const char *path, h3_err *e);
 void            st_close(st_file *f);
 const st_entry *st_find(const st_file *f, const char *name);
 const void     *st_data(const st_file *f, const st_entry *ent);
@@ -51,6 +55,11 @@ typedef struct st_set st_set;
 /* path: a .safetensors file, an index .json, or a directory holding exactly one of
  * "*.safetensors.index.json" or a single "*.safetensors". */
 st_set *st_set_open(const char *path, h3_err *e);
+/* The same checks (index, every shard's header and extent, every tensor of a shard listed by the index for that
+ * shard) on headers only; st_set_get then fails (no data). One validator for info, generate and the pre-flight. */
+st_set *st_set_open_headers(const char *path, h3_err *e);
+/* st_set_open_headers + free: 0 when the set would open. */
+int     st_set_check(const char *path, h3_err *e);
 void    st_set_free(st_set *s);
 int     st_set_count(const st_set *s);
 const char *st_set_name(const st_set *s, int i);          /* names in sorted order */

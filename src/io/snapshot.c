@@ -1,5 +1,7 @@
 #include "snapshot.h"
 
+#include "config.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,9 +27,8 @@ int snapshot_kind(const char *dir, snap_kind *kind, h3_err *e) {
     *kind = SNAP_UNKNOWN;
     snapshot_path(p, sizeof p, dir, "model_index.json");
     if (!snapshot_exists(p)) return h3_fail(e, "%s: no model_index.json (not a MiniMax-H3 snapshot folder)", dir);
-    json_error_t je;
-    json_t *root = json_load_file(p, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return h3_fail(e, "%s: not valid JSON: %s (line %d)", p, je.text, je.line);
+    json_t *root = h3_json_load(p, e);
+    if (!root) return -1;
     const char *cls = json_string_value(json_object_get(root, "_class_name"));
     int rc = 0;
     if (!cls) rc = h3_fail(e, "%s: no \"_class_name\"", p);

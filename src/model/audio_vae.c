@@ -9,47 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../backend/backend_audio.h"
 #include "../backend/backend_bench.h"
+#include "../io/config.h"
 #include "../io/safetensors.h"
 
 /* ------------------------------------------------------------------------------------------------
  * Config (spec 2) */
-
-static int cfg_int(json_t *root, const char *key, int *out, const char *path, h3_err *e) {
-    json_t *v = json_object_get(root, key);
-    if (!v) return h3_fail(e, "%s: missing key '%s'", path, key);
-    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > (1 << 20))
-        return h3_fail(e, "%s: '%s' must be a positive integer", path, key);
-    *out = (int)json_integer_value(v);
-    return 0;
-}
-
-static int cfg_int_list(json_t *v, const char *key, int *out, int max, int *n, const char *path, h3_err *e) {
-    if (!v) return h3_fail(e, "%s: missing key '%s'", path, key);
-    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > (size_t)max)
-        return h3_fail(e, "%s: '%s' must be a list of 1..%d positive integers", path, key, max);
-    *n = (int)json_array_size(v);
-    for (int i = 0; i < *n; i++) {
-        json_t *x = json_array_get(v, (size_t)i);
-        if (!json_is_integer(x) || json_integer_value(x) <= 0 || json_integer_value(x) > (1 << 16))
-            return h3_fail(e, "%s: '%s'[%d] must be a positive integer", path, key, i);
-        out[i] = (int)json_integer_value(x);
-    }
-    return 0;
-}
-
-static int cfg_float_list(json_t *v, const char *key, float *out, int n, const char *path, h3_err *e) {
-    if (!json_is_array(v) || json_array_size(v) != (size_t)n)
-        return h3_fail(e, "%s: '%s' must be a list of latent_channels (%d) numbers", path, key, n);
-    for (int i = 0; i < n; i++) {
-        json_t *x = json_array_get(v, (size_t)i);
-        if (!json_is_number(x)) return h3_fail(e, "%s: '%s'[%d] must be a number", path, key, i);
-        out[i] = (float)json_number_value(x); /* parse as double, round to float (spec 2) */
-    }
-    return 0;
-}
 
 static int cfg_check(audio_vae_config *c, const char *path, h3_err *e) {
     int64_t hop = 1, dhop = 1;
@@ -85,62 +53,72 @@ static int cfg_check(audio_vae_config *c, const char *path, h3_err *e) {
     return 0;
 }
 
+int audio_vae_config_parse(const json_t *root, const char *path, audio_vae_config *cfg, h3_err *e) {
+    memset(cfg, 0, sizeof *cfg);
+    if (!json_is_object(root)) return h3_fail(e, "%s: not a JSON object", path);
+    const char *cls = json_string_value(json_object_get(root, "_class_name"));
+    if (cls && strcmp(cls, "AutoencoderKLMiniMaxH3Audio"))
+        return h3_fail(e, "%s: _class_name is '%s', expected AutoencoderKLMiniMaxH3Audio", path, cls);
+    /* every field required, each in a plausible range (docs/robustness.md) */
+    const int64_t R = H3_CFG_REQUIRED;
+    h3_cfg g = h3_cfg_of(root, path, "", e);
+    h3_cfg_int(&g, "encoder_dim", R, 1, 1 << 16, &cfg->encoder_dim);
+    h3_cfg_int_list(&g, "encoder_rates", 1, 1, AVAE_MAX_STAGES, 1, 64, cfg->encoder_rates, &cfg->n_encoder_rates);
+    h3_cfg_int(&g, "latent_dim", R, 1, 1 << 16, &cfg->latent_dim);
+    h3_cfg_int(&g, "latent_channels", R, 1, AVAE_MAX_LATENT, &cfg->latent_channels);
+    h3_cfg_int(&g, "num_attention_heads", R, 1, 1024, &cfg->num_attention_heads);
+    h3_cfg_int(&g, "decoder_dim", R, 1, 1 << 16, &cfg->decoder_dim);
+    h3_cfg_int_list(&g, "decoder_rates", 1, 1, AVAE_MAX_STAGES, 1, 64, cfg->decoder_rates, &cfg->n_decoder_rates);
+    h3_cfg_int(&g, "sampling_rate", R, 1, 1 << 20, &cfg->sampling_rate);
+    int nk = 0;
+    h3_cfg_int_list(&g, "decoder_kernel_sizes", 1, 1, AVAE_MAX_STAGES, 1, 1024, cfg->decoder_kernel_sizes, &nk);
+    h3_cfg_int_list(&g, "resblock_kernel_sizes", 1, 1, AVAE_MAX_KERNELS, 1, 1024, cfg->resblock_kernel_sizes,
+                    &cfg->n_resblocks);
+    if (g.rc) return -1;
+    if (nk != cfg->n_decoder_rates)
+        return h3_fail(e, "%s: decoder_kernel_sizes has %d entries, decoder_rates %d", path, nk, cfg->n_decoder_rates);
+    json_t *dil = json_object_get(root, "resblock_dilation_sizes");
+    if (!json_is_array(dil) || json_array_size(dil) != (size_t)cfg->n_resblocks)
+        return h3_fail(e, "%s: resblock_dilation_sizes must be a list of %d lists (one per resblock kernel)", path,
+                       cfg->n_resblocks);
+    for (int j = 0; j < cfg->n_resblocks; j++)
+        if (h3_cfg_int_list_v(&g, json_array_get(dil, (size_t)j), "resblock_dilation_sizes[j]", 1, AVAE_MAX_DIL, 1,
+                              1024, cfg->resblock_dilation_sizes[j], &cfg->n_dilations[j]))
+            return -1;
+    if (cfg_check(cfg, path, e)) return -1;
+    json_t *mean = json_object_get(root, "latents_mean"), *std = json_object_get(root, "latents_std");
+    if (mean && !json_is_null(mean) && std && !json_is_null(std)) {
+        double m[AVAE_MAX_LATENT], s[AVAE_MAX_LATENT];
+        int nm = 0, ns = 0, L = cfg->latent_channels;
+        h3_cfg_num_list(&g, "latents_mean", 1, L, L, -1e30, 1e30, m, &nm);
+        h3_cfg_num_list(&g, "latents_std", 1, L, L, -1e30, 1e30, s, &ns);
+        if (g.rc) return -1;
+        /* parse as double, round to float (spec 2) */
+        for (int i = 0; i < L; i++) cfg->latents_mean[i] = (float)m[i], cfg->latents_std[i] = (float)s[i];
+        cfg->has_latent_stats = 1;
+    }
+    return 0;
+}
+
+const char *audio_vae_weights_path(const char *dir, char *out, size_t cap) {
+    /* diffusers' file name (or its sharded index); else whatever single file the folder holds. stat only: a FIFO
+     * is then refused by the opener instead of blocking here. */
+    struct stat sb;
+    snprintf(out, cap, "%s/diffusion_pytorch_model.safetensors", dir);
+    if (stat(out, &sb) == 0) return out;
+    snprintf(out, cap, "%s/diffusion_pytorch_model.safetensors.index.json", dir);
+    if (stat(out, &sb) == 0) return out;
+    snprintf(out, cap, "%s", dir);
+    return out;
+}
+
 int audio_vae_config_load(const char *dir, audio_vae_config *cfg, h3_err *e) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     memset(cfg, 0, sizeof *cfg);
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return h3_fail(e, "%s: cannot read JSON (%s, line %d)", path, je.text, je.line);
-    int rc = -1;
-    if (!json_is_object(root)) { h3_fail(e, "%s: not a JSON object", path); goto done; }
-    const char *cls = json_string_value(json_object_get(root, "_class_name"));
-    if (cls && strcmp(cls, "AutoencoderKLMiniMaxH3Audio")) {
-        h3_fail(e, "%s: _class_name is '%s', expected AutoencoderKLMiniMaxH3Audio", path, cls);
-        goto done;
-    }
-    if (cfg_int(root, "encoder_dim", &cfg->encoder_dim, path, e) ||
-        cfg_int_list(json_object_get(root, "encoder_rates"), "encoder_rates", cfg->encoder_rates, AVAE_MAX_STAGES,
-                     &cfg->n_encoder_rates, path, e) ||
-        cfg_int(root, "latent_dim", &cfg->latent_dim, path, e) ||
-        cfg_int(root, "latent_channels", &cfg->latent_channels, path, e) ||
-        cfg_int(root, "num_attention_heads", &cfg->num_attention_heads, path, e) ||
-        cfg_int(root, "decoder_dim", &cfg->decoder_dim, path, e) ||
-        cfg_int_list(json_object_get(root, "decoder_rates"), "decoder_rates", cfg->decoder_rates, AVAE_MAX_STAGES,
-                     &cfg->n_decoder_rates, path, e) ||
-        cfg_int(root, "sampling_rate", &cfg->sampling_rate, path, e))
-        goto done;
-    int nk;
-    if (cfg_int_list(json_object_get(root, "decoder_kernel_sizes"), "decoder_kernel_sizes", cfg->decoder_kernel_sizes,
-                     AVAE_MAX_STAGES, &nk, path, e))
-        goto done;
-    if (nk != cfg->n_decoder_rates) {
-        h3_fail(e, "%s: decoder_kernel_sizes has %d entries, decoder_rates %d", path, nk, cfg->n_decoder_rates);
-        goto done;
-    }
-    if (cfg_int_list(json_object_get(root, "resblock_kernel_sizes"), "resblock_kernel_sizes",
-                     cfg->resblock_kernel_sizes, AVAE_MAX_KERNELS, &cfg->n_resblocks, path, e))
-        goto done;
-    json_t *dil = json_object_get(root, "resblock_dilation_sizes");
-    if (!json_is_array(dil) || json_array_size(dil) != (size_t)cfg->n_resblocks) {
-        h3_fail(e, "%s: resblock_dilation_sizes must be a list of %d lists (one per resblock kernel)", path,
-                cfg->n_resblocks);
-        goto done;
-    }
-    for (int j = 0; j < cfg->n_resblocks; j++)
-        if (cfg_int_list(json_array_get(dil, (size_t)j), "resblock_dilation_sizes[j]",
-                         cfg->resblock_dilation_sizes[j], AVAE_MAX_DIL, &cfg->n_dilations[j], path, e))
-            goto done;
-    json_t *mean = json_object_get(root, "latents_mean"), *std = json_object_get(root, "latents_std");
-    if (cfg_check(cfg, path, e)) goto done;
-    if (mean && !json_is_null(mean) && std && !json_is_null(std)) {
-        if (cfg_float_list(mean, "latents_mean", cfg->latents_mean, cfg->latent_channels, path, e) ||
-            cfg_float_list(std, "latents_std", cfg->latents_std, cfg->latent_channels, path, e))
-            goto done;
-        cfg->has_latent_stats = 1;
-    }
-    rc = 0;
-done:
+    json_t *root = h3_json_load(path, e);
+    if (!root) return -1;
+    int rc = audio_vae_config_parse(root, path, cfg, e);
     json_decref(root);
     return rc;
 }
@@ -150,7 +128,7 @@ done:
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 #define ADD(nd, shp, ...) \
-    do { if (h3_expect_add(l, H3_F32, nd, shp, __VA_ARGS__)) return h3_fail(e, "out of memory"); } while (0)
+    do { if (h3_expect_add(l, H3_F32, nd, shp, __VA_ARGS__)) return h3_expect_fail(l, "audio VAE", e); } while (0)
 
 /* A weight-normed conv: weight_g [dim0,1,1], weight_v [dim0, dim1, K], bias [nbias] when nbias > 0. */
 static int add_wn(h3_expect_list *l, const char *prefix, int64_t d0, int64_t d1, int64_t K, int64_t nbias,
@@ -555,7 +533,7 @@ static int is_decoder_tensor(const char *name) {
 
 /* Every expected tensor of the loaded parts is present with its shape and a float dtype. */
 static int check_tensors(loader *ld, int parts) {
-    h3_expect_list l = {0};
+    h3_expect_list l = {0}; /* no cap from the weights: a partial (encoder- or decoder-only) file is valid */
     if (audio_vae_expected_tensors(&ld->m->cfg, &l, ld->e)) {
         h3_expect_list_free(&l);
         return -1;
@@ -569,16 +547,7 @@ static int check_tensors(loader *ld, int parts) {
             rc = h3_fail(ld->e, "%s: tensor '%s' not found", st_set_path(ld->st), x->name);
             break;
         }
-        int same = ent->ndim == x->ndim;
-        for (int d = 0; same && d < x->ndim; d++) same = ent->shape[d] == x->shape[d];
-        if (!same) {
-            char a[96], b[96];
-            rc = h3_fail(ld->e, "%s: tensor '%s' has shape %s, the config implies %s", st_set_path(ld->st), x->name,
-                         h3_shape_str(ent->shape, ent->ndim, a, sizeof a), h3_shape_str(x->shape, x->ndim, b, sizeof b));
-        } else if (ent->dtype != H3_F32 && ent->dtype != H3_BF16 && ent->dtype != H3_F16) {
-            rc = h3_fail(ld->e, "%s: tensor '%s' has dtype %s, expected F32", st_set_path(ld->st), x->name,
-                         h3_dtype_name(ent->dtype));
-        }
+        rc = h3_expect_check(x, ent->dtype, ent->ndim, ent->shape, st_set_path(ld->st), ld->e);
     }
     h3_expect_list_free(&l);
     return rc;
@@ -713,16 +682,9 @@ audio_vae *audio_vae_load(h3_backend *be, const char *dir, int parts, h3_err *e)
     m->parts = parts & AVAE_ALL;
     loader ld = {.m = m, .e = e};
     if (audio_vae_config_load(dir, &m->cfg, e)) goto fail;
-    /* diffusers' file name (or its sharded index); else whatever single file the folder holds */
     char path[4096];
-    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
-    FILE *probe = fopen(path, "rb");
-    if (!probe) {
-        snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors.index.json", dir);
-        probe = fopen(path, "rb");
-    }
-    if (probe) fclose(probe);
-    if (!(ld.st = st_set_open(probe ? path : dir, e))) goto fail;
+    audio_vae_weights_path(dir, path, sizeof path);
+    if (!(ld.st = st_set_open(path, e))) goto fail;
     if (check_tensors(&ld, m->parts)) goto fail;
     if ((m->parts & AVAE_DECODER) && load_decoder(&ld)) goto fail;
     if ((m->parts & AVAE_ENCODER) && load_encoder(&ld)) goto fail;

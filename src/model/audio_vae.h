@@ -6,6 +6,7 @@
 #ifndef H3_AUDIO_VAE_H
 #define H3_AUDIO_VAE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../backend/backend.h"
@@ -42,6 +43,11 @@ typedef struct audio_vae_config {
 /* dir: an audio_vae folder (reads dir/config.json). Checks the constructor's rules and the implicit
  * ones of spec 2 (rates multiply to the same hop, divisibility, odd resblock kernels, K - u even). */
 int audio_vae_config_load(const char *dir, audio_vae_config *cfg, h3_err *e);
+/* The same from a parsed config.json (path names it in messages); every field in a plausible range. Fuzzed. */
+/* The weights the loader opens in dir (the diffusers file, its index, else dir itself); returns out. */
+const char *audio_vae_weights_path(const char *dir, char *out, size_t cap);
+struct json_t;
+int audio_vae_config_parse(const struct json_t *root, const char *path, audio_vae_config *cfg, h3_err *e);
 /* Every tensor (all F32) of diffusion_pytorch_model.safetensors the config implies (spec 3.3). */
 int audio_vae_expected_tensors(const audio_vae_config *cfg, h3_expect_list *out, h3_err *e);
 

@@ -24,109 +24,77 @@
 #include "../backend/backend_bench.h"
 #include "../backend/backend_bf16.h"
 #include "../backend/backend_dit.h"
+#include "../io/config.h"
 #include "../io/safetensors.h"
 #include "dit_internal.h"
 
 
 /* ---------------------------------------------------------------- config (spec 1) */
 
-static int json_int_key(json_t *root, const char *key, int def, int *out, const char *path, h3_err *e) {
-    json_t *v = json_object_get(root, key);
-    if (!v) {
-        if (def < 0) return h3_fail(e, "%s: missing key '%s'", path, key);
-        *out = def;
-        return 0;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > (1 << 30))
-        return h3_fail(e, "%s: '%s' must be a positive integer", path, key);
-    *out = (int)json_integer_value(v);
-    return 0;
-}
+/* Plausible ranges (docs/robustness.md): a little beyond the release's sizes; the tensor shapes are then checked
+ * against the shard headers, whose extents are checked against the files. */
+enum { DIT_MAX_LAYERS = 1024, DIT_MAX_DIM = 1 << 16, DIT_MAX_FFN = 1 << 18 };
 
-static int json_float_key(json_t *root, const char *key, double def, float *out, const char *path, h3_err *e) {
-    json_t *v = json_object_get(root, key);
-    if (!v) {
-        *out = (float)def;
-        return 0;
+int dit_config_parse(const json_t *root, const char *path, dit_config *cfg, h3_err *e) {
+    memset(cfg, 0, sizeof *cfg);
+    if (!json_is_object(root)) return h3_fail(e, "%s: not a JSON object", path);
+    const char *cls = json_string_value(json_object_get(root, "_class_name"));
+    /* The original FL2VA/Ref2VA config (class MiniMaxH3DiTModel) names the same values differently. */
+    int orig = (cls && !strcmp(cls, "MiniMaxH3DiTModel")) ||
+               (!cls && json_object_get(root, "ffn_hidden_size") != NULL);
+    cfg->original_layout = orig;
+    h3_cfg c = h3_cfg_of(root, path, "", e);
+    /* Missing keys take the release values, as diffusers' register_to_config defaults do. */
+    h3_cfg_int(&c, "num_attention_heads", 56, 1, 1024, &cfg->num_attention_heads);
+    h3_cfg_int(&c, "attention_head_dim", 128, 1, 4096, &cfg->attention_head_dim);
+    h3_cfg_int(&c, "hidden_size", 5376, 1, DIT_MAX_DIM, &cfg->hidden_size);
+    h3_cfg_int(&c, "num_layers", 50, 1, DIT_MAX_LAYERS, &cfg->num_layers);
+    h3_cfg_int(&c, orig ? "token_refiner_num_layers" : "num_refiner_layers", 2, 1, DIT_MAX_LAYERS, &cfg->num_refiner_layers);
+    h3_cfg_int(&c, orig ? "ffn_hidden_size" : "ffn_dim", 14336, 1, DIT_MAX_FFN, &cfg->ffn_dim);
+    h3_cfg_int(&c, orig ? "latents_dim" : "in_channels", 24, 1, 4096, &cfg->in_channels);
+    h3_cfg_int(&c, orig ? "audio_latents_dim" : "audio_in_channels", 32, 1, 4096, &cfg->audio_in_channels);
+    h3_cfg_int(&c, "text_dim", 5120, 1, DIT_MAX_DIM, &cfg->text_dim);
+    h3_cfg_int(&c, orig ? "timestep_input_dim" : "freq_dim", 256, 2, DIT_MAX_DIM, &cfg->freq_dim);
+    h3_cfg_int(&c, orig ? "time_embed_hidden_size" : "time_embed_hidden_dim", 5376, 1, DIT_MAX_DIM,
+               &cfg->time_embed_hidden_dim);
+    h3_cfg_int(&c, "time_embed_dim", 2688, 1, DIT_MAX_DIM, &cfg->time_embed_dim);
+    h3_cfg_int(&c, orig ? "rope_inv_freq_len" : "rope_freq_dim", 16, 1, 4096, &cfg->rope_freq_dim);
+    double th, eps[3];
+    h3_cfg_num(&c, "rope_theta", 10000.0, 1e-3, 1e12, &th);
+    h3_cfg_num(&c, "norm_eps", 1e-5, 1e-30, 1.0, &eps[0]);
+    h3_cfg_num(&c, "qk_norm_eps", 1e-5, 1e-30, 1.0, &eps[1]);
+    h3_cfg_num(&c, "final_norm_eps", 1e-5, 1e-30, 1.0, &eps[2]);
+    cfg->patch_size[0] = 1, cfg->patch_size[1] = 2, cfg->patch_size[2] = 2;
+    int np = 3;
+    h3_cfg_int_list(&c, "patch_size", 0, 3, 3, 1, 64, cfg->patch_size, &np);
+    if (c.rc) return -1;
+    cfg->rope_theta = (float)th;
+    cfg->norm_eps = (float)eps[0], cfg->qk_norm_eps = (float)eps[1], cfg->final_norm_eps = (float)eps[2];
+    if (orig) {
+        /* derived sizes the original config spells out (spec 1) must agree */
+        int64_t a = 18 * (int64_t)cfg->hidden_size, f = 2 * (int64_t)cfg->hidden_size, got;
+        if (h3_cfg_i64(&c, "adaln_out_features", a, 1, INT32_MAX, &got) == 0 && got != a)
+            h3_cfg_fail(&c, "'adaln_out_features' must be 18 x hidden_size = %lld", (long long)a);
+        if (h3_cfg_i64(&c, "final_adaln_out_features", f, 1, INT32_MAX, &got) == 0 && got != f)
+            h3_cfg_fail(&c, "'final_adaln_out_features' must be 2 x hidden_size = %lld", (long long)f);
+        if (c.rc) return -1;
     }
-    if (!json_is_number(v) || !(json_number_value(v) > 0.0))
-        return h3_fail(e, "%s: '%s' must be a positive number", path, key);
-    *out = (float)json_number_value(v);
+    if (6 * cfg->rope_freq_dim > cfg->attention_head_dim)
+        return h3_fail(e, "%s: 6 x rope_freq_dim (%d) must not exceed attention_head_dim (%d)", path,
+                       6 * cfg->rope_freq_dim, cfg->attention_head_dim);
+    if (cfg->freq_dim % 2) return h3_fail(e, "%s: freq_dim (%d) must be even", path, cfg->freq_dim);
     return 0;
 }
 
 int dit_config_load(const char *dir, dit_config *cfg, h3_err *e) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return h3_fail(e, "%s: %s (line %d)", path, je.text, je.line);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return h3_fail(e, "%s: not a JSON object", path);
-    }
     memset(cfg, 0, sizeof *cfg);
-    const char *cls = json_string_value(json_object_get(root, "_class_name"));
-    /* The original FL2VA/Ref2VA config (class MiniMaxH3DiTModel) names the same values differently. */
-    int orig = (cls && !strcmp(cls, "MiniMaxH3DiTModel")) ||
-               (!cls && json_object_get(root, "ffn_hidden_size") != NULL);
-    cfg->original_layout = orig;
-    int rc = 0;
-    /* Missing keys take the release values, as diffusers' register_to_config defaults do. */
-    rc |= json_int_key(root, "num_attention_heads", 56, &cfg->num_attention_heads, path, e);
-    rc |= rc ? 0 : json_int_key(root, "attention_head_dim", 128, &cfg->attention_head_dim, path, e);
-    rc |= rc ? 0 : json_int_key(root, "hidden_size", 5376, &cfg->hidden_size, path, e);
-    rc |= rc ? 0 : json_int_key(root, "num_layers", 50, &cfg->num_layers, path, e);
-    rc |= rc ? 0 : json_int_key(root, orig ? "token_refiner_num_layers" : "num_refiner_layers", 2,
-                                &cfg->num_refiner_layers, path, e);
-    rc |= rc ? 0 : json_int_key(root, orig ? "ffn_hidden_size" : "ffn_dim", 14336, &cfg->ffn_dim, path, e);
-    rc |= rc ? 0 : json_int_key(root, orig ? "latents_dim" : "in_channels", 24, &cfg->in_channels, path, e);
-    rc |= rc ? 0 : json_int_key(root, orig ? "audio_latents_dim" : "audio_in_channels", 32,
-                                &cfg->audio_in_channels, path, e);
-    rc |= rc ? 0 : json_int_key(root, "text_dim", 5120, &cfg->text_dim, path, e);
-    rc |= rc ? 0 : json_int_key(root, orig ? "timestep_input_dim" : "freq_dim", 256, &cfg->freq_dim, path, e);
-    rc |= rc ? 0 : json_int_key(root, orig ? "time_embed_hidden_size" : "time_embed_hidden_dim", 5376,
-                                &cfg->time_embed_hidden_dim, path, e);
-    rc |= rc ? 0 : json_int_key(root, "time_embed_dim", 2688, &cfg->time_embed_dim, path, e);
-    rc |= rc ? 0 : json_int_key(root, orig ? "rope_inv_freq_len" : "rope_freq_dim", 16, &cfg->rope_freq_dim, path, e);
-    rc |= rc ? 0 : json_float_key(root, "rope_theta", 10000.0, &cfg->rope_theta, path, e);
-    rc |= rc ? 0 : json_float_key(root, "norm_eps", 1e-5, &cfg->norm_eps, path, e);
-    rc |= rc ? 0 : json_float_key(root, "qk_norm_eps", 1e-5, &cfg->qk_norm_eps, path, e);
-    rc |= rc ? 0 : json_float_key(root, "final_norm_eps", 1e-5, &cfg->final_norm_eps, path, e);
-    if (!rc) {
-        json_t *ps = json_object_get(root, "patch_size");
-        if (!ps) {
-            cfg->patch_size[0] = 1, cfg->patch_size[1] = 2, cfg->patch_size[2] = 2;
-        } else if (!json_is_array(ps) || json_array_size(ps) != 3) {
-            rc = h3_fail(e, "%s: 'patch_size' must be a list of 3 positive integers", path);
-        } else {
-            for (int i = 0; i < 3 && !rc; i++) {
-                json_t *v = json_array_get(ps, (size_t)i);
-                if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 64)
-                    rc = h3_fail(e, "%s: 'patch_size' must be a list of 3 positive integers", path);
-                else cfg->patch_size[i] = (int)json_integer_value(v);
-            }
-        }
-    }
-    if (!rc && orig) {
-        /* derived sizes the original config spells out (spec 1) must agree */
-        int a = 0, f = 0;
-        if (json_object_get(root, "adaln_out_features") &&
-            (json_int_key(root, "adaln_out_features", 0, &a, path, e) ||
-             (int64_t)a != (int64_t)18 * cfg->hidden_size))
-            rc = h3_fail(e, "%s: 'adaln_out_features' must be 18 x hidden_size = %d", path, 18 * cfg->hidden_size);
-        if (!rc && json_object_get(root, "final_adaln_out_features") &&
-            (json_int_key(root, "final_adaln_out_features", 0, &f, path, e) || f != 2 * cfg->hidden_size))
-            rc = h3_fail(e, "%s: 'final_adaln_out_features' must be 2 x hidden_size = %d", path,
-                         2 * cfg->hidden_size);
-    }
+    json_t *root = h3_json_load(path, e);
+    if (!root) return -1;
+    int rc = dit_config_parse(root, path, cfg, e);
     json_decref(root);
-    if (rc) return -1;
-    if (6 * cfg->rope_freq_dim > cfg->attention_head_dim)
-        return h3_fail(e, "%s: 6 x rope_freq_dim (%d) must not exceed attention_head_dim (%d)", path,
-                       6 * cfg->rope_freq_dim, cfg->attention_head_dim);
-    if (cfg->freq_dim % 2) return h3_fail(e, "%s: freq_dim (%d) must be even", path, cfg->freq_dim);
-    return 0;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- tensor names (spec 2) */
@@ -150,7 +118,7 @@ int dit_expected_tensors(const dit_config *c, h3_expect_list *l, h3_err *e) {
         rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TH), "time_embedder.linear_1.bias");
         rc |= h3_expect_add(l, H3_F32, 2, SHAPE(TD, TH), "time_embedder.linear_2.weight");
         rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TD), "time_embedder.linear_2.bias");
-        for (int b = 0; b < c->num_refiner_layers + c->num_layers; b++) {
+        for (int b = 0; b < c->num_refiner_layers + c->num_layers && !rc; b++) {
             int ref = b < c->num_refiner_layers;
             char p[96];
             if (ref) snprintf(p, sizeof p, "token_refiner.refiner_blocks.%d", b);
@@ -192,7 +160,7 @@ int dit_expected_tensors(const dit_config *c, h3_expect_list *l, h3_err *e) {
         rc |= h3_expect_add(l, H3_F32, 2, SHAPE(TD, TH), "time_embedder.proj_out.weight");
         rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TD), "time_embedder.proj_out.bias");
         rc |= h3_expect_add(l, H3_F32, 1, SHAPE(c->rope_freq_dim), "rope.inv_freq");
-        for (int b = 0; b < c->num_refiner_layers + c->num_layers; b++) {
+        for (int b = 0; b < c->num_refiner_layers + c->num_layers && !rc; b++) {
             int ref = b < c->num_refiner_layers;
             char p[96];
             if (ref) snprintf(p, sizeof p, "token_refiner.blocks.%d", b);
@@ -219,7 +187,7 @@ int dit_expected_tensors(const dit_config *c, h3_expect_list *l, h3_err *e) {
         rc |= h3_expect_add(l, H3_F32, 2, SHAPE(CA, H), "final_layer.audio_out.weight");
         rc |= h3_expect_add(l, H3_F32, 1, SHAPE(CA), "final_layer.audio_out.bias");
     }
-    if (rc) return h3_fail(e, "out of memory building the DiT tensor list");
+    if (rc) return h3_expect_fail(l, "DiT", e);
     return 0;
 }
 
@@ -273,17 +241,7 @@ static int lookup_checked(dit_model *m, const h3_expect_list *ex, const char *na
     const h3_expect *x = h3_expect_find(ex, name);
     if (!x) return h3_fail(e, "internal: tensor '%s' not in the expected list", name);
     if (get_view_at(m, name, view, mi, e) != 0) return -1;
-    int ok = view->ndim == x->ndim;
-    for (int i = 0; ok && i < x->ndim; i++) ok = view->shape[i] == x->shape[i];
-    if (!ok) {
-        char a[96], b[96];
-        return h3_fail(e, "%s: tensor '%s' has shape %s, expected %s for this config", source_name(m), name,
-                       h3_shape_str(view->shape, view->ndim, a, sizeof a), h3_shape_str(x->shape, x->ndim, b, sizeof b));
-    }
-    if (view->dtype != H3_F32 && view->dtype != H3_BF16 && view->dtype != H3_F16)
-        return h3_fail(e, "%s: tensor '%s' has dtype %s (want F32, BF16 or F16)", source_name(m), name,
-                       h3_dtype_name(view->dtype));
-    return 0;
+    return h3_expect_check(x, view->dtype, view->ndim, view->shape, source_name(m), e);
 }
 
 /* Makes a weight usable: backend resident (uploaded, or taken over from dit_new_random's device memory), or for the
@@ -491,7 +449,7 @@ void dit_rope_inv_freq(float *out, int F, float theta) {
 /* Loads every weight of m->cfg from m->st or m->mem. */
 static int load_all(dit_model *m, h3_err *e) {
     const dit_config *c = &m->cfg;
-    h3_expect_list ex = {0};
+    h3_expect_list ex = {.max = m->st ? st_set_count(m->st) : 0}; /* more tensors than stored: rejected early */
     int rc = -1;
     if (c->rope_freq_dim > 64) {
         h3_fail(e, "rope_freq_dim %d is larger than this engine supports (64)", c->rope_freq_dim);

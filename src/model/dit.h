@@ -32,6 +32,9 @@ typedef struct dit_config {
 
 /* dir: a transformer folder (diffusers `transformer/` or original `FL2VA/transformer/`). */
 int dit_config_load(const char *dir, dit_config *cfg, h3_err *e);
+/* The same from a parsed config.json (path names it in messages); every field in a plausible range. Fuzzed. */
+struct json_t;
+int dit_config_parse(const struct json_t *root, const char *path, dit_config *cfg, h3_err *e);
 /* Every tensor name/dtype/shape the config implies, in the layout cfg->original_layout says. */
 int dit_expected_tensors(const dit_config *cfg, h3_expect_list *out, h3_err *e);
 

@@ -11,6 +11,7 @@
 
 #include "../backend/backend_bench.h"
 #include "../backend/backend_text.h"
+#include "../io/config.h"
 #include "../io/snapshot.h"
 
 /* A layer's weights, resident on the backend for the duration of one layer. */
@@ -45,60 +46,24 @@ void text_encoder_set_progress(text_encoder *te, text_encoder_progress_fn fn, vo
 
 /* ---------------------------------------------------------------- config */
 
-static int json_int(json_t *o, const char *key, int def, int *out, const char *path, h3_err *e) {
-    json_t *v = json_object_get(o, key);
-    if (!v) {
-        if (def < 0) return h3_fail(e, "%s: missing integer \"%s\"", path, key);
-        *out = def;
-        return 0;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > (1 << 30))
-        return h3_fail(e, "%s: \"%s\" must be a positive integer", path, key);
-    *out = (int)json_integer_value(v);
-    return 0;
-}
-
-static int json_num(json_t *o, const char *key, double def, double *out, const char *path, h3_err *e) {
-    json_t *v = json_object_get(o, key);
-    if (!v) {
-        if (def < 0) return h3_fail(e, "%s: missing number \"%s\"", path, key);
-        *out = def;
-        return 0;
-    }
-    if (!json_is_number(v) || json_number_value(v) <= 0)
-        return h3_fail(e, "%s: \"%s\" must be a positive number", path, key);
-    *out = json_number_value(v);
-    return 0;
-}
-
 /* Rope fields: v4 style (rope_theta + rope_scaling) or v5 style (rope_parameters); trap 18. */
 static int parse_text_rope(json_t *tc, te_text_config *t, const char *path, h3_err *e) {
     json_t *rp = json_object_get(tc, "rope_parameters");
     json_t *rs = json_object_get(tc, "rope_scaling");
     json_t *src = json_is_object(rp) ? rp : (json_is_object(rs) ? rs : NULL);
-    double theta = -1;
-    if (json_is_object(rp) && json_object_get(rp, "rope_theta"))
-        theta = json_number_value(json_object_get(rp, "rope_theta"));
-    else if (json_object_get(tc, "rope_theta"))
-        theta = json_number_value(json_object_get(tc, "rope_theta"));
-    else
-        theta = 500000.0; /* the transformers config class default */
-    if (!(theta > 0)) return h3_fail(e, "%s: text_config rope_theta must be a positive number", path);
+    double theta = 500000.0; /* the transformers config class default */
+    h3_cfg g = h3_cfg_of(json_is_object(rp) && json_object_get(rp, "rope_theta") ? rp : tc, path,
+                         json_is_object(rp) && json_object_get(rp, "rope_theta") ? "text_config rope_parameters " : "text_config ", e);
+    if (h3_cfg_num(&g, "rope_theta", theta, 1e-3, 1e12, &theta)) return -1;
     t->rope_theta = theta;
     if (!src) return h3_fail(e, "%s: text_config needs rope_scaling or rope_parameters with mrope_section", path);
     json_t *type = json_object_get(src, "rope_type");
     if (type && (!json_is_string(type) || strcmp(json_string_value(type), "default")))
         return h3_fail(e, "%s: only rope_type \"default\" is supported", path);
-    json_t *sec = json_object_get(src, "mrope_section");
-    if (!json_is_array(sec) || json_array_size(sec) != 3)
-        return h3_fail(e, "%s: mrope_section must be an array of 3 integers", path);
-    int sum = 0;
-    for (int i = 0; i < 3; i++) {
-        json_t *v = json_array_get(sec, (size_t)i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0) return h3_fail(e, "%s: mrope_section[%d] invalid", path, i);
-        t->mrope_section[i] = (int)json_integer_value(v);
-        sum += t->mrope_section[i];
-    }
+    h3_cfg rs3 = h3_cfg_of(src, path, "text_config rope ", e);
+    int nsec = 0;
+    if (h3_cfg_int_list(&rs3, "mrope_section", 1, 3, 3, 0, 1024, t->mrope_section, &nsec)) return -1;
+    int sum = t->mrope_section[0] + t->mrope_section[1] + t->mrope_section[2];
     if (sum != t->head_dim / 2)
         return h3_fail(e, "%s: mrope_section sums to %d, must be head_dim/2 = %d", path, sum, t->head_dim / 2);
     json_t *il = json_object_get(src, "mrope_interleaved");
@@ -107,13 +72,8 @@ static int parse_text_rope(json_t *tc, te_text_config *t, const char *path, h3_e
     return 0;
 }
 
-int text_encoder_config_load(const char *dir, te_config *cfg, h3_err *e) {
-    char path[4096];
-    snapshot_path(path, sizeof path, dir, "config.json");
+int text_encoder_config_parse(const json_t *root, const char *path, te_config *cfg, h3_err *e) {
     memset(cfg, 0, sizeof *cfg);
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) return h3_fail(e, "%s: cannot read JSON (%s, line %d)", path, je.text, je.line);
     int rc = -1;
     json_t *tc = json_object_get(root, "text_config"), *vc = json_object_get(root, "vision_config");
     if (!json_is_object(tc) || !json_is_object(vc)) {
@@ -122,14 +82,20 @@ int text_encoder_config_load(const char *dir, te_config *cfg, h3_err *e) {
     }
     te_text_config *t = &cfg->text;
     double eps = 1e-6;
-    if (json_int(tc, "vocab_size", -1, &t->vocab_size, path, e) || json_int(tc, "hidden_size", -1, &t->hidden_size, path, e) ||
-        json_int(tc, "intermediate_size", -1, &t->intermediate_size, path, e) ||
-        json_int(tc, "num_hidden_layers", -1, &t->num_layers, path, e) ||
-        json_int(tc, "num_attention_heads", -1, &t->num_heads, path, e) ||
-        json_int(tc, "num_key_value_heads", t->num_heads, &t->num_kv_heads, path, e) ||
-        json_num(tc, "rms_norm_eps", 1e-6, &eps, path, e))
-        goto done;
-    if (json_int(tc, "head_dim", t->hidden_size / t->num_heads, &t->head_dim, path, e)) goto done;
+    /* every field in a plausible range (docs/robustness.md) */
+    const int64_t R = H3_CFG_REQUIRED;
+    h3_cfg g = h3_cfg_of(tc, path, "text_config ", e);
+    h3_cfg_int(&g, "vocab_size", R, 1, 1 << 22, &t->vocab_size);
+    h3_cfg_int(&g, "hidden_size", R, 1, 1 << 16, &t->hidden_size);
+    h3_cfg_int(&g, "intermediate_size", R, 1, 1 << 18, &t->intermediate_size);
+    h3_cfg_int(&g, "num_hidden_layers", R, 1, 1024, &t->num_layers);
+    h3_cfg_int(&g, "num_attention_heads", R, 1, 1024, &t->num_heads);
+    if (g.rc) goto done;
+    h3_cfg_int(&g, "num_key_value_heads", t->num_heads, 1, 1024, &t->num_kv_heads);
+    h3_cfg_num(&g, "rms_norm_eps", 1e-6, 1e-30, 1.0, &eps);
+    h3_cfg_int(&g, "head_dim", t->hidden_size / t->num_heads > 0 ? t->hidden_size / t->num_heads : 1, 1, 1024,
+               &t->head_dim);
+    if (g.rc) goto done;
     t->rms_norm_eps = (float)eps;
     if (t->num_heads % t->num_kv_heads) {
         h3_fail(e, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path, t->num_heads,
@@ -163,9 +129,9 @@ int text_encoder_config_load(const char *dir, te_config *cfg, h3_err *e) {
         {"vision_start_token_id", 151652, &cfg->vision_start_token_id},
         {"vision_end_token_id", 151653, &cfg->vision_end_token_id},
     };
+    h3_cfg top = h3_cfg_of(root, path, "", e);
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-        json_t *v = json_object_get(root, ids[i].k);
-        *ids[i].dst = json_is_integer(v) ? json_integer_value(v) : ids[i].def;
+        if (h3_cfg_i64(&top, ids[i].k, ids[i].def, 0, INT32_MAX, ids[i].dst)) goto done;
         if (*ids[i].dst < 0 || *ids[i].dst >= t->vocab_size) {
             h3_fail(e, "%s: %s %lld outside the vocabulary", path, ids[i].k, (long long)*ids[i].dst);
             goto done;
@@ -175,6 +141,16 @@ int text_encoder_config_load(const char *dir, te_config *cfg, h3_err *e) {
     cfg->tie_word_embeddings = tie && json_is_true(tie);
     rc = 0;
 done:
+    return rc;
+}
+
+int text_encoder_config_load(const char *dir, te_config *cfg, h3_err *e) {
+    char path[4096];
+    snapshot_path(path, sizeof path, dir, "config.json");
+    memset(cfg, 0, sizeof *cfg);
+    json_t *root = h3_json_load(path, e);
+    if (!root) return -1;
+    int rc = text_encoder_config_parse(root, path, cfg, e);
     json_decref(root);
     return rc;
 }
@@ -204,11 +180,11 @@ static int add_layer(const te_text_config *t, int i, h3_expect_list *l) {
 int text_encoder_expected_tensors(const te_config *cfg, h3_expect_list *out, h3_err *e) {
     const te_text_config *t = &cfg->text;
     int rc = h3_expect_add(out, H3_BF16, 2, (int64_t[]){t->vocab_size, t->hidden_size}, LM "embed_tokens.weight");
-    for (int i = 0; i < t->num_layers; i++) rc |= add_layer(t, i, out);
+    for (int i = 0; i < t->num_layers && !rc; i++) rc |= add_layer(t, i, out);
     rc |= h3_expect_add(out, H3_BF16, 1, (int64_t[]){t->hidden_size}, LM "norm.weight");
     if (!cfg->tie_word_embeddings)
         rc |= h3_expect_add(out, H3_BF16, 2, (int64_t[]){t->vocab_size, t->hidden_size}, "lm_head.weight");
-    if (rc) return h3_fail(e, "text encoder: out of memory building the tensor list");
+    if (rc) return h3_expect_fail(out, "text encoder", e);
     return vision_expected_tensors(&cfg->vision, out, e);
 }
 
@@ -266,12 +242,7 @@ text_encoder *text_encoder_load(h3_backend *be, const char *dir, int bf16, h3_er
             h3_expect_list_free(&l);
             goto fail;
         }
-        int ok = en->ndim == x->ndim && (en->dtype == H3_BF16 || en->dtype == H3_F32 || en->dtype == H3_F16);
-        for (int d = 0; ok && d < x->ndim; d++) ok = en->shape[d] == x->shape[d];
-        if (!ok) {
-            char a[96], b[96];
-            h3_fail(e, "%s: tensor '%s' is %s %s, config implies %s", dir, x->name, h3_dtype_name(en->dtype),
-                    h3_shape_str(en->shape, en->ndim, a, sizeof a), h3_shape_str(x->shape, x->ndim, b, sizeof b));
+        if (h3_expect_check(x, en->dtype, en->ndim, en->shape, dir, e) != 0) {
             h3_expect_list_free(&l);
             goto fail;
         }

@@ -38,6 +38,9 @@ typedef struct te_config {
 
 /* dir: a text_encoder/ folder (reads config.json). */
 int text_encoder_config_load(const char *dir, te_config *cfg, h3_err *e);
+/* The same from a parsed config.json (path names it in messages); every field in a plausible range. Fuzzed. */
+struct json_t;
+int text_encoder_config_parse(const struct json_t *root, const char *path, te_config *cfg, h3_err *e);
 /* Every tensor of the checkpoint (1058 for the release): LM (all layers, final norm, lm_head) and
  * model.visual.*, bf16. */
 int text_encoder_expected_tensors(const te_config *cfg, h3_expect_list *out, h3_err *e);

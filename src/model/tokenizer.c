@@ -8,6 +8,8 @@
  * Encoding never touches the byte-level alphabet: BPE runs on raw UTF-8 bytes. */
 #include "tokenizer.h"
 
+#include "../io/config.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -165,34 +167,9 @@ static uint64_t merge_slot(const h3_tokenizer *t, int32_t a, int32_t b) {
 /* ------------------------------------------------------------------------------------------------
  * Loading */
 
+/* vocab.json, merges.txt, tokenizer_config.json: regular files only, never blocking, size-capped (io/config.h) */
 static int read_whole_file(const char *path, char **buf, size_t *len, h3_err *e) {
-    *buf = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return h3_fail(e, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    for (;;) {
-        if (!b) {
-            fclose(f);
-            return h3_fail(e, "%s: out of memory", path);
-        }
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap) break;
-        cap *= 2;
-        char *nb = realloc(b, cap);
-        if (!nb) free(b);
-        b = nb;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(b);
-        return h3_fail(e, "%s: read error", path);
-    }
-    *buf = b;
-    *len = n;
-    return 0;
+    return h3_read_small(path, H3_JSON_MAX, buf, len, e);
 }
 
 /* Grows the id tables to hold id (capacity doubles, so loading is linear). */

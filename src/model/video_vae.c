@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "../backend/backend_bench.h"
+#include "../io/config.h"
 #include "../backend/backend_conv.h"
 #include "../backend/backend_dit.h"
 #include "../backend/backend_vae.h"
@@ -28,39 +29,6 @@ static const int default_sfac[6] = {2, 2, 2, 2, 1, 1};
 static const int default_tfac[6] = {1, 2, 2, 1, 1, 1};
 
 static int pos_mod(int a, int m) { return ((a % m) + m) % m; }
-
-/* Missing keys keep the diffusers constructor default (ConfigMixin does the same). */
-static int cfg_int(json_t *root, const char *key, int *out, const char *path, h3_err *e) {
-    json_t *v = json_object_get(root, key);
-    if (!v) return 0;
-    if (!json_is_integer(v)) return h3_fail(e, "%s: '%s' must be an integer", path, key);
-    *out = (int)json_integer_value(v);
-    return 0;
-}
-
-static int cfg_num(json_t *root, const char *key, double *out, const char *path, h3_err *e) {
-    json_t *v = json_object_get(root, key);
-    if (!v) return 0;
-    if (!json_is_number(v)) return h3_fail(e, "%s: '%s' must be a number", path, key);
-    *out = json_number_value(v);
-    return 0;
-}
-
-/* Reads a JSON array of numbers into out (capacity cap); *n = its length (unchanged if absent). */
-static int cfg_array(json_t *root, const char *key, double *out, int cap, int *n, const char *path, h3_err *e) {
-    json_t *v = json_object_get(root, key);
-    if (!v) return 0;
-    if (!json_is_array(v)) return h3_fail(e, "%s: '%s' must be an array", path, key);
-    if ((int)json_array_size(v) > cap)
-        return h3_fail(e, "%s: '%s' has %d entries, at most %d supported", path, key, (int)json_array_size(v), cap);
-    for (size_t i = 0; i < json_array_size(v); i++) {
-        json_t *x = json_array_get(v, i);
-        if (!json_is_number(x)) return h3_fail(e, "%s: '%s'[%d] must be a number", path, key, (int)i);
-        out[i] = json_number_value(x);
-    }
-    *n = (int)json_array_size(v);
-    return 0;
-}
 
 static int cfg_derive(video_vae_config *c, double rope_ratio, const char *path, h3_err *e) {
     if (c->in_channels <= 0 || c->out_channels <= 0 || c->latent_channels <= 0 || c->latent_channels > VVAE_MAX_LATENT)
@@ -103,93 +71,74 @@ static int cfg_derive(video_vae_config *c, double rope_ratio, const char *path, 
     return 0;
 }
 
-int video_vae_config_load(const char *vae_dir, video_vae_config *c, h3_err *e) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", vae_dir);
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) return h3_fail(e, "%s: cannot read JSON (%s, line %d)", path, je.text, je.line);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return h3_fail(e, "%s: expected a JSON object", path);
-    }
+int video_vae_config_parse(const json_t *root, const char *path, video_vae_config *c, h3_err *e) {
     memset(c, 0, sizeof *c);
-    c->in_channels = 3;
-    c->out_channels = 3;
-    c->latent_channels = 24;
+    if (!json_is_object(root)) return h3_fail(e, "%s: expected a JSON object", path);
     c->num_levels = 6;
     for (int l = 0; l < 6; l++) {
         c->block_out_channels[l] = default_blocks[l];
         c->spatial_factors[l] = default_sfac[l];
         c->temporal_factors[l] = default_tfac[l];
     }
-    c->layers_per_block = 2;
-    c->norm_num_groups = 32;
     c->reflect = 1;
-    c->dec_layers = 36;
-    c->dec_heads = 32;
-    c->dec_head_dim = 64;
-    c->dec_registers = 4;
-    c->dec_ffn_mult = 4;
-    c->clip_length = 17;
-    c->token_drop = 3;
-    double norm_eps = 1e-6, theta = 100.0, ratio = 0.75, dec_eps = 1e-5;
-    double arr[VVAE_MAX_LATENT];
-    int n_blocks = 6, n_sf = 6, n_tf = 6, n_mean = 24, n_std = 24, rc = -1;
-    for (int i = 0; i < 24; i++) c->latents_mean[i] = 0.0f, c->latents_std[i] = 1.0f;
-    if (cfg_int(root, "in_channels", &c->in_channels, path, e) || cfg_int(root, "out_channels", &c->out_channels, path, e) ||
-        cfg_int(root, "latent_channels", &c->latent_channels, path, e) ||
-        cfg_int(root, "layers_per_block", &c->layers_per_block, path, e) ||
-        cfg_int(root, "norm_num_groups", &c->norm_num_groups, path, e) || cfg_num(root, "norm_eps", &norm_eps, path, e) ||
-        cfg_int(root, "decoder_num_layers", &c->dec_layers, path, e) ||
-        cfg_int(root, "decoder_num_attention_heads", &c->dec_heads, path, e) ||
-        cfg_int(root, "decoder_attention_head_dim", &c->dec_head_dim, path, e) ||
-        cfg_int(root, "decoder_num_register_tokens", &c->dec_registers, path, e) ||
-        cfg_int(root, "decoder_ffn_mult", &c->dec_ffn_mult, path, e) ||
-        cfg_num(root, "decoder_rope_theta", &theta, path, e) || cfg_num(root, "decoder_rope_dim_ratio", &ratio, path, e) ||
-        cfg_num(root, "decoder_norm_eps", &dec_eps, path, e) || cfg_int(root, "clip_length", &c->clip_length, path, e) ||
-        cfg_int(root, "token_drop", &c->token_drop, path, e))
-        goto done;
-    if (cfg_array(root, "block_out_channels", arr, VVAE_MAX_LEVELS, &n_blocks, path, e)) goto done;
-    if (json_object_get(root, "block_out_channels"))
-        for (int i = 0; i < n_blocks; i++) c->block_out_channels[i] = (int)arr[i];
-    if (cfg_array(root, "spatial_downsample_factors", arr, VVAE_MAX_LEVELS, &n_sf, path, e)) goto done;
-    if (json_object_get(root, "spatial_downsample_factors"))
-        for (int i = 0; i < n_sf; i++) c->spatial_factors[i] = (int)arr[i];
-    if (cfg_array(root, "temporal_downsample_factors", arr, VVAE_MAX_LEVELS, &n_tf, path, e)) goto done;
-    if (json_object_get(root, "temporal_downsample_factors"))
-        for (int i = 0; i < n_tf; i++) c->temporal_factors[i] = (int)arr[i];
-    if (n_sf != n_blocks || n_tf != n_blocks) {
-        h3_fail(e, "%s: block_out_channels, spatial_downsample_factors and temporal_downsample_factors need the same "
-                   "length (%d, %d, %d)", path, n_blocks, n_sf, n_tf);
-        goto done;
-    }
+    double norm_eps, theta, ratio, dec_eps;
+    double mean[VVAE_MAX_LATENT], std[VVAE_MAX_LATENT];
+    int n_blocks = 6, n_sf = 6, n_tf = 6, n_mean = 24, n_std = 24;
+    for (int i = 0; i < 24; i++) mean[i] = 0.0, std[i] = 1.0;
+    /* Missing keys keep the diffusers constructor default (ConfigMixin does the same); every field has a plausible
+     * range (docs/robustness.md). */
+    h3_cfg g = h3_cfg_of(root, path, "", e);
+    h3_cfg_int(&g, "in_channels", 3, 1, 64, &c->in_channels);
+    h3_cfg_int(&g, "out_channels", 3, 1, 64, &c->out_channels);
+    h3_cfg_int(&g, "latent_channels", 24, 1, VVAE_MAX_LATENT, &c->latent_channels);
+    h3_cfg_int(&g, "layers_per_block", 2, 1, 64, &c->layers_per_block);
+    h3_cfg_int(&g, "norm_num_groups", 32, 1, 4096, &c->norm_num_groups);
+    h3_cfg_num(&g, "norm_eps", 1e-6, 0.0, 1.0, &norm_eps);
+    h3_cfg_int(&g, "decoder_num_layers", 36, 0, 1024, &c->dec_layers);
+    h3_cfg_int(&g, "decoder_num_attention_heads", 32, 1, 1024, &c->dec_heads);
+    h3_cfg_int(&g, "decoder_attention_head_dim", 64, 1, 4096, &c->dec_head_dim);
+    h3_cfg_int(&g, "decoder_num_register_tokens", 4, 0, 4096, &c->dec_registers);
+    h3_cfg_int(&g, "decoder_ffn_mult", 4, 1, 64, &c->dec_ffn_mult);
+    h3_cfg_num(&g, "decoder_rope_theta", 100.0, 1e-3, 1e12, &theta);
+    h3_cfg_num(&g, "decoder_rope_dim_ratio", 0.75, 0.0, 1.0, &ratio);
+    h3_cfg_num(&g, "decoder_norm_eps", 1e-5, 0.0, 1.0, &dec_eps);
+    h3_cfg_int(&g, "clip_length", 17, 1, 4096, &c->clip_length);
+    h3_cfg_int(&g, "token_drop", 3, 0, 4096, &c->token_drop);
+    h3_cfg_int_list(&g, "block_out_channels", 0, 1, VVAE_MAX_LEVELS, 1, 1 << 16, c->block_out_channels, &n_blocks);
+    h3_cfg_int_list(&g, "spatial_downsample_factors", 0, 1, VVAE_MAX_LEVELS, 1, 2, c->spatial_factors, &n_sf);
+    h3_cfg_int_list(&g, "temporal_downsample_factors", 0, 1, VVAE_MAX_LEVELS, 1, 2, c->temporal_factors, &n_tf);
+    h3_cfg_num_list(&g, "latents_mean", 0, 0, VVAE_MAX_LATENT, -1e30, 1e30, mean, &n_mean);
+    h3_cfg_num_list(&g, "latents_std", 0, 0, VVAE_MAX_LATENT, -1e30, 1e30, std, &n_std);
+    if (g.rc) return -1;
+    if (n_sf != n_blocks || n_tf != n_blocks)
+        return h3_fail(e, "%s: block_out_channels, spatial_downsample_factors and temporal_downsample_factors need the "
+                          "same length (%d, %d, %d)", path, n_blocks, n_sf, n_tf);
     c->num_levels = n_blocks;
-    if (cfg_array(root, "latents_mean", arr, VVAE_MAX_LATENT, &n_mean, path, e)) goto done;
-    for (int i = 0; i < n_mean; i++) c->latents_mean[i] = (float)arr[i];
-    if (cfg_array(root, "latents_std", arr, VVAE_MAX_LATENT, &n_std, path, e)) goto done;
-    for (int i = 0; i < n_std; i++) c->latents_std[i] = (float)arr[i];
-    if (n_mean != c->latent_channels || n_std != c->latent_channels) {
-        h3_fail(e, "%s: latents_mean/latents_std need latent_channels = %d entries (got %d, %d)", path,
-                c->latent_channels, n_mean, n_std);
-        goto done;
-    }
+    if (n_mean != c->latent_channels || n_std != c->latent_channels)
+        return h3_fail(e, "%s: latents_mean/latents_std need latent_channels = %d entries (got %d, %d)", path,
+                       c->latent_channels, n_mean, n_std);
+    for (int i = 0; i < c->latent_channels; i++) c->latents_mean[i] = (float)mean[i], c->latents_std[i] = (float)std[i];
     json_t *mode = json_object_get(root, "spatial_padding_mode");
     if (mode) {
         const char *m = json_string_value(mode);
         if (m && !strcmp(m, "reflect")) c->reflect = 1;
         else if (m && (!strcmp(m, "constant") || !strcmp(m, "zeros"))) c->reflect = 0;
-        else {
-            h3_fail(e, "%s: spatial_padding_mode must be \"reflect\" or \"constant\"", path);
-            goto done;
-        }
+        else return h3_fail(e, "%s: spatial_padding_mode must be \"reflect\" or \"constant\"", path);
     }
     c->norm_eps = (float)norm_eps;
     c->rope_theta = (float)theta;
     c->rope_dim_ratio = (float)ratio;
     c->dec_norm_eps = (float)dec_eps;
-    rc = cfg_derive(c, ratio, path, e);
-done:
+    return cfg_derive(c, ratio, path, e);
+}
+
+int video_vae_config_load(const char *vae_dir, video_vae_config *c, h3_err *e) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", vae_dir);
+    memset(c, 0, sizeof *c);
+    json_t *root = h3_json_load(path, e);
+    if (!root) return -1;
+    int rc = video_vae_config_parse(root, path, c, e);
     json_decref(root);
     return rc;
 }
@@ -244,7 +193,7 @@ static int expect_parts(const video_vae_config *c, int parts, h3_expect_list *l,
         bad |= h3_expect_add(l, H3_F32, 2, SHAPE(D, z), "decoder.proj_in.weight");
         bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), "decoder.proj_in.bias");
         bad |= h3_expect_add(l, H3_F32, 3, SHAPE(1, c->dec_registers, D), "decoder.register_tokens");
-        for (int i = 0; i < c->dec_layers; i++) {
+        for (int i = 0; i < c->dec_layers && !bad; i++) {
             const char *p = "decoder.transformer_blocks.%d.%s";
             bad |= h3_expect_add(l, H3_F32, 1, SHAPE(D), p, i, "norm1.weight");
             bad |= h3_expect_add(l, H3_F32, 2, SHAPE(D, D), p, i, "attn.to_q.weight");
@@ -268,7 +217,7 @@ static int expect_parts(const video_vae_config *c, int parts, h3_expect_list *l,
         bad |= h3_expect_add(l, H3_F32, 2, SHAPE(c->patch_dim, D), "decoder.proj_out.weight");
         bad |= h3_expect_add(l, H3_F32, 1, SHAPE(c->patch_dim), "decoder.proj_out.bias");
     }
-    return bad ? h3_fail(e, "video VAE tensor list: out of memory") : 0;
+    return bad ? h3_expect_fail(l, "video VAE", e) : 0;
 }
 
 int video_vae_expected_tensors(const video_vae_config *cfg, h3_expect_list *out, h3_err *e) {
@@ -526,15 +475,7 @@ video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err 
         const h3_expect *x = &v->names.v[i];
         h3_tensor view;
         if (st_set_get(v->set, x->name, &view, e) != 0) goto fail;
-        int same = view.dtype == x->dtype && view.ndim == x->ndim;
-        for (int d = 0; same && d < x->ndim; d++) same = view.shape[d] == x->shape[d];
-        if (!same) {
-            char got[96], want[96];
-            h3_fail(e, "%s: tensor '%s' is %s %s, the config implies %s %s", st_set_path(v->set), x->name,
-                    h3_dtype_name(view.dtype), h3_shape_str(view.shape, view.ndim, got, sizeof got),
-                    h3_dtype_name(x->dtype), h3_shape_str(x->shape, x->ndim, want, sizeof want));
-            goto fail;
-        }
+        if (h3_expect_check(x, view.dtype, view.ndim, view.shape, st_set_path(v->set), e) != 0) goto fail;
         const h3_dtype kept = v->bf16 ? bf16_mode_dtype(v, x->name, view.dtype) : view.dtype;
         if (kept != view.dtype) {
             /* bf16 mode: an owned BF16 / F16 copy (round to nearest even); CPU keeps it, CUDA uploads it */

@@ -43,6 +43,9 @@ typedef struct video_vae_config {
 
 /* Reads DIR/config.json (DIR = the `vae/` folder) and derives the constants. */
 int video_vae_config_load(const char *vae_dir, video_vae_config *cfg, h3_err *e);
+/* The same from a parsed config.json (path names it in messages); every field in a plausible range. Fuzzed. */
+struct json_t;
+int video_vae_config_parse(const struct json_t *root, const char *path, video_vae_config *cfg, h3_err *e);
 /* Every tensor the config implies (diffusers names, all F32; spec Appendix A). */
 int video_vae_expected_tensors(const video_vae_config *cfg, h3_expect_list *out, h3_err *e);
 

@@ -9,36 +9,33 @@
 #include <string.h>
 
 #include "../backend/backend_text.h"
+#include "../io/config.h"
 #include "../io/snapshot.h"
 #include "../media/resize.h"
 
 /* ---------------------------------------------------------------- config */
 
-static int get_int(json_t *o, const char *key, int def, int *out, const char *path, h3_err *e) {
-    json_t *v = json_object_get(o, key);
-    if (!v) {
-        *out = def;
-        return 0;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > (1 << 30))
-        return h3_fail(e, "%s: vision_config \"%s\" must be a positive integer", path, key);
-    *out = (int)json_integer_value(v);
-    return 0;
-}
-
 int vision_config_parse(const void *json_obj, vision_config *c, const char *path, h3_err *e) {
-    json_t *vc = (json_t *)json_obj;
+    const json_t *vc = json_obj;
     memset(c, 0, sizeof *c);
-    /* defaults: transformers Qwen3VLVisionConfig */
-    if (get_int(vc, "depth", 27, &c->depth, path, e) || get_int(vc, "hidden_size", 1152, &c->hidden_size, path, e) ||
-        get_int(vc, "intermediate_size", 4304, &c->intermediate_size, path, e) ||
-        get_int(vc, "num_heads", 16, &c->num_heads, path, e) || get_int(vc, "in_channels", 3, &c->in_channels, path, e) ||
-        get_int(vc, "patch_size", 16, &c->patch_size, path, e) ||
-        get_int(vc, "temporal_patch_size", 2, &c->temporal_patch_size, path, e) ||
-        get_int(vc, "spatial_merge_size", 2, &c->spatial_merge_size, path, e) ||
-        get_int(vc, "out_hidden_size", 3584, &c->out_hidden_size, path, e) ||
-        get_int(vc, "num_position_embeddings", 2304, &c->num_position_embeddings, path, e))
-        return -1;
+    /* defaults: transformers Qwen3VLVisionConfig; every field in a plausible range (docs/robustness.md) */
+    h3_cfg g = h3_cfg_of(vc, path, "vision_config ", e);
+    h3_cfg_int(&g, "depth", 27, 1, 1024, &c->depth);
+    h3_cfg_int(&g, "hidden_size", 1152, 1, 1 << 16, &c->hidden_size);
+    h3_cfg_int(&g, "intermediate_size", 4304, 1, 1 << 18, &c->intermediate_size);
+    h3_cfg_int(&g, "num_heads", 16, 1, 1024, &c->num_heads);
+    h3_cfg_int(&g, "in_channels", 3, 1, 64, &c->in_channels);
+    h3_cfg_int(&g, "patch_size", 16, 1, 1024, &c->patch_size);
+    h3_cfg_int(&g, "temporal_patch_size", 2, 1, 64, &c->temporal_patch_size);
+    h3_cfg_int(&g, "spatial_merge_size", 2, 1, 64, &c->spatial_merge_size);
+    h3_cfg_int(&g, "out_hidden_size", 3584, 1, 1 << 16, &c->out_hidden_size);
+    h3_cfg_int(&g, "num_position_embeddings", 2304, 1, 1 << 22, &c->num_position_embeddings);
+    c->n_deepstack = 3;
+    c->deepstack_indexes[0] = 8, c->deepstack_indexes[1] = 16, c->deepstack_indexes[2] = 24;
+    if (g.rc) return -1;
+    h3_cfg_int_list(&g, "deepstack_visual_indexes", 0, 0, VISION_MAX_DEEPSTACK, 0, c->depth - 1, c->deepstack_indexes,
+                    &c->n_deepstack);
+    if (g.rc) return -1;
     if (c->hidden_size % c->num_heads || (c->hidden_size / c->num_heads) % 4)
         return h3_fail(e, "%s: vision hidden_size %d / num_heads %d must give a head dim divisible by 4", path,
                        c->hidden_size, c->num_heads);
@@ -48,26 +45,12 @@ int vision_config_parse(const void *json_obj, vision_config *c, const char *path
     json_t *act = json_object_get(vc, "hidden_act");
     if (act && (!json_is_string(act) || strcmp(json_string_value(act), "gelu_pytorch_tanh")))
         return h3_fail(e, "%s: vision hidden_act must be \"gelu_pytorch_tanh\"", path);
-    json_t *ds = json_object_get(vc, "deepstack_visual_indexes");
-    if (!ds) {
-        c->n_deepstack = 3;
-        c->deepstack_indexes[0] = 8, c->deepstack_indexes[1] = 16, c->deepstack_indexes[2] = 24;
-    } else {
-        if (!json_is_array(ds) || json_array_size(ds) > VISION_MAX_DEEPSTACK)
-            return h3_fail(e, "%s: deepstack_visual_indexes must be an array of at most %d block indexes", path,
-                           VISION_MAX_DEEPSTACK);
-        c->n_deepstack = (int)json_array_size(ds);
-        for (int i = 0; i < c->n_deepstack; i++) {
-            json_t *v = json_array_get(ds, (size_t)i);
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= c->depth)
-                return h3_fail(e, "%s: deepstack_visual_indexes[%d] must be a block index < depth %d", path, i, c->depth);
-            c->deepstack_indexes[i] = (int)json_integer_value(v);
-        }
-    }
     c->rope_theta = 10000.0;
     json_t *rp = json_object_get(vc, "rope_parameters");
-    if (json_is_object(rp) && json_is_number(json_object_get(rp, "rope_theta")))
-        c->rope_theta = json_number_value(json_object_get(rp, "rope_theta"));
+    if (json_is_object(rp)) {
+        h3_cfg r = h3_cfg_of(rp, path, "vision_config rope_parameters ", e);
+        if (h3_cfg_num(&r, "rope_theta", 10000.0, 1e-3, 1e12, &c->rope_theta)) return -1;
+    }
     return 0;
 }
 
@@ -82,7 +65,7 @@ int vision_expected_tensors(const vision_config *c, h3_expect_list *l, h3_err *e
                         VIS "patch_embed.proj.weight");
     rc |= h3_expect_add(l, H3_BF16, 1, (int64_t[]){C}, VIS "patch_embed.proj.bias");
     rc |= h3_expect_add(l, H3_BF16, 2, (int64_t[]){c->num_position_embeddings, C}, VIS "pos_embed.weight");
-    for (int j = 0; j < c->depth; j++) {
+    for (int j = 0; j < c->depth && !rc; j++) {
         rc |= h3_expect_add(l, H3_BF16, 1, (int64_t[]){C}, VIS "blocks.%d.norm1.weight", j);
         rc |= h3_expect_add(l, H3_BF16, 1, (int64_t[]){C}, VIS "blocks.%d.norm1.bias", j);
         rc |= h3_expect_add(l, H3_BF16, 2, (int64_t[]){3 * C, C}, VIS "blocks.%d.attn.qkv.weight", j);
@@ -108,7 +91,7 @@ int vision_expected_tensors(const vision_config *c, h3_expect_list *l, h3_err *e
         rc |= h3_expect_add(l, H3_BF16, 2, (int64_t[]){O, M}, "%slinear_fc2.weight", pre);
         rc |= h3_expect_add(l, H3_BF16, 1, (int64_t[]){O}, "%slinear_fc2.bias", pre);
     }
-    if (rc) return h3_fail(e, "vision: out of memory building the tensor list");
+    if (rc) return h3_expect_fail(l, "vision", e);
     return 0;
 }
 
@@ -117,15 +100,14 @@ int vision_expected_tensors(const vision_config *c, h3_expect_list *l, h3_err *e
 int vision_proc_config_load(const char *dir, int video, vision_proc_config *pc, h3_err *e) {
     char path[4096];
     snapshot_path(path, sizeof path, dir, video ? "video_preprocessor_config.json" : "preprocessor_config.json");
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) return h3_fail(e, "%s: cannot read JSON (%s)", path, je.text);
+    json_t *root = h3_json_load_object(path, e);
+    if (!root) return -1;
     int rc = -1;
     json_t *size = json_object_get(root, "size");
     json_t *se = size ? json_object_get(size, "shortest_edge") : NULL, *le = size ? json_object_get(size, "longest_edge") : NULL;
     if (!json_is_integer(se) || !json_is_integer(le) || json_integer_value(se) <= 0 ||
-        json_integer_value(le) < json_integer_value(se)) {
-        h3_fail(e, "%s: size.shortest_edge / size.longest_edge must be pixel counts (min <= max)", path);
+        json_integer_value(le) < json_integer_value(se) || json_integer_value(le) > ((json_int_t)1 << 28)) {
+        h3_fail(e, "%s: size.shortest_edge / size.longest_edge must be pixel counts (min <= max <= 2^28)", path);
         goto done;
     }
     pc->min_pixels = json_integer_value(se);
@@ -315,13 +297,7 @@ vision_model *vision_new(h3_backend *be, const vision_config *cfg, const st_set 
             h3_expect_list_free(&l);
             return NULL;
         }
-        int ok = en->ndim == l.v[i].ndim && (en->dtype == H3_BF16 || en->dtype == H3_F32 || en->dtype == H3_F16);
-        for (int d = 0; ok && d < en->ndim; d++) ok = en->shape[d] == l.v[i].shape[d];
-        if (!ok) {
-            char a[96], b[96];
-            h3_fail(e, "%s: tensor '%s' is %s %s, config implies %s", st_set_path(weights), l.v[i].name,
-                    h3_dtype_name(en->dtype), h3_shape_str(en->shape, en->ndim, a, sizeof a),
-                    h3_shape_str(l.v[i].shape, l.v[i].ndim, b, sizeof b));
+        if (h3_expect_check(&l.v[i], en->dtype, en->ndim, en->shape, st_set_path(weights), e) != 0) {
             h3_expect_list_free(&l);
             return NULL;
         }

@@ -31,6 +31,7 @@
 #include "denoise.h"
 #include "layout.h"
 #include "noise.h"
+#include "preflight.h"
 #include "presentation.h"
 #include "progress.h"
 #include "sched.h"
@@ -571,9 +572,9 @@ static int phase_text(gen *s, h3_err *e) {
     if (!tok) { /* first: CPU work only, while the backend's cuBLASLt warm-up thread runs (cuda_backend.cu) */
         begin_on(s, "load tokenizer", be, 0);
         tok = tokenizer_load(dir, e);
-        if (!tok) {
+        if (!tok) { /* the snapshot's tokenizer files are input: exit 2 */
             text_encoder_free(te);
-            return -1;
+            return H3_GENERATE_BAD_INPUT;
         }
         progress_end(&s->pg);
     }
@@ -1358,9 +1359,20 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
         cond_set_free(&s.cond);
         return H3_GENERATE_BAD_INPUT;
     }
+    char *ckey = cond_key(&s); /* NULL: an unreadable condition file (the phases say which) */
+    s.cond_hit = ckey && c->cc.key && !strcmp(ckey, c->cc.key);
+    /* every shard of every phase this request needs, headers and sizes only, before the first phase: a truncated
+     * VAE or DiT shard fails here, not after the text encoder and the denoising (docs/robustness.md) */
+    if (h3_preflight_weights(r, s.task, !s.cond_hit, e)) {
+        free(ckey);
+        outputs_free(&s);
+        cond_set_free(&s.cond);
+        return H3_GENERATE_BAD_INPUT;
+    }
     /* made here on the first request, after its inputs were checked (a bad request starts no GPU) */
     if (h3_gen_ctx_start(c, e)) {
         outputs_free(&s);
+        free(ckey);
         cond_set_free(&s.cond);
         return -1;
     }
@@ -1387,8 +1399,6 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
             fprintf(stderr, "h3: warning: --reuse %d with %d steps: keep reuse at 1 for 7 steps or fewer "
                             "(features.md 5.1)\n", r->reuse, r->steps);
     }
-    char *ckey = cond_key(&s); /* NULL: an unreadable condition file (the phases say which) */
-    s.cond_hit = ckey && c->cc.key && !strcmp(ckey, c->cc.key);
     pin_prefetch pf = {0};
     int rc = phase_text(&s, e);
     if (!rc) rc = phase_encode(&s, e);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "io/snapshot.h"
 #include "terminal.h"
 #include "pipeline/generate.h"
 #include "pipeline/request.h"
@@ -198,6 +199,16 @@ int cmd_generate(int argc, char **argv) {
                         "no previews\n");
     else if (show)
         r.preview = term_preview_frame, r.preview_user = &tp;
+    /* -d must name a snapshot root, with info's message and exit 2 (a session does not start otherwise) */
+    if (r.model_dir && r.model_dir[0]) {
+        h3_err se = {{0}};
+        snap_kind kind;
+        if (!snapshot_is_dir(r.model_dir)) return cli_error("generate: -d %s: not a directory", r.model_dir);
+        if (snapshot_kind(r.model_dir, &kind, &se) != 0) return cli_error("generate: %s", se.msg);
+        if (kind != SNAP_DIFFUSERS_ROOT)
+            return cli_error("generate: -d %s: an original partition tree; give the snapshot's root (the folder holding "
+                             "transformer/, vae/, tokenizer/, ...)", r.model_dir);
+    }
     if (!r.prompt && r.model_dir && r.model_dir[0]) return cmd_session(&r, seed_given, output_given, zoom);
     if (r.resident) return cli_error("generate: --resident keeps the models between a session's generations: start a session (no -p)");
     int aligned;

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "info_components.h"
+#include "io/config.h"
 #include "io/expect.h"
 #include "io/safetensors.h"
 #include "io/snapshot.h"
@@ -99,8 +100,8 @@ static void check_weights(info_ctx *c, const char *dir, const h3_expect_list *ex
     int n = 0;
     char **names = NULL;
     st_index ix = {0};
-    st_file **shards = NULL;
-    int nshards = 0, missing = 0, unreadable = 0;
+    st_set *set = NULL; /* headers only, through the validator generate uses (st_set_open's checks) */
+    int missing = 0, unreadable = 0;
     if (kind == 1) {
         if (st_index_load(wpath, &ix, &e) != 0) {
             problem(c, "%s", e.msg);
@@ -111,21 +112,9 @@ static void check_weights(info_ctx *c, const char *dir, const h3_expect_list *ex
         printf("  index: %s: %d tensors in %d shards", wpath, ix.n, ix.nfiles);
         if (ix.has_total_size) printf(", total_size %s bytes", commas(ix.total_size, b1));
         printf("\n");
-        shards = calloc((size_t)ix.nfiles, sizeof *shards);
-        nshards = ix.nfiles;
         for (int i = 0; i < ix.nfiles; i++) {
             char sp[4096];
-            snapshot_path(sp, sizeof sp, dir, ix.files[i]);
-            if (!snapshot_exists(sp)) {
-                missing++;
-                continue;
-            }
-            if (c->index_only) continue;
-            shards[i] = st_open(sp, &e);
-            if (!shards[i]) {
-                problem(c, "%s", e.msg);
-                unreadable++; /* no byte total can be compared */
-            }
+            if (!snapshot_exists(snapshot_path(sp, sizeof sp, dir, ix.files[i]))) missing++;
         }
         if (missing) {
             printf("  shards missing (%d of %d):", missing, ix.nfiles);
@@ -137,23 +126,27 @@ static void check_weights(info_ctx *c, const char *dir, const h3_expect_list *ex
             }
             printf("\n");
             if (!c->index_only) problem(c, "%d of %d shards listed by %s are missing", missing, ix.nfiles, wpath);
+        } else if (!c->index_only && !(set = st_set_open_headers(wpath, &e))) {
+            problem(c, "%s", e.msg);
+            unreadable = 1; /* no byte total can be compared */
         }
     } else {
         printf("  weights: %s (single file)\n", wpath);
         if (c->index_only) {
             printf("  (--index-only: single-file weights not opened)\n");
         } else {
-            nshards = 1;
-            shards = calloc(1, sizeof *shards);
-            shards[0] = st_open(wpath, &e);
-            if (!shards[0]) {
+            if (!(set = st_set_open_headers(wpath, &e))) {
                 problem(c, "%s", e.msg);
-                free(shards);
                 return;
             }
-            n = shards[0]->n;
-            names = malloc((size_t)n * sizeof *names);
-            for (int i = 0; i < n; i++) names[i] = shards[0]->entries[i].name;
+            n = st_set_count(set);
+            names = malloc((size_t)(n ? n : 1) * sizeof *names);
+            if (!names) {
+                problem(c, "out of memory");
+                st_set_free(set);
+                return;
+            }
+            for (int i = 0; i < n; i++) names[i] = (char *)st_set_name(set, i);
         }
     }
     /* Names against the config, shapes/dtypes against the shard headers. */
@@ -165,29 +158,15 @@ static void check_weights(info_ctx *c, const char *dir, const h3_expect_list *ex
             if (unexpected++ < 5) problem(c, "tensor '%s' is not implied by the config", names[i]);
             continue;
         }
-        const st_entry *ent = NULL;
-        if (shards) {
-            int fi = kind == 1 ? ix.file_of[i] : 0;
-            if (shards[fi]) {
-                ent = st_find(shards[fi], names[i]);
-                if (!ent) problem(c, "tensor '%s' is listed in the index but absent from shard %s", names[i], shards[fi]->path);
-            }
-        }
+        const st_file *sf = NULL;
+        const st_entry *ent = set ? st_set_entry(set, names[i], &sf) : NULL;
+        if (set && !ent) problem(c, "tensor '%s' is listed in the index but absent from its shard", names[i]);
         if (ent) {
             hdr_total += ent->end - ent->begin;
             cnt[ent->dtype]++;
             bytes[ent->dtype] += ent->end - ent->begin;
-            if (x) {
-                int same = ent->dtype == x->dtype && ent->ndim == x->ndim;
-                for (int d = 0; same && d < x->ndim; d++) same = ent->shape[d] == x->shape[d];
-                if (!same) {
-                    char s1[128], s2[128];
-                    if (bad_shape++ < 10)
-                        problem(c, "tensor '%s': %s %s, config implies %s %s", names[i], h3_dtype_name(ent->dtype),
-                                h3_shape_str(ent->shape, ent->ndim, s1, sizeof s1), h3_dtype_name(x->dtype),
-                                h3_shape_str(x->shape, x->ndim, s2, sizeof s2));
-                }
-            }
+            if (x && h3_expect_check(x, ent->dtype, ent->ndim, ent->shape, NULL, &e) != 0 && bad_shape++ < 10)
+                problem(c, "%s", e.msg);
         } else if (x) {
             cnt[x->dtype]++;
             bytes[x->dtype] += expect_bytes(x);
@@ -212,23 +191,42 @@ static void check_weights(info_ctx *c, const char *dir, const h3_expect_list *ex
     if (kind == 1 && ix.has_total_size) {
         if (exp && !absent && !unexpected && exp_total != ix.total_size)
             problem(c, "index total_size %s bytes but the config implies %s", commas(ix.total_size, b1), commas(exp_total, b2));
-        if (shards && !missing && !unreadable && !c->index_only && hdr_total != ix.total_size)
+        if (set && !missing && !unreadable && hdr_total != ix.total_size)
             problem(c, "index total_size %s bytes but the shards hold %s", commas(ix.total_size, b1), commas(hdr_total, b2));
     }
-    for (int i = 0; i < nshards; i++) st_close(shards ? shards[i] : NULL);
-    free(shards);
+    st_set_free(set);
     if (kind == 1) st_index_free(&ix);
     else free(names);
 }
 
+/* The tensors the component's weights hold (index or single-file header), 0 when unknown: the expected list may not
+ * be longer (a config implying more is rejected before its list grows). */
+static int weights_count(const char *dir) {
+    char wpath[4096];
+    int kind = find_weights(dir, wpath, sizeof wpath), n = 0;
+    h3_err e;
+    if (kind == 1) {
+        st_index ix;
+        if (st_index_load(wpath, &ix, &e) == 0) {
+            n = ix.n;
+            st_index_free(&ix);
+        }
+    } else if (kind == 2) {
+        st_file *f = st_open_header(wpath, &e);
+        if (f) n = f->n;
+        st_close(f);
+    }
+    return n;
+}
+
 static json_t *load_json(info_ctx *c, const char *path) {
-    json_error_t je;
     if (!snapshot_exists(path)) {
         problem(c, "%s: missing", path);
         return NULL;
     }
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!j) problem(c, "%s: not valid JSON: %s (line %d)", path, je.text, je.line);
+    h3_err e = {{0}};
+    json_t *j = h3_json_load(path, &e);
+    if (!j) problem(c, "%s", e.msg);
     return j;
 }
 
@@ -260,7 +258,7 @@ static void info_component(info_ctx *c, const char *root, const info_component_d
     }
     if (def->check) def->check(dir, c->index_only, &c->problems);
     if (!def->has_weights) return;
-    h3_expect_list exp = {0};
+    h3_expect_list exp = {.max = weights_count(dir)};
     h3_err e = {{0}};
     int have = 0;
     if (def->expected) {

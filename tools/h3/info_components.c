@@ -2,8 +2,10 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "io/config.h"
 #include "io/snapshot.h"
 #include "model/audio_vae.h"
 #include "model/dit.h"
@@ -37,22 +39,28 @@ static void report(int *problems, const char *fmt, const char *a, const char *b)
 
 static void check_tokenizer(const char *dir, int index_only, int *problems) {
     char p[4096];
-    json_error_t je;
-    json_t *vocab = json_load_file(snapshot_path(p, sizeof p, dir, "vocab.json"), 0, &je);
-    if (!json_is_object(vocab)) report(problems, "%s: missing or not a JSON object (%s)", p, je.text);
-    json_t *cfg = json_load_file(snapshot_path(p, sizeof p, dir, "tokenizer_config.json"), 0, &je);
+    h3_err e = {{0}};
+    json_t *vocab = h3_json_load(snapshot_path(p, sizeof p, dir, "vocab.json"), &e);
+    if (!vocab) report(problems, "%s%s", e.msg, "");
+    else if (!json_is_object(vocab)) report(problems, "%s: %s", p, "not a JSON object");
+    json_t *cfg = h3_json_load(snapshot_path(p, sizeof p, dir, "tokenizer_config.json"), &e);
     json_t *added = cfg ? json_object_get(cfg, "added_tokens_decoder") : NULL;
-    if (!json_is_object(added)) report(problems, "%s: missing, invalid, or without added_tokens_decoder (%s)", p, je.text);
+    if (!cfg) report(problems, "%s%s", e.msg, "");
+    else if (!json_is_object(added)) report(problems, "%s: %s", p, "no added_tokens_decoder object");
     long merges = -1;
-    FILE *f = fopen(snapshot_path(p, sizeof p, dir, "merges.txt"), "r");
-    if (f) {
-        char line[1024];
+    char *text;
+    size_t len;
+    if (h3_read_small(snapshot_path(p, sizeof p, dir, "merges.txt"), H3_JSON_MAX, &text, &len, &e) == 0) {
         merges = 0;
-        while (fgets(line, sizeof line, f))
-            if (line[0] != '#') merges++;
-        fclose(f);
+        for (size_t i = 0; i < len; i++) { /* lines not starting with '#' */
+            size_t j = i;
+            while (j < len && text[j] != '\n') j++;
+            if (text[i] != '#') merges++;
+            i = j;
+        }
+        free(text);
     } else {
-        report(problems, "%s: %s", p, "missing");
+        report(problems, "%s%s", e.msg, "");
     }
     printf("  vocab %zu tokens, %ld merges, %zu added tokens\n", json_object_size(vocab), merges,
            json_object_size(added));
@@ -62,9 +70,15 @@ static void check_tokenizer(const char *dir, int index_only, int *problems) {
 
 static void check_scheduler(const char *dir, int index_only, int *problems) {
     char p[4096];
-    json_t *cfg = json_load_file(snapshot_path(p, sizeof p, dir, "scheduler_config.json"), 0, NULL);
-    json_t *shift = cfg ? json_object_get(cfg, "shift") : NULL;
-    if (!json_is_number(shift) || json_number_value(shift) <= 0) report(problems, "%s: %s", p, "\"shift\" must be a positive number");
+    h3_err e = {{0}};
+    json_t *cfg = h3_json_load(snapshot_path(p, sizeof p, dir, "scheduler_config.json"), &e);
+    if (!cfg) {
+        report(problems, "%s%s", e.msg, "");
+        return;
+    }
+    json_t *shift = json_object_get(cfg, "shift");
+    if (!json_is_number(shift) || !(json_number_value(shift) > 0) || !(json_number_value(shift) <= 1e6))
+        report(problems, "%s: %s", p, "\"shift\" must be a positive number (at most 1e6)");
     json_decref(cfg);
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "io/config.h"
 #include "io/snapshot.h"
 #include "model/dit.h"
 #include "probe.h"
@@ -20,7 +21,8 @@
 static const char *partition_of(const char *dir) {
     char p[4096];
     snapshot_path(p, sizeof p, dir, "model_index.json");
-    json_t *root = json_load_file(p, 0, NULL);
+    h3_err ignored;
+    json_t *root = h3_json_load(p, &ignored);
     const char *part = NULL;
     if (root) {
         const char *v = json_string_value(json_object_get(json_object_get(root, "_minimax_h3"), "partition"));
