@@ -86,6 +86,13 @@ h3_task h3_request_task(const h3_request *r);
  * Fills the resolved numbers: aligned frame count and (when given) the canvas. */
 int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e);
 
+/* The requested lengths the reference accepts (num_frames rounded up to 17n+5 must last 5..15 s at 24 fps):
+ * --frames 108..345 (aligned 124..345), --seconds 4.5..14.375 (round(S x 24) frames). */
+#define H3_MIN_REQUEST_FRAMES 108
+#define H3_MAX_REQUEST_FRAMES 345
+#define H3_MIN_REQUEST_SECONDS 4.5
+#define H3_MAX_REQUEST_SECONDS 14.375
+
 /* --seconds to a frame count: round(seconds * 24), Python round (half to even). */
 int h3_seconds_to_frames(double seconds);
 

@@ -63,7 +63,7 @@ static void remember(line_reader *r, const char *line) {
 }
 #endif
 
-char *line_reader_read(line_reader *r, const char *prompt) {
+char *line_reader_read(line_reader *r, const char *prompt, size_t *len) {
 #ifdef H3_EDITLINE
     if (r->edit) {
         char *line = readline(prompt);
@@ -74,6 +74,7 @@ char *line_reader_read(line_reader *r, const char *prompt) {
         size_t n = strlen(line);
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
         remember(r, line);
+        *len = n;
         return line;
     }
 #endif
@@ -90,6 +91,7 @@ char *line_reader_read(line_reader *r, const char *prompt) {
         return NULL;
     }
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+    *len = (size_t)n; /* the bytes read: a NUL inside is the caller's to refuse */
     return line;
 }
 
