@@ -75,6 +75,7 @@ typedef struct gen {
     const layout     *pv_L;
     const float      *pv_vrows, *pv_arows;
     h3_err            pv_err;        /* why a preview stopped the loop */
+    double            shift_video, shift_audio; /* the snapshot's scheduler/ and audio_scheduler/ configs */
 } gen;
 
 /* ---- --resident (sessions, docs/session.md): a phase's model kept for the next request ----
@@ -825,8 +826,8 @@ static int phase_dit(gen *s, h3_err *e) {
         h3_fail(e, "%s: text_dim %d but the text encoder's hidden size is %d", dir, c->text_dim, s->text_dim);
         goto done;
     }
-    if (sched_num_inference_steps_for_evaluations(s->r->steps, &n_inf, e) || sched_init(&vs, n_inf, SCHED_VIDEO_SHIFT, e) ||
-        sched_init(&as, n_inf, SCHED_AUDIO_SHIFT, e))
+    if (sched_num_inference_steps_for_evaluations(s->r->steps, &n_inf, e) || sched_init(&vs, n_inf, s->shift_video, e) ||
+        sched_init(&as, n_inf, s->shift_audio, e))
         goto done;
     const layout_geometry *g = &s->g;
     const cond_set *cs = &s->cond;
@@ -1188,6 +1189,11 @@ static int phase_outputs(gen *s, h3_err *e) {
 static int resolve_geometry(gen *s, h3_err *e) {
     int aligned, h = s->r->height, w = s->r->width;
     if (h3_request_validate(s->r, &aligned, e)) return -1;
+    char sdir[4096];
+    path_in(s, "scheduler", sdir, sizeof sdir);
+    if (sched_config_load(sdir, &s->shift_video, e)) return -1;
+    path_in(s, "audio_scheduler", sdir, sizeof sdir);
+    if (sched_config_load(sdir, &s->shift_audio, e)) return -1;
     if (s->task == H3_REF2VA && !h3_media_available()) /* fl2va: a MEDIA=0 build reads PPM keyframes */
         return h3_fail(e, "--ref-*: this build has no FFmpeg (MEDIA=0) to read media");
     int rh = s->r->render_height, rw = s->r->render_width;

@@ -103,4 +103,27 @@ echo '!help' | session help
 check "!steps' help says what !steps takes (1..1000), not >= 2" \
     'grep -q "!steps.*1\.\.1000" "$tmp/help.out" && ! grep -q "!steps.*>= 2" "$tmp/help.out"'
 
+# ---- 4. the schedulers' configs ----
+snap() { # snap DIR: the tiny snapshot with its own scheduler folders (the rest linked)
+    mkdir -p "$1"
+    for x in "$TINY"/*; do ln -s "$PWD/$x" "$1/$(basename "$x")"; done
+    rm "$1/scheduler" "$1/audio_scheduler"
+    cp -r "$TINY/scheduler" "$TINY/audio_scheduler" "$1/"
+}
+G=(--width 64 --height 32 --frames 120 --steps 2 -p "A red fox." -o '')
+snap "$tmp/s5"; printf '{"_class_name": "MiniMaxH3Scheduler", "shift": 5.0}\n' >"$tmp/s5/scheduler/scheduler_config.json"
+snap "$tmp/a9"; printf '{"_class_name": "MiniMaxH3Scheduler", "shift": 9.0}\n' >"$tmp/a9/audio_scheduler/scheduler_config.json"
+"$H3" generate -d "$TINY" "${G[@]}" --dump-latents "$tmp/d12.safetensors" 2>/dev/null
+"$H3" generate -d "$tmp/s5" "${G[@]}" --dump-latents "$tmp/d5.safetensors" 2>/dev/null
+"$H3" generate -d "$tmp/a9" "${G[@]}" --dump-latents "$tmp/a9.safetensors" 2>/dev/null
+check "scheduler/ shift 5.0 changes the latents, audio_scheduler/ shift 9.0 too (the configs are read)" \
+    '[ -s "$tmp/d12.safetensors" ] && [ -s "$tmp/d5.safetensors" ] && [ -s "$tmp/a9.safetensors" ] &&
+     ! cmp -s "$tmp/d12.safetensors" "$tmp/d5.safetensors" && ! cmp -s "$tmp/d12.safetensors" "$tmp/a9.safetensors"'
+snap "$tmp/s0"; printf '{"_class_name": "MiniMaxH3Scheduler", "shift": 0}\n' >"$tmp/s0/scheduler/scheduler_config.json"
+refuse "scheduler shift 0 refused" "s0/scheduler/scheduler_config.json: \"shift\" must be a number in (0, 1e+06]" -- \
+    -d "$tmp/s0" "${G[@]}" --dump-latents "$tmp/out/x.safetensors"
+snap "$tmp/sc"; printf '{"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 3.0}\n' >"$tmp/sc/audio_scheduler/scheduler_config.json"
+refuse "another scheduler class refused" "\"_class_name\" must be \"MiniMaxH3Scheduler\"" -- \
+    -d "$tmp/sc" "${G[@]}" --dump-latents "$tmp/out/x.safetensors"
+
 echo "RESULT $pass $fail"

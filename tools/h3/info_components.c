@@ -1,4 +1,5 @@
 #include "info_components.h"
+#include "pipeline/sched.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -61,11 +62,9 @@ static void check_tokenizer(const char *dir, int index_only, int *problems) {
 }
 
 static void check_scheduler(const char *dir, int index_only, int *problems) {
-    char p[4096];
-    json_t *cfg = json_load_file(snapshot_path(p, sizeof p, dir, "scheduler_config.json"), 0, NULL);
-    json_t *shift = cfg ? json_object_get(cfg, "shift") : NULL;
-    if (!json_is_number(shift) || json_number_value(shift) <= 0) report(problems, "%s: %s", p, "\"shift\" must be a positive number");
-    json_decref(cfg);
+    h3_err e = {{0}};
+    double shift;
+    if (sched_config_load(dir, &shift, &e)) report(problems, "%s%s", e.msg, ""); /* the rule generate applies */
 }
 
 static void check_files(const char *dir, int index_only, int *problems) {
