@@ -126,4 +126,35 @@ snap "$tmp/sc"; printf '{"_class_name": "FlowMatchEulerDiscreteScheduler", "shif
 refuse "another scheduler class refused" "\"_class_name\" must be \"MiniMaxH3Scheduler\"" -- \
     -d "$tmp/sc" "${G[@]}" --dump-latents "$tmp/out/x.safetensors"
 
+# ---- 6. --ref-audio's 15 s limit on the decoded duration ----
+wav() { # wav PATH RATE SECONDS: a mono 16-bit WAV of a quiet tone
+    python3 - "$@" <<'PY'
+import math, struct, sys, wave
+path, rate, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+n = int(round(rate * secs))
+with wave.open(path, "wb") as w:
+    w.setnchannels(1); w.setsampwidth(2); w.setframerate(rate)
+    w.writeframes(b"".join(struct.pack("<h", int(3000 * math.sin(i * 0.05))) for i in range(n)))
+PY
+}
+R=(--width 64 --height 32 --frames 120 --steps 2 -p "A fox." -o '' --dump-latents "$tmp/out/r.safetensors" --ref-image "$IMG")
+if python3 -c 'import wave' 2>/dev/null; then
+    wav "$tmp/a23.wav" 44100 23; wav "$tmp/a155.wav" 44100 15.5; wav "$tmp/a151.wav" 32000 15.01
+    refuse "--ref-audio 23 s at 44.1 kHz refused" "the audio lasts more than the 15 s limit" -- -d "$TINY" "${R[@]}" --ref-audio "$tmp/a23.wav"
+    refuse "--ref-audio 15.5 s at 44.1 kHz refused" "the audio lasts more than the 15 s limit" -- -d "$TINY" "${R[@]}" --ref-audio "$tmp/a155.wav"
+    refuse "--ref-audio 15.01 s at 32 kHz refused" "the audio lasts more than the 15 s limit" -- -d "$TINY" "${R[@]}" --ref-audio "$tmp/a151.wav"
+    python3 - "$tmp/big.png" <<'PY'
+import struct, sys, zlib
+W = H = 20000  # a valid 1-bit PNG of 400 M pixels, 49 KB
+chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+idat = zlib.compress((b"\0" * (1 + (W + 7) // 8)) * H, 9)
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", W, H, 1, 0, 0, 0, 0)) +
+                              chunk(b"IDAT", idat) + chunk(b"IEND", b""))
+PY
+    refuse "a valid 20000x20000 PNG exceeds the decoder's size limit (not called corrupt)" \
+        "20000x20000 = 400000000 pixels exceed the decoder's size limit" -- "${A[@]}" --first-frame "$tmp/big.png"
+else
+    bad "python3 (wave) is needed to write the test's WAV files"
+fi
+
 echo "RESULT $pass $fail"
