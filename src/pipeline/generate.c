@@ -25,6 +25,7 @@
 #include "../model/dit.h"
 #include "../model/text_encoder.h"
 #include "../model/tokenizer.h"
+#include "../backend/backend_check.h"
 #include "../model/video_vae.h"
 #include "../model/vision.h"
 #include "condition.h"
@@ -952,6 +953,11 @@ static int phase_dit(gen *s, h3_err *e) {
         goto done;
     }
     if (denoise_unpack(L, VIDEO_CHANNELS, AUDIO_CHANNELS, vrows, arows, s->video_latents, s->audio_latents, e)) goto done;
+    /* results checked (docs/robustness.md): host buffers here, so the CPU twin counts */
+    if (h3_check_finite(s->cpu, s->video_latents, (int64_t)nv, "denoise: the video latents after the DiT", e) ||
+        h3_check_finite(s->cpu, s->audio_latents, 2 * AUDIO_CHANNELS * (int64_t)g->num_audio_latents,
+                        "denoise: the audio latents after the DiT", e))
+        goto done;
     rc = 0;
 done:
     if (!s->pv_borrowed) video_vae_free(s->pv);
@@ -1005,7 +1011,8 @@ static int phase_audio(gen *s, h3_err *e) {
         goto done;
     }
     memcpy(z, s->audio_latents, sizeof(float) * 2 * AUDIO_CHANNELS * (size_t)A);
-    if (audio_vae_denormalize(c, z, 2, A, e) || audio_vae_decode(m, z, 2, A, 0, s->audio, NULL, e) || phase_check(be, e))
+    if (audio_vae_denormalize(c, z, 2, A, e) || audio_vae_decode(m, z, 2, A, 0, s->audio, NULL, e) || phase_check(be, e) ||
+        h3_check_finite(s->cpu, s->audio, 2 * s->samples, "audio decoder: the samples", e))
         goto done;
     rc = 0;
     progress_end(&s->pg);
@@ -1035,6 +1042,7 @@ static int frame_sink(void *ctx, int64_t index, const float *frame, h3_err *e) {
     } else {
         video_vae_pixels_to_hwc(frame, dst, n); /* one pass, threaded */
     }
+    if (h3_check_finite(s->cpu, dst, n_out * 3, "video decoder: a frame's pixels", e)) return -1; /* before any write */
     if (s->r->preview) { /* --show: every final frame */
         h3_preview p = {dst, s->out_w, s->out_h, 0, s->r->steps, index};
         if (s->r->preview(s->r->preview_user, &p)) return h3_fail(e, "--show: the preview callback cancelled the generation");
