@@ -77,6 +77,7 @@ typedef struct gen {
     const float      *pv_vrows, *pv_arows;
     h3_err            pv_err;        /* why a preview stopped the loop */
     double            shift_video, shift_audio; /* the snapshot's scheduler/ and audio_scheduler/ configs */
+    int               bad_input;     /* a phase refused the user's input (the prompt's length): exit 2 */
 } gen;
 
 /* ---- --resident (sessions, docs/session.md): a phase's model kept for the next request ----
@@ -596,6 +597,10 @@ static int phase_text(gen *s, h3_err *e) {
     vision_inputs vis;
     memset(&vis, 0, sizeof vis);
     if (presentation_check_prompt(s->r->prompt, e)) goto done;
+    if (presentation_check_prompt_tokens(presentation_tokenizer_encode, tok, s->r->prompt, e)) { /* before the model */
+        s->bad_input = 1;
+        goto done;
+    }
     path_in(s, "text_encoder", dir, sizeof dir);
     if (!te) te = text_encoder_load(be, dir, s->r->bf16, e);
     if (!te) goto done;
@@ -1387,6 +1392,7 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     if (!rc) rc = phase_video(&s, e);
     if (!rc) rc = phase_outputs(&s, e);
     if (!rc && r->profile) progress_report(&s.pg, stderr);
+    if (rc && s.bad_input) rc = H3_GENERATE_BAD_INPUT;
     /* the session default: a failed generation (out of memory, say) keeps nothing; one that shows no room keeps
      * nothing from then on */
     if (r->resident == H3_RESIDENT_AUTO && rc) {

@@ -126,6 +126,16 @@ snap "$tmp/sc"; printf '{"_class_name": "FlowMatchEulerDiscreteScheduler", "shif
 refuse "another scheduler class refused" "\"_class_name\" must be \"MiniMaxH3Scheduler\"" -- \
     -d "$tmp/sc" "${G[@]}" --dump-latents "$tmp/out/x.safetensors"
 
+# ---- 5. the prompt's token limit ----
+long=$(head -c 100000 /dev/zero | tr '\0' a | sed 's/aaaa/fox /g')
+out=$("$H3" generate -d "$TINY" "${G[@]/A red fox./$long}" --dump-latents "$tmp/out/p.safetensors" 2>&1); rc=$?
+check "a 100 KB prompt is refused before the text encoder runs (exit 2, the limit named)" \
+    '[ $rc = 2 ] && tail -1 <<<"$out" | grep -q "the prompt is [0-9]* tokens (100000 bytes), more than the 4096 h3 accepts" &&
+     [ -z "$(ls -A "$tmp/out")" ] && [ ${#out} -lt 2000 ]'
+printf '%s\n' "$long" | "$H3" "${S[@]}" >"$tmp/long.out" 2>"$tmp/long.err"
+check "session: the same prompt fails with the same line, the session goes on (exit 1)" \
+    '[ $? = 1 ] && grep -q "more than the 4096 h3 accepts" "$tmp/long.err"'
+
 # ---- 6. --ref-audio's 15 s limit on the decoded duration ----
 wav() { # wav PATH RATE SECONDS: a mono 16-bit WAV of a quiet tone
     python3 - "$@" <<'PY'
