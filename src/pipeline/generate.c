@@ -752,6 +752,10 @@ done:
 static int denoise_progress(void *user, int step, int steps) {
     gen *s = user;
     progress_update(&s->pg, step + 1);
+    if (s->r->cancel && *s->r->cancel) {
+        h3_fail(&s->pv_err, "cancelled (Ctrl-C) during the denoising, after step %d of %d", step + 1, steps);
+        return 1;
+    }
     if (s->pv && preview_pass(s, step + 1, steps, &s->pv_err)) return 1;
     return 0;
 }
@@ -1331,6 +1335,11 @@ void h3_gen_ctx_free(h3_gen_ctx *c) {
     free(c);
 }
 
+/* request.h's cancel flag, checked between phases: -1 with "cancelled (Ctrl-C) before PHASE" */
+static int cancelled(const gen *s, const char *next, h3_err *e) {
+    return s->r->cancel && *s->r->cancel ? h3_fail(e, "cancelled (Ctrl-C) before the %s", next) : 0;
+}
+
 int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     if (r->cuda != c->cuda || r->threads != c->threads)
         return h3_fail(e, "--backend/--threads: the request asks for %s with %d threads, the context runs %s with %d",
@@ -1381,15 +1390,21 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     char *ckey = cond_key(&s); /* NULL: an unreadable condition file (the phases say which) */
     s.cond_hit = ckey && c->cc.key && !strcmp(ckey, c->cc.key);
     pin_prefetch pf = {0};
-    int rc = phase_text(&s, e);
+    int rc = cancelled(&s, "text encoder", e);
+    if (!rc) rc = phase_text(&s, e);
+    if (!rc) rc = cancelled(&s, "conditioning encoders", e);
     if (!rc) rc = phase_encode(&s, e);
     if (!rc && !s.cond_hit) cond_cache_store(&s, &c->cc, ckey), ckey = NULL; /* the store owns the key */
     free(ckey);
     if (!rc) pin_prefetch_start(&s, &pf); /* after the uploads of the text phase, beside the DiT's seconds */
+    if (!rc) rc = cancelled(&s, "transformer", e);
     if (!rc) rc = phase_dit(&s, e);
+    if (!rc) rc = cancelled(&s, "audio decoder", e);
     if (!rc) rc = phase_audio(&s, e);
     pin_prefetch_join(&pf); /* before the decoder takes its buffers, and on every path */
+    if (!rc) rc = cancelled(&s, "video decoder", e);
     if (!rc) rc = phase_video(&s, e);
+    if (!rc) rc = cancelled(&s, "outputs", e);
     if (!rc) rc = phase_outputs(&s, e);
     if (!rc && r->profile) progress_report(&s.pg, stderr);
     if (rc && s.bad_input) rc = H3_GENERATE_BAD_INPUT;

@@ -3,6 +3,7 @@
 #ifndef H3_REQUEST_H
 #define H3_REQUEST_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "../core/error.h"
@@ -73,6 +74,9 @@ typedef struct h3_request {
      * a preview video decoder kept during the denoising) and then with every final frame; nonzero cancels the
      * generation. NULL: no previews, nothing extra loaded. */
     int       (*preview)(void *user, const h3_preview *p);
+    /* nonzero: the generation stops cleanly before its next phase or denoising step, with an error naming where
+     * (sessions: Ctrl-C). NULL: never. */
+    const volatile sig_atomic_t *cancel;
     void       *preview_user;
 } h3_request;
 

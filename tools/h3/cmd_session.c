@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -63,6 +64,13 @@ typedef struct session {
 typedef struct gen_paths {
     char mp4[PATH_CAP], frames[PATH_CAP], wav[PATH_CAP], dump[PATH_CAP];
 } gen_paths;
+
+/* Ctrl-C (SIGINT): cancels the line being typed (line_edit.c) or the running generation (request.h's cancel) */
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
 
 /* One error line on stderr; returns -1 (the command failed, the session goes on). */
 __attribute__((format(printf, 1, 2))) static int say_error(const char *fmt, ...) {
@@ -624,12 +632,16 @@ static void generate(session *s, const char *prompt) {
     h3_err e = {{0}};
     int aligned;
     double t0 = progress_now();
+    interrupted = 0;
+    q.cancel = &interrupted;
     /* the one-shot path's checks: the CLI's validation, then h3_generate's own */
     if (h3_request_validate(&q, &aligned, &e) || h3_generate_in(s->ctx, &q, &e)) {
         say_error("%s", e.msg);
-        s->failed++;
+        if (!interrupted) s->failed++; /* a cancelled generation is the user's choice, not a failure */
+        interrupted = 0;
         return;
     }
+    interrupted = 0;
     s->done++;
     s->next = n + 1;
     s->last_seed = seed;
@@ -720,7 +732,14 @@ int cmd_session(const h3_request *r, int seed_given, int output_given, int zoom)
         fprintf(stderr, "h3: generate: out of memory\n");
         return 1;
     }
-    printf("h3 session: outputs in %s; a line is a prompt, !help lists the commands\n", s.out_dir);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint; /* no SA_RESTART: the read returns, line_edit.c drops the typed line */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    line_reader_set_interrupt(in, &interrupted);
+    printf("h3 session: outputs in %s; a line is a prompt, !help lists the commands (Ctrl-C cancels the line or the "
+           "generation; !quit or Ctrl-D leaves)\n", s.out_dir);
     char *line;
     size_t len;
     while ((line = line_reader_read(in, "h3> ", &len)) != NULL) {

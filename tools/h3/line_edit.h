@@ -5,6 +5,7 @@
 #ifndef H3_LINE_EDIT_H
 #define H3_LINE_EDIT_H
 
+#include <signal.h>
 #include <stddef.h>
 
 typedef struct line_reader line_reader;
@@ -16,5 +17,9 @@ char *line_reader_read(line_reader *r, const char *prompt, size_t *len);
 /* Whether lines come from the editor (for messages and tests). */
 int line_reader_edits(const line_reader *r);
 void line_reader_free(line_reader *r); /* NULL is fine */
+/* flag: set by the caller's SIGINT handler (installed without SA_RESTART). When a read is interrupted with the flag
+ * set, the line being typed is dropped, the flag cleared and a fresh line read (Ctrl-C cancels the line; Ctrl-D or
+ * the end of the input ends). */
+void line_reader_set_interrupt(line_reader *r, volatile sig_atomic_t *flag);
 
 #endif
