@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/backend_check.h"
 #include "test.h"
 #include "test_data.h"
 
@@ -197,6 +198,27 @@ static void test_elementwise(h3_backend *be) {
     free(x), free(b), free(y), free(r);
 }
 
+/* h3_count_nonfinite / h3_check_finite (backend_check.h): NaN and both infinities counted, large finite values not */
+static void test_nonfinite(h3_backend *be) {
+    enum { N = 200003 }; /* past the threaded size */
+    float *x = h3_alloc(be, sizeof(float) * N);
+    if (!x) {
+        CHECK(0, "alloc");
+        return;
+    }
+    for (int i = 0; i < N; i++) x[i] = (float)(i % 7) - 3.0f;
+    x[5] = 3.4028235e38f, x[6] = -3.4028235e38f, x[7] = 1e-45f;
+    h3_err e = {{0}};
+    CHECK(h3_count_nonfinite(be, x, N) == 0 && h3_check_finite(be, x, N, "t", &e) == 0, "all finite: %s", e.msg);
+    x[0] = NAN, x[1000] = INFINITY, x[N - 1] = -INFINITY, x[77777] = -NAN;
+    CHECK(h3_count_nonfinite(be, x, N) == 4, "4 non-finite counted: %lld", (long long)h3_count_nonfinite(be, x, N));
+    CHECK(h3_count_nonfinite(be, x + 1, N - 2) == 2, "a sub-range: 2");
+    CHECK(h3_count_nonfinite(be, x, 0) == 0, "n = 0");
+    CHECK(h3_check_finite(be, x, N, "denoise: the latents", &e) == -1 &&
+              strstr(e.msg, "denoise: the latents: 4 of 200003 values are not finite"), "message: %s", e.msg);
+    h3_free(be, x);
+}
+
 int main(void) {
     h3_err e;
     test_seed(0x9e3779b97f4a7c15ull);
@@ -208,6 +230,7 @@ int main(void) {
     test_norms(be);
     test_rope(be);
     test_elementwise(be);
+    test_nonfinite(be);
     h3_backend *cu = h3_backend_new(H3_BACKEND_CUDA, 0, &e);
 #ifndef H3_CUDA
     CHECK(cu == NULL && strstr(e.msg, "without CUDA"), "cuda backend refused cleanly in a CPU build: %s", e.msg);

@@ -4,6 +4,7 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "core/text.h"
 #include "test.h"
 
 static uint32_t f2u(float f) {
@@ -17,7 +18,37 @@ static float u2f(uint32_t u) {
     return f;
 }
 
+/* the strict number syntax and the quoting of core/text.h */
+static void test_text(void) {
+    long v = 0;
+    uint64_t u = 0;
+    double d = 0;
+    CHECK(h3_parse_int("128", 1, 1000, &v) == 0 && v == 128, "128");
+    CHECK(h3_parse_int("007", 1, 1000, &v) == 0 && v == 7, "leading zeros are decimal");
+    static const char *const bad_int[] = {"", " 128", "128 ", "+7", "-1", "0x10", "1e3", "12a", "1001", "0", "\t5"};
+    for (size_t i = 0; i < sizeof bad_int / sizeof bad_int[0]; i++)
+        CHECK(h3_parse_int(bad_int[i], 1, 1000, &v) == -1, "'%s' refused", bad_int[i]);
+    CHECK(h3_parse_u64("18446744073709551615", &u) == 0 && u == UINT64_MAX, "2^64-1");
+    CHECK(h3_parse_u64("18446744073709551616", &u) == -1 && h3_parse_u64(" -1", &u) == -1 && h3_parse_u64("+7", &u) == -1,
+          "2^64, ' -1', '+7' refused");
+    CHECK(h3_parse_decimal("14.375", &d) == 0 && d == 14.375, "14.375");
+    CHECK(h3_parse_decimal("5", &d) == 0 && d == 5 && h3_parse_decimal(".5", &d) == 0 && d == 0.5 &&
+              h3_parse_decimal("5.", &d) == 0 && d == 5, "5, .5, 5.");
+    static const char *const bad_dec[] = {"", ".", "0x5", "1e1", " 6", "6 ", "-3", "+3", "inf", "nan", "1.2.3", "1,5"};
+    for (size_t i = 0; i < sizeof bad_dec / sizeof bad_dec[0]; i++)
+        CHECK(h3_parse_decimal(bad_dec[i], &d) == -1, "'%s' refused", bad_dec[i]);
+    CHECK(!strcmp(h3_quote("a\tb"), "a\\x09b"), "control bytes escaped: %s", h3_quote("a\tb"));
+    char big[5000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    const char *q = h3_quote(big);
+    CHECK(strlen(q) < H3_QUOTE_MAX + 40 && strstr(q, "... (4999 bytes)"), "long input truncated: %zu bytes", strlen(q));
+    const char *q1 = h3_quote("one"), *q2 = h3_quote("two");
+    CHECK(!strcmp(q1, "one") && !strcmp(q2, "two"), "two quotes in one call");
+}
+
 int main(void) {
+    test_text();
     /* bf16: round to nearest even on the 16 dropped bits. */
     CHECK(h3_f32_to_bf16(1.0f) == 0x3f80, "1.0");
     CHECK(h3_f32_to_bf16(u2f(0x3f808000)) == 0x3f80, "tie to even (down)");

@@ -2,6 +2,9 @@
  * diffusers' MiniMaxH3Scheduler (golden/pipeline/{sigmas,euler,sigmas_*}.safetensors), plus the
  * validation errors and the --steps mapping. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "pipeline/sched.h"
@@ -200,7 +203,54 @@ static void test_probe_op(void) {
     }
 }
 
+/* scheduler_config.json as diffusers reads it: shift, absent = 12.0; bad values, classes and files refused. */
+static int sched_cfg(const char *dir, const char *json, double *shift, h3_err *e) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/scheduler_config.json", dir);
+    FILE *f = fopen(p, "w");
+    if (!f) return h3_fail(e, "cannot write %s", p);
+    fputs(json, f);
+    fclose(f);
+    return sched_config_load(dir, shift, e);
+}
+
+static void test_config(void) {
+    char dir[] = "/tmp/h3_sched_XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    h3_err e = {{0}};
+    double shift = 0;
+    CHECK(sched_cfg(dir, "{\"_class_name\": \"MiniMaxH3Scheduler\", \"shift\": 5.5}", &shift, &e) == 0 && shift == 5.5,
+          "shift 5.5 read: %g (%s)", shift, e.msg);
+    CHECK(sched_cfg(dir, "{\"shift\": 3}", &shift, &e) == 0 && shift == 3.0, "integer shift 3 read: %g", shift);
+    CHECK(sched_cfg(dir, "{\"_class_name\": \"MiniMaxH3Scheduler\", \"num_train_timesteps\": 1000}", &shift, &e) == 0 &&
+              shift == SCHED_DEFAULT_SHIFT, "absent shift: the class default 12.0, other keys ignored: %g", shift);
+    static const char *const bad[] = {"{\"shift\": 0}", "{\"shift\": -3.0}", "{\"shift\": \"12\"}",
+                                      "{\"shift\": true}", "{\"shift\": 1e7}", "{\"shift\": null}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        e.msg[0] = 0;
+        CHECK(sched_cfg(dir, bad[i], &shift, &e) != 0 && strstr(e.msg, "scheduler_config.json: \"shift\" must be"),
+              "%s refused with the field named: %s", bad[i], e.msg);
+    }
+    CHECK(sched_cfg(dir, "{\"_class_name\": \"FlowMatchEulerDiscreteScheduler\", \"shift\": 3.0}", &shift, &e) != 0 &&
+              strstr(e.msg, "_class_name"), "another scheduler class refused: %s", e.msg);
+    CHECK(sched_cfg(dir, "[12.0]", &shift, &e) != 0 && strstr(e.msg, "not a JSON object"), "not an object: %s", e.msg);
+    CHECK(sched_cfg(dir, "{\"shift\": ", &shift, &e) != 0 && strstr(e.msg, "cannot read the scheduler config"),
+          "truncated JSON: %s", e.msg);
+    char p[512];
+    snprintf(p, sizeof p, "%s/scheduler_config.json", dir);
+    remove(p);
+    CHECK(sched_config_load(dir, &shift, &e) != 0 && strstr(e.msg, "scheduler_config.json"), "missing file: %s", e.msg);
+    CHECK(sched_config_load("tests/fixtures/skeleton/scheduler", &shift, &e) == 0 && shift == 12.0, "release video: %g", shift);
+    CHECK(sched_config_load("tests/fixtures/skeleton/audio_scheduler", &shift, &e) == 0 && shift == 3.0, "release audio: %g",
+          shift);
+    rmdir(dir);
+}
+
 int main(void) {
+    test_config();
     test_probe_op();
     test_grids();
     test_probe_cases();

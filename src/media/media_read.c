@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -183,6 +184,12 @@ static AVCodecContext *open_decoder(media_in *in, int si, int strict, int64_t ma
     const AVCodec *c = avcodec_find_decoder(par->codec_id);
     if (!c) {
         h3_fail(e, "%s: unsupported codec '%s'", in->name, avcodec_get_name(par->codec_id));
+        return NULL;
+    }
+    if (par->width > 0 && par->height > 0 && (int64_t)par->width * par->height > max_pixels) {
+        /* a valid picture beyond the limit: said so (the decoder itself would only say "invalid data") */
+        h3_fail(e, "%s: %dx%d = %lld pixels exceed the decoder's size limit of %lld pixels (not a corrupt file)", in->name,
+                par->width, par->height, (long long)par->width * par->height, (long long)max_pixels);
         return NULL;
     }
     AVCodecContext *dec = avcodec_alloc_context3(c);
@@ -423,9 +430,7 @@ static void audio_acc_free(audio_acc *a)
 
 static int audio_acc_reserve(audio_acc *a, int64_t more, const char *name, h3_err *e)
 {
-    if (a->n + more <= a->cap) return 0;
-    if (a->n + more > a->max_samples)
-        return h3_fail(e, "%s: audio longer than the %.0f s limit", name, a->max_seconds);
+    if (a->n + more <= a->cap) return 0; /* the limit is checked on the decoded count (audio_acc_push) */
     int64_t cap = a->cap ? a->cap * 2 : 1 << 16;
     while (cap < a->n + more) cap *= 2;
     for (int c = 0; c < a->channels; c++) {
@@ -448,7 +453,7 @@ static int audio_acc_push(audio_acc *a, const AVFrame *in, const char *name, h3_
         if (in->sample_rate <= 0 || in->sample_rate > 768000) return h3_fail(e, "%s: bad audio sample rate %d", name, in->sample_rate);
         if (!a->swr) {
             a->in_rate = in->sample_rate, a->in_fmt = in->format, a->channels = ch;
-            a->max_samples = (int64_t)(a->max_seconds * in->sample_rate) + 1;
+            a->max_samples = (int64_t)(a->max_seconds * in->sample_rate); /* more decoded samples: refused */
             /* Sample format only: same rate and layout in and out (no remixing, no resampling). */
             AVChannelLayout lay;
             av_channel_layout_default(&lay, ch);
@@ -470,6 +475,9 @@ static int audio_acc_push(audio_acc *a, const AVFrame *in, const char *name, h3_
                           in ? in->nb_samples : 0);
     if (got < 0) return h3_fail(e, "%s: audio conversion failed: %s", name, media_averr(got, eb));
     a->n += got;
+    if (a->n > a->max_samples) /* exact, whatever the buffer's growth */
+        return h3_fail(e, "%s: the audio lasts more than the %.0f s limit (%.3f s decoded so far; it is not trimmed)", name,
+                       floor(a->max_seconds), (double)a->n / a->in_rate);
     return 0;
 }
 
@@ -559,10 +567,35 @@ static int image_on_video(decode_ctx *d, AVFrame *f, h3_err *e)
     return 0;
 }
 
+/* A PNG's size from its IHDR (the first 24 bytes), so a valid picture beyond the size limit is named as such: the
+ * decoder refuses it as "invalid data" before the stream parameters hold its size. 0 when not a PNG. */
+static int png_size(const char *path, const void *data, size_t size, int64_t *w, int64_t *h)
+{
+    unsigned char b[24];
+    if (path) {
+        FILE *f = fopen(path, "rb");
+        size_t n = f ? fread(b, 1, sizeof b, f) : 0;
+        if (f) fclose(f);
+        if (n < sizeof b) return 0;
+    } else {
+        if (size < sizeof b) return 0;
+        memcpy(b, data, sizeof b);
+    }
+    if (memcmp(b, "\x89PNG\r\n\x1a\n", 8) || memcmp(b + 12, "IHDR", 4)) return 0;
+    *w = (int64_t)b[16] << 24 | b[17] << 16 | b[18] << 8 | b[19];
+    *h = (int64_t)b[20] << 24 | b[21] << 16 | b[22] << 8 | b[23];
+    return 1;
+}
+
 static int read_image(const char *path, const void *data, size_t size, const char *name,
                       const h3_read_opts *opts, h3_image *out, h3_err *e)
 {
     memset(out, 0, sizeof *out);
+    int64_t pw, ph;
+    if (png_size(path, data, size, &pw, &ph) && pw * ph > max_pixels_of(opts))
+        return h3_fail(e, "%s: %lldx%lld = %lld pixels exceed the decoder's size limit of %lld pixels (not a corrupt file)",
+                       path ? path : name ? name : "<memory>", (long long)pw, (long long)ph, (long long)(pw * ph),
+                       (long long)max_pixels_of(opts));
     media_in in;
     if (media_open(&in, path, data, size, name, IMAGE_FORMATS, "image", "PNG, JPEG, WebP", e)) return -1;
     decode_ctx d = {.in = &in, .vsi = first_stream(in.fc, AVMEDIA_TYPE_VIDEO), .asi = -1};

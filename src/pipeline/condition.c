@@ -198,9 +198,9 @@ int cond_audio_rows(audio_vae *m, const float *wave, int64_t S, float **rows, in
 int cond_check_audio_seconds(int64_t samples, int sample_rate, const char *what, int soundtrack, h3_err *e) {
     double s = (double)samples / sample_rate;
     if (s < COND_MIN_AUDIO_SECONDS) {
-        if (soundtrack)
-            return h3_fail(e, "%s: the soundtrack lasts %.2f s after truncation to the output duration, at least %g s "
-                              "are needed (request at least 56 output frames)", what, s, COND_MIN_AUDIO_SECONDS);
+        if (soundtrack) /* the output lasts >= 5.17 s, so the truncation never made it this short: the audio is */
+            return h3_fail(e, "%s: the soundtrack lasts %.2f s, at least %g s are needed (give a longer soundtrack)", what,
+                           s, COND_MIN_AUDIO_SECONDS);
         return h3_fail(e, "%s: the audio lasts %.2f s, at least %g s are needed", what, s, COND_MIN_AUDIO_SECONDS);
     }
     if (s > COND_MAX_AUDIO_SECONDS + 1e-9)

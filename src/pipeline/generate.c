@@ -25,6 +25,7 @@
 #include "../model/dit.h"
 #include "../model/text_encoder.h"
 #include "../model/tokenizer.h"
+#include "../backend/backend_check.h"
 #include "../model/video_vae.h"
 #include "../model/vision.h"
 #include "condition.h"
@@ -78,6 +79,8 @@ typedef struct gen {
     const layout     *pv_L;
     const float      *pv_vrows, *pv_arows;
     h3_err            pv_err;        /* why a preview stopped the loop */
+    double            shift_video, shift_audio; /* the snapshot's scheduler/ and audio_scheduler/ configs */
+    int               bad_input;     /* a phase refused the user's input (the prompt's length): exit 2 */
 } gen;
 
 /* ---- --resident (sessions, docs/session.md): a phase's model kept for the next request ----
@@ -597,6 +600,10 @@ static int phase_text(gen *s, h3_err *e) {
     vision_inputs vis;
     memset(&vis, 0, sizeof vis);
     if (presentation_check_prompt(s->r->prompt, e)) goto done;
+    if (presentation_check_prompt_tokens(presentation_tokenizer_encode, tok, s->r->prompt, e)) { /* before the model */
+        s->bad_input = 1;
+        goto done;
+    }
     path_in(s, "text_encoder", dir, sizeof dir);
     if (!te) te = text_encoder_load(be, dir, s->r->bf16, e);
     if (!te) goto done;
@@ -748,6 +755,10 @@ done:
 static int denoise_progress(void *user, int step, int steps) {
     gen *s = user;
     progress_update(&s->pg, step + 1);
+    if (s->r->cancel && *s->r->cancel) {
+        h3_fail(&s->pv_err, "cancelled (Ctrl-C) during the denoising, after step %d of %d", step + 1, steps);
+        return 1;
+    }
     if (s->pv && preview_pass(s, step + 1, steps, &s->pv_err)) return 1;
     return 0;
 }
@@ -828,8 +839,8 @@ static int phase_dit(gen *s, h3_err *e) {
         h3_fail(e, "%s: text_dim %d but the text encoder's hidden size is %d", dir, c->text_dim, s->text_dim);
         goto done;
     }
-    if (sched_num_inference_steps_for_evaluations(s->r->steps, &n_inf, e) || sched_init(&vs, n_inf, SCHED_VIDEO_SHIFT, e) ||
-        sched_init(&as, n_inf, SCHED_AUDIO_SHIFT, e))
+    if (sched_num_inference_steps_for_evaluations(s->r->steps, &n_inf, e) || sched_init(&vs, n_inf, s->shift_video, e) ||
+        sched_init(&as, n_inf, s->shift_audio, e))
         goto done;
     const layout_geometry *g = &s->g;
     const cond_set *cs = &s->cond;
@@ -954,6 +965,11 @@ static int phase_dit(gen *s, h3_err *e) {
         goto done;
     }
     if (denoise_unpack(L, VIDEO_CHANNELS, AUDIO_CHANNELS, vrows, arows, s->video_latents, s->audio_latents, e)) goto done;
+    /* results checked (docs/robustness.md): host buffers here, so the CPU twin counts */
+    if (h3_check_finite(s->cpu, s->video_latents, (int64_t)nv, "denoise: the video latents after the DiT", e) ||
+        h3_check_finite(s->cpu, s->audio_latents, 2 * AUDIO_CHANNELS * (int64_t)g->num_audio_latents,
+                        "denoise: the audio latents after the DiT", e))
+        goto done;
     rc = 0;
 done:
     if (!s->pv_borrowed) video_vae_free(s->pv);
@@ -1007,7 +1023,8 @@ static int phase_audio(gen *s, h3_err *e) {
         goto done;
     }
     memcpy(z, s->audio_latents, sizeof(float) * 2 * AUDIO_CHANNELS * (size_t)A);
-    if (audio_vae_denormalize(c, z, 2, A, e) || audio_vae_decode(m, z, 2, A, 0, s->audio, NULL, e) || phase_check(be, e))
+    if (audio_vae_denormalize(c, z, 2, A, e) || audio_vae_decode(m, z, 2, A, 0, s->audio, NULL, e) || phase_check(be, e) ||
+        h3_check_finite(s->cpu, s->audio, 2 * s->samples, "audio decoder: the samples", e))
         goto done;
     rc = 0;
     progress_end(&s->pg);
@@ -1037,6 +1054,7 @@ static int frame_sink(void *ctx, int64_t index, const float *frame, h3_err *e) {
     } else {
         video_vae_pixels_to_hwc(frame, dst, n); /* one pass, threaded */
     }
+    if (h3_check_finite(s->cpu, dst, n_out * 3, "video decoder: a frame's pixels", e)) return -1; /* before any write */
     if (s->r->preview) { /* --show: every final frame */
         h3_preview p = {dst, s->out_w, s->out_h, 0, s->r->steps, index};
         if (s->r->preview(s->r->preview_user, &p)) return h3_fail(e, "--show: the preview callback cancelled the generation");
@@ -1211,6 +1229,11 @@ static void outputs_free(gen *s) { /* the uncommitted temporaries go */
 static int resolve_geometry(gen *s, h3_err *e) {
     int aligned, h = s->r->height, w = s->r->width;
     if (h3_request_validate(s->r, &aligned, e)) return -1;
+    char sdir[4096];
+    path_in(s, "scheduler", sdir, sizeof sdir);
+    if (sched_config_load(sdir, &s->shift_video, e)) return -1;
+    path_in(s, "audio_scheduler", sdir, sizeof sdir);
+    if (sched_config_load(sdir, &s->shift_audio, e)) return -1;
     if (s->task == H3_REF2VA && !h3_media_available()) /* fl2va: a MEDIA=0 build reads PPM keyframes */
         return h3_fail(e, "--ref-*: this build has no FFmpeg (MEDIA=0) to read media");
     int rh = s->r->render_height, rw = s->r->render_width;
@@ -1335,6 +1358,11 @@ void h3_gen_ctx_free(h3_gen_ctx *c) {
     free(c);
 }
 
+/* request.h's cancel flag, checked between phases: -1 with "cancelled (Ctrl-C) before PHASE" */
+static int cancelled(const gen *s, const char *next, h3_err *e) {
+    return s->r->cancel && *s->r->cancel ? h3_fail(e, "cancelled (Ctrl-C) before the %s", next) : 0;
+}
+
 int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     if (r->cuda != c->cuda || r->threads != c->threads)
         return h3_fail(e, "--backend/--threads: the request asks for %s with %d threads, the context runs %s with %d",
@@ -1400,17 +1428,24 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
                             "(features.md 5.1)\n", r->reuse, r->steps);
     }
     pin_prefetch pf = {0};
-    int rc = phase_text(&s, e);
+    int rc = cancelled(&s, "text encoder", e);
+    if (!rc) rc = phase_text(&s, e);
+    if (!rc) rc = cancelled(&s, "conditioning encoders", e);
     if (!rc) rc = phase_encode(&s, e);
     if (!rc && !s.cond_hit) cond_cache_store(&s, &c->cc, ckey), ckey = NULL; /* the store owns the key */
     free(ckey);
     if (!rc) pin_prefetch_start(&s, &pf); /* after the uploads of the text phase, beside the DiT's seconds */
+    if (!rc) rc = cancelled(&s, "transformer", e);
     if (!rc) rc = phase_dit(&s, e);
+    if (!rc) rc = cancelled(&s, "audio decoder", e);
     if (!rc) rc = phase_audio(&s, e);
     pin_prefetch_join(&pf); /* before the decoder takes its buffers, and on every path */
+    if (!rc) rc = cancelled(&s, "video decoder", e);
     if (!rc) rc = phase_video(&s, e);
+    if (!rc) rc = cancelled(&s, "outputs", e);
     if (!rc) rc = phase_outputs(&s, e);
     if (!rc && r->profile) progress_report(&s.pg, stderr);
+    if (rc && s.bad_input) rc = H3_GENERATE_BAD_INPUT;
     /* the session default: a failed generation (out of memory, say) keeps nothing; one that shows no room keeps
      * nothing from then on */
     if (r->resident == H3_RESIDENT_AUTO && rc) {

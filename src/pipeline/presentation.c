@@ -80,6 +80,16 @@ int presentation_check_prompt(const char *prompt, h3_err *e) {
     return 0;
 }
 
+int presentation_check_prompt_tokens(pres_encode_fn enc, void *ctx, const char *prompt, h3_err *e) {
+    int64_t *ids = NULL, n = 0;
+    if (enc(ctx, prompt, &ids, &n, e)) return -1;
+    free(ids);
+    if (n > PRES_MAX_PROMPT_TOKENS)
+        return h3_fail(e, "-p: the prompt is %lld tokens (%zu bytes), more than the %d h3 accepts (docs/robustness.md)",
+                       (long long)n, strlen(prompt), PRES_MAX_PROMPT_TOKENS);
+    return 0;
+}
+
 int presentation_t2va(pres_encode_fn enc, void *ctx, const char *prompt, presentation *out, h3_err *e) {
     memset(out, 0, sizeof *out);
     if (presentation_check_prompt(prompt, e)) return -1;

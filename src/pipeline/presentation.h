@@ -22,6 +22,12 @@ enum { PRES_TAG_VIDEO = 0, PRES_TAG_TEXT = 1, PRES_TAG_AUDIO = 2 };
 /* Tokenizes one UTF-8 segment with add_special_tokens=False. *ids is malloc'd (caller frees). */
 typedef int (*pres_encode_fn)(void *ctx, const char *text, int64_t **ids, int64_t *n, h3_err *e);
 
+/* h3's limit on the prompt's own tokens (docs/robustness.md): the reference tokenizes without truncation (no
+ * max_sequence_length), so the conditioner's cost grows with the square of any prompt's length. */
+#define PRES_MAX_PROMPT_TOKENS 4096
+/* The prompt's token count against PRES_MAX_PROMPT_TOKENS, before any model loads: 0, or -1 with one line in e. */
+int presentation_check_prompt_tokens(pres_encode_fn enc, void *ctx, const char *prompt, h3_err *e);
+
 typedef struct presentation {
     int64_t *ids;
     int64_t *tags; /* PRES_TAG_TEXT / PRES_TAG_VIDEO per row */

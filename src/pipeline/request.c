@@ -2,6 +2,7 @@
 
 #include "denoise.h"
 #include "layout.h"
+#include "../core/text.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -73,8 +74,16 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
         return h3_fail(e, "ref2va needs --frames or --seconds (the diffusers pipeline requires num_frames)");
     }
     int aligned;
-    if (layout_align_num_frames(frames, &aligned, e) || layout_check_duration(frames, aligned, e))
-        return h3_fail_prefix(e, r->seconds != 0 ? "--seconds" : "--frames");
+    if (layout_align_num_frames(frames, &aligned, e)) return h3_fail_prefix(e, r->seconds != 0 ? "--seconds" : "--frames");
+    if (layout_check_duration(frames, aligned, e)) { /* the reference's rule, said in the flags' terms */
+        char what[64];
+        if (r->seconds != 0) snprintf(what, sizeof what, "--seconds %g = num_frames %d", r->seconds, frames);
+        else snprintf(what, sizeof what, "--frames: num_frames %d", frames);
+        return h3_fail(e, "%s, rounded up to %d (17n+5), lasts %.3f s: MiniMax-H3 generates 5 to 15 s (aligned 120..360 "
+                          "frames): --frames %d..%d, --seconds %g..%g (%d frames = %.3f s is the longest)",
+                       what, aligned, aligned / (double)FPS, H3_MIN_REQUEST_FRAMES, H3_MAX_REQUEST_FRAMES,
+                       H3_MIN_REQUEST_SECONDS, H3_MAX_REQUEST_SECONDS, H3_MAX_REQUEST_FRAMES, H3_MAX_REQUEST_FRAMES / (double)FPS);
+    }
     *aligned_frames = aligned;
     if (r->steps < 1 || r->steps > 1000) return h3_fail(e, "--steps must be 1..1000 model evaluations, got %d", r->steps);
     if (r->reuse < 1 || r->reuse > 3) return h3_fail(e, "--reuse must be 1..3 (features.md 5.2), got %d", r->reuse);
@@ -88,6 +97,9 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
         return h3_fail(e, "--render-width/--render-height with keyframes need --width/--height (the output canvas)");
     if (r->core_reuse < 1 || r->core_reuse > 6)
         return h3_fail(e, "--core-reuse must be 1..6 (features.md 5.4), got %d", r->core_reuse);
+#ifndef H3_CUDA
+    if (r->cuda) return h3_fail(e, "--backend cuda: this binary was built without CUDA (rebuild with make CUDA=1)");
+#endif
     if (r->quant_fp8 && !r->bf16) return h3_fail(e, "--quant fp8 needs --precision bf16 (the fp32 mode is the reference)");
     if (r->quant_fp8 && r->ssd_streaming)
         return h3_fail(e, "--ssd-streaming cannot be combined with --quant fp8 (the FP8 blocks are made resident)");
@@ -102,17 +114,17 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
         return h3_fail(e, "--core-reuse %d cannot be combined with --reuse %d (features.md 5.4)", r->core_reuse, r->reuse);
     if ((r->first_frame || r->last_frame) && r->nrefs)
         return h3_fail(e, "--first-frame/--last-frame cannot be combined with --ref-* references");
-    if (r->first_frame && !file_readable(r->first_frame)) return h3_fail(e, "--first-frame %s: not a readable file", r->first_frame);
-    if (r->last_frame && !file_readable(r->last_frame)) return h3_fail(e, "--last-frame %s: not a readable file", r->last_frame);
+    if (r->first_frame && !file_readable(r->first_frame)) return h3_fail(e, "--first-frame %s: not a readable file", h3_quote(r->first_frame));
+    if (r->last_frame && !file_readable(r->last_frame)) return h3_fail(e, "--last-frame %s: not a readable file", h3_quote(r->last_frame));
     int images = 0, videos = 0, audios = 0;
     static const char *const flag[] = {"--ref-image", "--ref-silent-video", "--ref-video", "--ref-video-audio", "--ref-audio"};
     for (int i = 0; i < r->nrefs; i++) {
         const h3_ref *f = &r->refs[i];
         if (!f->path || !f->path[0]) return h3_fail(e, "%s: missing path", flag[f->kind]);
-        if (!file_readable(f->path)) return h3_fail(e, "%s %s: not a readable file", flag[f->kind], f->path);
+        if (!file_readable(f->path)) return h3_fail(e, "%s %s: not a readable file", flag[f->kind], h3_quote(f->path));
         if (f->kind == H3_REF_VIDEO_AUDIO && (!f->audio_path || !file_readable(f->audio_path)))
             return h3_fail(e, "--ref-video-audio %s: the soundtrack '%s' is not a readable file", f->path,
-                           f->audio_path ? f->audio_path : "");
+                           h3_quote(f->audio_path ? f->audio_path : ""));
         switch (f->kind) {
         case H3_REF_IMAGE: images++; break;
         case H3_REF_SILENT_VIDEO: videos++; break;
@@ -126,10 +138,10 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
     if (audios > 3) return h3_fail(e, "--ref-audio/--ref-video: at most 3 audio inputs (a video with sound counts as one), got %d", audios);
     if (r->nrefs && !images && !videos) return h3_fail(e, "--ref-audio: audio-only references are not allowed; add an image or video reference");
     if (r->output && r->output[0] && !parent_dir_exists(r->output))
-        return h3_fail(e, "-o %s: the folder does not exist", r->output);
-    if (r->wav && !parent_dir_exists(r->wav)) return h3_fail(e, "--wav %s: the folder does not exist", r->wav);
+        return h3_fail(e, "-o %s: the folder does not exist", h3_quote(r->output));
+    if (r->wav && !parent_dir_exists(r->wav)) return h3_fail(e, "--wav %s: the folder does not exist", h3_quote(r->wav));
     if (r->dump_latents && !parent_dir_exists(r->dump_latents))
-        return h3_fail(e, "--dump-latents %s: the folder does not exist", r->dump_latents);
+        return h3_fail(e, "--dump-latents %s: the folder does not exist", h3_quote(r->dump_latents));
     if (r->random_weights && h3_request_task(r) != H3_T2VA)
         return h3_fail(e, "--random-weights: only t2va (text prompts) runs on random weights; drop the keyframes/references");
     if ((!r->output || !r->output[0]) && !r->frames_dir && !r->wav && !r->dump_latents && !r->random_weights)

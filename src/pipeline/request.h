@@ -3,6 +3,7 @@
 #ifndef H3_REQUEST_H
 #define H3_REQUEST_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "../core/error.h"
@@ -73,6 +74,9 @@ typedef struct h3_request {
      * a preview video decoder kept during the denoising) and then with every final frame; nonzero cancels the
      * generation. NULL: no previews, nothing extra loaded. */
     int       (*preview)(void *user, const h3_preview *p);
+    /* nonzero: the generation stops cleanly before its next phase or denoising step, with an error naming where
+     * (sessions: Ctrl-C). NULL: never. */
+    const volatile sig_atomic_t *cancel;
     void       *preview_user;
 } h3_request;
 
@@ -85,6 +89,13 @@ h3_task h3_request_task(const h3_request *r);
 /* Checks every flag and combination; one line naming the flag and the rule on failure.
  * Fills the resolved numbers: aligned frame count and (when given) the canvas. */
 int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e);
+
+/* The requested lengths the reference accepts (num_frames rounded up to 17n+5 must last 5..15 s at 24 fps):
+ * --frames 108..345 (aligned 124..345), --seconds 4.5..14.375 (round(S x 24) frames). */
+#define H3_MIN_REQUEST_FRAMES 108
+#define H3_MAX_REQUEST_FRAMES 345
+#define H3_MIN_REQUEST_SECONDS 4.5
+#define H3_MAX_REQUEST_SECONDS 14.375
 
 /* --seconds to a frame count: round(seconds * 24), Python round (half to even). */
 int h3_seconds_to_frames(double seconds);

@@ -3,7 +3,11 @@
  * (linspace's first half) is written as fmaf. */
 #include "sched.h"
 
+#include "../io/config.h"
+
+#include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,4 +113,29 @@ void sched_step(const sched *s, int i, const float *v, float *x, int64_t n) {
         float x0 = x[k] + sigma_from_t * v[k];
         x[k] = r * x[k] + one_minus_r * x0;
     }
+}
+
+int sched_config_load(const char *dir, double *shift, h3_err *e) {
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/scheduler_config.json", dir);
+    if (n < 0 || (size_t)n >= sizeof path) return h3_fail(e, "%s: scheduler folder path too long", dir);
+    json_t *cfg = h3_json_load(path, e); /* regular files only, size-capped (docs/robustness.md) */
+    if (!cfg) return -1;
+    int rc = -1;
+    json_t *cls = json_object_get(cfg, "_class_name"), *v = json_object_get(cfg, "shift");
+    if (!json_is_object(cfg)) {
+        h3_fail(e, "%s: the scheduler config is not a JSON object", path);
+    } else if (cls && (!json_is_string(cls) || strcmp(json_string_value(cls), "MiniMaxH3Scheduler"))) {
+        h3_fail(e, "%s: \"_class_name\" must be \"MiniMaxH3Scheduler\" (the only scheduler MiniMax-H3 runs)", path);
+    } else if (!v) {
+        *shift = SCHED_DEFAULT_SHIFT, rc = 0;
+    } else if (!json_is_number(v) || !isfinite(json_number_value(v)) || !(json_number_value(v) > 0) ||
+               json_number_value(v) > SCHED_MAX_SHIFT) {
+        h3_fail(e, "%s: \"shift\" must be a number in (0, %g], got %s", path, SCHED_MAX_SHIFT,
+                json_is_number(v) ? "a number outside it" : "another JSON type");
+    } else {
+        *shift = json_number_value(v), rc = 0;
+    }
+    json_decref(cfg);
+    return rc;
 }

@@ -30,6 +30,15 @@ int sched_init(sched *s, int num_inference_steps, double shift, h3_err *e);
 int sched_init_sigmas(sched *s, const float *sigmas, int n, h3_err *e);
 void sched_free(sched *s);
 
+/* The shift of a snapshot's scheduler folder (scheduler/ or audio_scheduler/): scheduler_config.json read as
+ * diffusers' MiniMaxH3Scheduler does (its only field is `shift`; absent = the class default 12.0; the other keys
+ * are ignored, as ConfigMixin ignores unexpected ones). Refused with one line naming the file and the field: a
+ * missing or unparsable file, a `_class_name` other than MiniMaxH3Scheduler, a shift that is not a JSON number
+ * with 0 < shift <= SCHED_MAX_SHIFT (h3's bound; the reference only asks shift > 0). */
+#define SCHED_DEFAULT_SHIFT 12.0
+#define SCHED_MAX_SHIFT 1.0e6
+int sched_config_load(const char *dir, double *shift, h3_err *e);
+
 static inline int sched_evaluations(const sched *s) { return s->num_sigmas - 1; }
 
 /* index_for_timestep: the first i with timesteps[i] == t (exact), or -1 with e filled. */

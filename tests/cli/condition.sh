@@ -25,7 +25,7 @@ run_bad "unreadable keyframe" "--first-frame $tmp/bad.png" --first-frame "$tmp/b
 run_bad "keyframe aspect (default canvas)" "1:4 to 4:1" --first-frame $W
 run_bad "reference image aspect" "--ref-image $W: a reference image must be within 1:4 and 4:1" --ref-image $W
 run_bad "--ref-video without audio" "--ref-video $M/v60.mov: the file has no audio stream" --ref-video $M/v60.mov
-run_bad "short soundtrack" "56 output frames" --ref-video $M/h264_aac.mp4
+run_bad "short soundtrack: the audio itself is short (no hint to ask for more frames)" "at least 2 s are needed (give a longer soundtrack)" --ref-video $M/h264_aac.mp4
 run_bad "short audio clip" "--ref-audio $M/mono32k.flac: the audio lasts 0.10 s, at least 2 s" --ref-image $M/rgb.png --ref-audio $M/mono32k.flac
 run_bad "short replacement soundtrack" "at least 2 s" --ref-video-audio $M/v30.mov $M/stereo48k.wav
 run_bad "match keeps the aspect rule" "a reference image must be within 1:4 and 4:1" --ref-image $W --ref-image-size match

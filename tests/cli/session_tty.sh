@@ -54,6 +54,18 @@ if [ $editor = 1 ]; then
 else
     check "no editor: no history file" '[ ! -e "$tmp/home/.h3_history" ]'
 fi
+# Ctrl-C at the prompt cancels the line being typed, the session goes on; during a generation it cancels the
+# generation cleanly (checked between phases and denoising steps; --steps 400 keeps the denoising busy long enough)
+{ printf '!seed 5\n'; sleep 1; printf 'partial line'; sleep 1; printf '\003'; sleep 1; printf '!seed 6\n'; sleep 1
+  printf '!quit\n'; } | session ctrlc "$tmp/home7"
+check "Ctrl-C at the prompt: the line is dropped, the session goes on and exits 0" \
+    '[ "$(cat $tmp/ctrlc.rc)" = 0 ] && grep -aq "seed 6 (fixed)" "$tmp/ctrlc.out" && ! grep -aq "^video-" "$tmp/ctrlc.out"'
+SESSION="$SESSION --steps 400 -o '' --dump-latents $tmp/c.safetensors"
+{ printf 'A red fox.\n'; sleep 4; printf '\003'; sleep 2; printf '!seed 8\n'; sleep 1; printf '!quit\n'; } | session gen "$tmp/home8"
+check "Ctrl-C during a generation cancels it with one line, the session goes on (exit 0), nothing written" \
+    '[ "$(cat $tmp/gen.rc)" = 0 ] && grep -aq "h3: cancelled (Ctrl-C)" "$tmp/gen.out" && grep -aq "seed 8 (fixed)" "$tmp/gen.out" &&
+     grep -aq "0 generated, 0 failed" "$tmp/gen.out" && ! ls "$tmp"/c-*.safetensors >/dev/null 2>&1'
+SESSION="$H3 generate -d $TINY --width 64 --height 32 --frames 120 --steps 2"
 printf '!seed 9\n!quit\n' | HOME="$tmp/home6" $SESSION >"$tmp/pipe.out" 2>&1
 check "from a pipe: exit 0, no prompt, no history" \
     '[ $? = 0 ] && grep -q "seed 9 (fixed)" "$tmp/pipe.out" && ! grep -q "h3> " "$tmp/pipe.out" && [ ! -e "$tmp/home6/.h3_history" ]'

@@ -11,6 +11,7 @@
 #include "test.h"
 #include "test_data.h"
 #include "backend/backend.h"
+#include "backend/backend_check.h"
 #include "backend/backend_dit.h"
 #include "backend/cuda/cuda_ops.h"
 #include "core/dtype.h"
@@ -298,6 +299,31 @@ static void test_dit_ops(int flags, double tol) {
     free(x), free(table), free(br), free(y), free(idx), free(gi), free(z), free(f), free(q);
 }
 
+/* h3_count_nonfinite (backend_check.h): the CUDA twin's count = the CPU twin's, on sizes with tails and on more
+ * elements than one grid covers (8192 blocks x 256 threads) */
+static void test_nonfinite(void) {
+    static const int64_t sizes[] = {1, 255, 257, 1000003, 3000017};
+    for (int k = 0; k < 5; k++) {
+        int64_t n = sizes[k];
+        float *x = rand_host(n, 4.0f, 0);
+        int64_t marks[] = {0, n / 3, n / 2, n - 1, 7, 9999};
+        const float bad[] = {NAN, INFINITY, -INFINITY, -NAN, NAN, INFINITY};
+        for (int i = 0; i < 6; i++)
+            if (marks[i] < n) x[marks[i]] = bad[i];
+        if (n > 100) x[n / 4] = 3.4028235e38f; /* finite extremes are not counted */
+        float *dx = dev_f(x, n);
+        int64_t want = h3_count_nonfinite(cpu, x, n), got = h3_count_nonfinite(gpu, dx, n);
+        printf("  count_nonfinite n=%-8lld cpu %lld cuda %lld\n", (long long)n, (long long)want, (long long)got);
+        CHECK(got == want && want >= 1, "count_nonfinite n=%lld: cuda %lld, cpu %lld", (long long)n, (long long)got,
+              (long long)want);
+        h3_free(gpu, dx);
+        free(x);
+    }
+    float *z = dev_f((const float[]){1.0f, 2.0f}, 2);
+    CHECK(h3_count_nonfinite(gpu, z, 2) == 0 && h3_count_nonfinite(gpu, z, 0) == 0, "all finite / empty: 0");
+    h3_free(gpu, z);
+}
+
 int main(void) {
     h3_err e;
     cpu = h3_backend_new(H3_BACKEND_CPU, 0, &e);
@@ -370,6 +396,8 @@ int main(void) {
     test_rope(H3_BF16_OUT, 1e-2);
     test_eltwise(0, 1e-6);
     test_eltwise(H3_BF16_OUT, 1e-2);
+    printf("result checks\n");
+    test_nonfinite();
 
     printf("DiT ops\n");
     test_dit_ops(0, 1e-6);

@@ -23,6 +23,7 @@
 #include "model/video_vae.h"
 #include "pipeline/layout.h"
 #include "cli.h"
+#include "core/text.h"
 
 #define BENCH_MAX_SHAPES 16
 
@@ -343,9 +344,8 @@ static void usage(void) {
 }
 
 static int parse_count(const char *flag, const char *v, int lo, int hi, int *out) {
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || x < lo || x > hi) return -1;
+    long x;
+    if (h3_parse_int(v, lo, hi, &x)) return -1; /* the strict decimal syntax (core/text.h) */
     (void)flag;
     *out = (int)x;
     return 0;

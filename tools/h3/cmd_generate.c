@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "io/snapshot.h"
+#include "core/text.h"
 #include "terminal.h"
 #include "pipeline/generate.h"
 #include "pipeline/request.h"
@@ -22,7 +23,8 @@ static void usage(FILE *f) {
             "  -o, --output PATH        MP4 (H.264 + AAC 32 kHz stereo); '' writes no MP4 [h3.mp4]\n"
             "  --width N --height N     canvas, multiples of 32, at most 768x1344 pixels\n"
             "                           [t2va/ref2va 1344x768; fl2va from the first keyframe's aspect]\n"
-            "  --frames N | --seconds S output length at 24 fps, rounded up to 17n+5 frames, 5..15 s [124]\n"
+            "  --frames N | --seconds S output length at 24 fps, rounded up to 17n+5 frames that must last 5..15 s:\n"
+            "                           --frames 108..345, --seconds 4.5..14.375 (345 frames = 14.375 s is the longest) [124]\n"
             "  --steps N                denoising passes (diffusers num_inference_steps = N + 1) [20]\n"
             "  --reuse R                1..3: evaluate the model at pass 0, every R-th pass and the last one;\n"
             "                           the others extrapolate the velocity (20 passes: R 2 -> 11 evaluations) [1]\n"
@@ -62,13 +64,41 @@ static void usage(FILE *f) {
 }
 
 static int parse_int(const char *flag, const char *s, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi)
-        return cli_error("generate: %s expects an integer in %ld..%ld, got '%s'", flag, lo, hi, s);
+    long v;
+    if (h3_parse_int(s, lo, hi, &v))
+        return cli_error("generate: %s expects an integer in %ld..%ld, got '%s'", flag, lo, hi, h3_quote(s));
     *out = (int)v;
     return 0;
+}
+
+/* The flags that take a value (the next argument); --ref-video-audio takes two. */
+static const char *const value_flags[] = {
+    "-d", "--model-dir", "-p", "--prompt", "-o", "--output", "--frames-dir", "--wav", "--dump-latents", "--first-frame",
+    "--last-frame", "--width", "--height", "--frames", "--steps", "--reuse", "--layers", "--core-reuse",
+    "--render-width", "--render-height", "--threads", "--zoom", "--seconds", "--seed", "--precision",
+    "--ref-image-size", "--quant", "--backend", "--ref-image", "--ref-silent-video", "--ref-video",
+    "--ref-video-audio", "--ref-audio", NULL};
+static const char *const switch_flags[] = {"--profile", "--random-weights", "--resident", "--token-reduction",
+                                           "--ssd-streaming", "--show", "--info", "--use-reference-rope", NULL};
+
+static int in_list(const char *const *list, const char *a, size_t n) {
+    for (int i = 0; list[i]; i++)
+        if (strlen(list[i]) == n && !strncmp(list[i], a, n)) return 1;
+    return 0;
+}
+
+/* an argument that is no flag of `h3 generate`: one line saying what is wrong with it */
+static int flag_error(const char *a) {
+    const char *eq = strchr(a, '=');
+    if (a[0] == '-' && eq && in_list(switch_flags, a, (size_t)(eq - a)))
+        return cli_error("generate: '%s': %.*s takes no value", h3_quote(a), (int)(eq - a), a);
+    if (a[0] == '-' && eq && in_list(value_flags, a, (size_t)(eq - a)))
+        return cli_error("generate: '%s': write the value as the next argument (%.*s %s), not with '='", h3_quote(a),
+                         (int)(eq - a), a, h3_quote(eq + 1));
+    if (a[0] != '-')
+        return cli_error("generate: unexpected argument '%s' (every value follows its flag; see h3 generate --help)",
+                         h3_quote(a));
+    return cli_error("generate: unknown option '%s' (see h3 generate --help)", h3_quote(a));
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -113,6 +143,7 @@ int cmd_generate(int argc, char **argv) {
             r.reference_rope = 1;
             continue;
         }
+        if (!in_list(value_flags, a, strlen(a))) return flag_error(a);
         if (i + 1 >= argc) return cli_error("generate: %s needs a value (see h3 generate --help)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "-d") || !strcmp(a, "--model-dir")) r.model_dir = v;
@@ -135,34 +166,36 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 4096, &r.threads)) return 2; }
         else if (!strcmp(a, "--zoom")) { if (parse_int(a, v, 1, 64, &zoom)) return 2; }
         else if (!strcmp(a, "--seconds")) {
-            char *end;
-            r.seconds = strtod(v, &end);
-            if (*end || end == v) return cli_error("generate: --seconds expects a number, got '%s'", v);
+            if (h3_parse_decimal(v, &r.seconds)) {
+                char *end;
+                (void)strtod(v, &end); /* C's syntax (signs, spaces, hex, exponents, inf, nan) is not taken */
+                return cli_error(*v && !*end ? "generate: --seconds must be a finite number > 0 in plain decimal "
+                                               "(e.g. 10 or 14.375: no sign, spaces, hex or exponent), got '%s'"
+                                             : "generate: --seconds expects a number (decimal, e.g. 10 or 14.375), got '%s'",
+                                 h3_quote(v));
+            }
             if (r.seconds == 0) return cli_error("generate: --seconds must be a finite number > 0");
         } else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            if (v[0] == '-') return cli_error("generate: --seed expects an unsigned 64-bit integer, got '%s'", v);
-            r.seed = strtoull(v, &end, 10);
-            if (errno || *end || end == v) return cli_error("generate: --seed expects an unsigned 64-bit integer, got '%s'", v);
+            if (h3_parse_u64(v, &r.seed))
+                return cli_error("generate: --seed expects an unsigned 64-bit integer, got '%s'", h3_quote(v));
             seed_given = 1;
         } else if (!strcmp(a, "--precision")) {
             if (!strcmp(v, "bf16")) r.bf16 = 1;
             else if (!strcmp(v, "fp32")) r.bf16 = 0;
-            else return cli_error("generate: --precision must be bf16 or fp32, got '%s'", v);
+            else return cli_error("generate: --precision must be bf16 or fp32, got '%s'", h3_quote(v));
         } else if (!strcmp(a, "--ref-image-size")) {
             if (!strcmp(v, "reference")) r.ref_image_size = 0;
             else if (!strcmp(v, "match")) r.ref_image_size = 1;
             else if (!strcmp(v, "max")) r.ref_image_size = 2;
-            else return cli_error("generate: --ref-image-size must be reference, match or max, got '%s'", v);
+            else return cli_error("generate: --ref-image-size must be reference, match or max, got '%s'", h3_quote(v));
         } else if (!strcmp(a, "--quant")) {
             if (!strcmp(v, "fp8")) r.quant_fp8 = 1;
             else if (!strcmp(v, "none")) r.quant_fp8 = 0;
-            else return cli_error("generate: --quant must be none or fp8, got '%s'", v);
+            else return cli_error("generate: --quant must be none or fp8, got '%s'", h3_quote(v));
         } else if (!strcmp(a, "--backend")) {
             if (!strcmp(v, "cpu")) r.cuda = 0;
             else if (!strcmp(v, "cuda")) r.cuda = 1;
-            else return cli_error("generate: --backend must be cpu or cuda, got '%s'", v);
+            else return cli_error("generate: --backend must be cpu or cuda, got '%s'", h3_quote(v));
         } else if (!strncmp(a, "--ref-", 6)) {
             h3_ref_kind k;
             if (!strcmp(a, "--ref-image")) k = H3_REF_IMAGE;
@@ -170,7 +203,7 @@ int cmd_generate(int argc, char **argv) {
             else if (!strcmp(a, "--ref-video")) k = H3_REF_VIDEO;
             else if (!strcmp(a, "--ref-video-audio")) k = H3_REF_VIDEO_AUDIO;
             else if (!strcmp(a, "--ref-audio")) k = H3_REF_AUDIO;
-            else return cli_error("generate: unknown option '%s'", a);
+            else return flag_error(a);
             if (r.nrefs == H3_MAX_REFS) return cli_error("generate: %s: at most %d references in total", a, H3_MAX_REFS);
             h3_ref *f = &r.refs[r.nrefs++];
             f->kind = k;
@@ -181,7 +214,7 @@ int cmd_generate(int argc, char **argv) {
                 f->audio_path = argv[++i];
             }
         } else {
-            return cli_error("generate: unknown option '%s' (see h3 generate --help)", a);
+            return flag_error(a);
         }
     }
     /* --info (features.md 2): `h3 info -d DIR` first; alone it only inspects, with -p a clean snapshot then generates */

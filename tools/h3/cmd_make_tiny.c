@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "core/text.h"
 #include "io/expect.h"
 #include "io/outfile.h"
 #include "io/safetensors.h"
@@ -299,9 +300,8 @@ int cmd_make_tiny(int argc, char **argv) {
                    "  Random weights: the pipeline runs end to end but generates noise.\n");
             return 0;
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-            char *end;
-            seed = strtoull(argv[++i], &end, 10);
-            if (*end) return cli_error("make-tiny: --seed expects an unsigned integer, got '%s'", argv[i]);
+            if (h3_parse_u64(argv[++i], &seed))
+                return cli_error("make-tiny: --seed expects an unsigned 64-bit integer, got '%s'", h3_quote(argv[i]));
         } else if (!strcmp(argv[i], "--skeleton") && i + 1 < argc) {
             skeleton = argv[++i];
         } else if (argv[i][0] == '-') {

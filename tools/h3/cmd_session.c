@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -30,12 +31,14 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "session_parse.h"
 #include "line_edit.h"
 #include "terminal.h"
 #include "media/media.h"
 #include "pipeline/generate.h"
 #include "pipeline/progress.h"
 #include "io/outfile.h"
+#include "core/text.h"
 #include "io/snapshot.h"
 #include "pipeline/request.h"
 
@@ -64,6 +67,13 @@ typedef struct session {
 typedef struct gen_paths {
     char mp4[PATH_CAP], frames[PATH_CAP], wav[PATH_CAP], dump[PATH_CAP];
 } gen_paths;
+
+/* Ctrl-C (SIGINT): cancels the line being typed (line_edit.c) or the running generation (request.h's cancel) */
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
 
 /* One error line on stderr; returns -1 (the command failed, the session goes on). */
 __attribute__((format(printf, 1, 2))) static int say_error(const char *fmt, ...) {
@@ -173,30 +183,15 @@ static uint64_t random_seed(void) {
     return (uint32_t)(ts.tv_nsec ^ ts.tv_sec * 2654435761u ^ (unsigned)getpid());
 }
 
+/* the session_parse.c value parsers, their error printed as one line */
 static int parse_int(const char *cmd, const char *s, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi)
-        return say_error("!%s expects an integer in %ld..%ld, got '%s'", cmd, lo, hi, s);
-    *out = (int)v;
-    return 0;
+    h3_err e = {{0}};
+    return session_parse_int(cmd, s, lo, hi, out, &e) ? say_error("%s", e.msg) : 0;
 }
 
-/* "WxH" with both sides 1..2^20 (the one-shot flags' parse range; the rules are checked at generation). */
 static int parse_wxh(const char *cmd, const char *s, int *w, int *h) {
-    char *end;
-    errno = 0;
-    long a = strtol(s, &end, 10), b = 0;
-    int ok = !errno && end != s && (*end == 'x' || *end == 'X');
-    if (ok) {
-        const char *t = end + 1;
-        b = strtol(t, &end, 10);
-        ok = !errno && end != t && !*end && a >= 1 && b >= 1 && a <= 1 << 20 && b <= 1 << 20;
-    }
-    if (!ok || !isdigit((unsigned char)s[0])) return say_error("!%s expects WxH (e.g. 864x480), got '%s'", cmd, s);
-    *w = (int)a, *h = (int)b;
-    return 0;
+    h3_err e = {{0}};
+    return session_parse_wxh(cmd, s, w, h, &e) ? say_error("%s", e.msg) : 0;
 }
 
 /* The frame count a request would generate, by the request's own validation; -1 with e filled when
@@ -279,19 +274,8 @@ static int c_status(session *s, const char *arg) {
 }
 
 static int c_seed(session *s, const char *arg) {
-    if (arg) {
-        if (!strcmp(arg, "random") || !strcmp(arg, "-1")) {
-            s->seed_fixed = 0;
-        } else {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(arg, &end, 10);
-            if (!isdigit((unsigned char)arg[0]) || errno || *end)
-                return say_error("!seed expects an unsigned 64-bit integer or 'random', got '%s'", arg);
-            s->st.seed = v;
-            s->seed_fixed = 1;
-        }
-    }
+    h3_err e = {{0}};
+    if (arg && session_parse_seed(arg, &s->seed_fixed, &s->st.seed, &e)) return say_error("%s", e.msg);
     show_seed(s);
     return 0;
 }
@@ -321,12 +305,8 @@ static int c_frames(session *s, const char *arg) {
 
 static int c_seconds(session *s, const char *arg) {
     if (arg) {
-        char *end;
-        double v = strtod(arg, &end);
-        if (*end || end == arg || !isfinite(v) || v <= 0)
-            return say_error("!seconds expects a finite number > 0, got '%s'", arg);
-        if (h3_seconds_to_frames(v) < 1) return say_error("!seconds %g gives no frame at 24 fps", v);
-        s->st.seconds = v;
+        h3_err e = {{0}};
+        if (session_parse_seconds(arg, &s->st.seconds, &e)) return say_error("%s", e.msg);
         s->st.frames = 0;
     }
     show_frames(&s->st);
@@ -348,10 +328,8 @@ static int c_zoom(session *s, const char *arg) { return set_int("zoom", arg, 1, 
 
 /* "on" / "off" of a toggle command into *on; anything else: one error line naming the command */
 static int parse_toggle(const char *cmd, const char *arg, int *on) {
-    if (!strcmp(arg, "on")) *on = 1;
-    else if (!strcmp(arg, "off")) *on = 0;
-    else return say_error("!%s expects on or off, got '%s'", cmd, arg);
-    return 0;
+    h3_err e = {{0}};
+    return session_parse_toggle(cmd, arg, on, &e) ? say_error("%s", e.msg) : 0;
 }
 
 /* !open: the system's opener for files (H3_OPENER names another program, e.g. for tests), found on PATH */
@@ -407,7 +385,7 @@ static int c_output(session *s, const char *arg) {
         if (len >= sizeof dir - 32) return say_error("!output: the path is too long");
         memcpy(dir, arg, len);
         dir[len] = 0;
-        if (make_dirs(dir, &e)) return say_error("!output %s", e.msg);
+        if (make_dirs(dir, &e)) return say_error("!output: %s", e.msg);
         memcpy(s->out_dir, dir, len + 1);
     }
     printf("output %s\n", s->out_dir);
@@ -417,7 +395,7 @@ static int c_output(session *s, const char *arg) {
 /* ---- keyframes and references (features.md 3): set here, checked again when a prompt generates ---- */
 
 static int readable(const char *cmd, const char *path) {
-    if (access(path, R_OK)) return say_error("!%s %s: cannot read the file: %s", cmd, path, strerror(errno));
+    if (access(path, R_OK)) return say_error("!%s %s: cannot read the file: %s", cmd, h3_quote(path), strerror(errno));
     return 0;
 }
 
@@ -440,7 +418,7 @@ static int c_first(session *s, const char *arg) { return set_anchor(s, "first", 
 static int c_last(session *s, const char *arg) { return set_anchor(s, "last", arg, &s->st.last_frame, &s->last_owned); }
 
 static int c_refs(session *s, const char *arg) {
-    if (arg && strcmp(arg, "clear")) return say_error("!refs takes no value or 'clear', got '%s'", arg);
+    if (arg && strcmp(arg, "clear")) return say_error("!refs takes no value or 'clear', got '%s'", h3_quote(arg));
     if (arg) {
         for (int i = 0; i < H3_MAX_REFS; i++) free(s->ref_owned[i]), s->ref_owned[i] = NULL;
         s->st.nrefs = 0;
@@ -495,7 +473,7 @@ static int c_save(session *s, const char *arg) {
     char dst[PATH_CAP];
     if (arg) snprintf(dst, sizeof dst, "%s", arg);
     else snprintf(dst, sizeof dst, "h3-%lld.mp4", (long long)time(NULL));
-    if (exists(dst)) return say_error("!save %s: the file exists (give another name)", dst);
+    if (exists(dst)) return say_error("!save %s: the file exists (give another name)", h3_quote(dst));
     h3_err e = {{0}};
     FILE *in = fopen(s->last_mp4, "rb");
     if (!in) return say_error("!save %s: %s", s->last_mp4, strerror(errno));
@@ -516,7 +494,7 @@ static int c_save(session *s, const char *arg) {
         }
     ok &= !ferror(in);
     fclose(in);
-    int rc = ok ? h3_outfile_commit(o, 0, &e) : h3_fail(&e, "!save %s: write failed: %s", dst, strerror(errno));
+    int rc = ok ? h3_outfile_commit(o, 0, &e) : h3_fail(&e, "!save %s: write failed: %s", h3_quote(dst), strerror(errno));
     h3_outfile_free(o);
     if (rc) return say_error("%s", e.msg);
     printf("saved %s\n", dst);
@@ -541,7 +519,7 @@ static int c_resident(session *s, const char *arg) {
         if (!strcmp(arg, "on")) s->st.resident = H3_RESIDENT_ALL;
         else if (!strcmp(arg, "auto")) s->st.resident = H3_RESIDENT_AUTO;
         else if (!strcmp(arg, "off")) s->st.resident = H3_RESIDENT_OFF;
-        else return say_error("!resident expects on, off or auto, got '%s'", arg);
+        else return say_error("!resident expects on, off or auto, got '%s'", h3_quote(arg));
         if (!s->st.resident) h3_gen_ctx_drop_models(s->ctx);
     }
     printf("resident %s\n", s->st.resident == H3_RESIDENT_ALL ? "on: each phase's model stays loaded for the next generation"
@@ -593,7 +571,7 @@ static int c_token_reduction(session *s, const char *arg) {
 
 /* !cache [clear]: the models kept by --resident / frees them */
 static int c_cache(session *s, const char *arg) {
-    if (arg && strcmp(arg, "clear")) return say_error("!cache takes no value or 'clear', got '%s'", arg);
+    if (arg && strcmp(arg, "clear")) return say_error("!cache takes no value or 'clear', got '%s'", h3_quote(arg));
     if (arg) h3_gen_ctx_drop_models(s->ctx);
     char buf[4 * 4600];
     int n = h3_gen_ctx_models(s->ctx, buf, sizeof buf);
@@ -614,7 +592,7 @@ static const struct {
     {"render-size", "[WxH|native]", "set/clear the internal render canvas (features.md 5.6)", c_render_size, 1},
     {"frames", "[N]", "show/set the requested frames (aligned up to 17n+5)", c_frames, 1},
     {"seconds", "[S]", "set frames = round(S x 24); shows the aligned frame count", c_seconds, 1},
-    {"steps", "[N]", "denoising passes, 1..1000 (generation needs >= 2)", c_steps, 1},
+    {"steps", "[N]", "denoising passes (model evaluations), 1..1000", c_steps, 1},
     {"reuse", "[N]", "velocity reuse, 1..32 (generation needs 1..3)", c_reuse, 1},
     {"layers", "[N]", "DiT blocks kept, 35..50", c_layers, 1},
     {"core-reuse", "[N]", "core residual refresh interval, 1..6", c_core_reuse, 1},
@@ -651,18 +629,14 @@ static int c_help(session *s, const char *arg) {
     return 0;
 }
 
-/* line: the text after '!'. */
-static int run_command(session *s, char *line) {
-    char *name = line, *arg = line + strcspn(line, " \t");
-    if (*arg) *arg++ = 0;
-    arg += strspn(arg, " \t");
-    for (size_t n = strlen(arg); n && (arg[n - 1] == ' ' || arg[n - 1] == '\t'); n--) arg[n - 1] = 0;
+/* One parsed command line. */
+static int run_command(session *s, const char *name, const char *arg) {
     for (int i = 0; i < NCOMMANDS; i++) {
         if (strcmp(name, commands[i].name)) continue;
-        if (*arg && !commands[i].takes_arg) return say_error("!%s takes no value, got '%s'", name, arg);
-        return commands[i].fn(s, *arg ? arg : NULL);
+        if (arg && !commands[i].takes_arg) return say_error("!%s takes no value, got '%s'", name, h3_quote(arg));
+        return commands[i].fn(s, arg);
     }
-    return say_error("unknown command '!%s' (!help lists them)", name);
+    return say_error("unknown command '!%s' (!help lists them)", h3_quote(name));
 }
 
 /* ---- generation ---- */
@@ -700,14 +674,18 @@ static void generate(session *s, const char *prompt) {
     h3_err e = {{0}};
     int aligned;
     double t0 = progress_now();
+    interrupted = 0;
+    q.cancel = &interrupted;
     /* the one-shot path's checks: the CLI's validation, then h3_generate's own */
     if (h3_request_validate(&q, &aligned, &e) || h3_generate_in(s->ctx, &q, &e)) {
         release(s, &p, 1); /* the placeholders that no output replaced go */
         say_error("%s", e.msg);
-        s->failed++;
+        if (!interrupted) s->failed++; /* a cancelled generation is the user's choice, not a failure */
+        interrupted = 0;
         return;
     }
     release(s, &p, 0);
+    interrupted = 0;
     s->done++;
     s->next = n + 1;
     s->last_seed = seed;
@@ -798,16 +776,23 @@ int cmd_session(const h3_request *r, int seed_given, int output_given, int zoom)
         fprintf(stderr, "h3: generate: out of memory\n");
         return 1;
     }
-    printf("h3 session: outputs in %s; a line is a prompt, !help lists the commands\n", s.out_dir);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint; /* no SA_RESTART: the read returns, line_edit.c drops the typed line */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    line_reader_set_interrupt(in, &interrupted);
+    printf("h3 session: outputs in %s; a line is a prompt, !help lists the commands (Ctrl-C cancels the line or the "
+           "generation; !quit or Ctrl-D leaves)\n", s.out_dir);
     char *line;
-    while ((line = line_reader_read(in, "h3> ")) != NULL) {
+    size_t len;
+    while ((line = line_reader_read(in, "h3> ", &len)) != NULL) {
         int quit = 0;
-        if (!line[strspn(line, " \t")]) { /* blank */
-        } else if (line[0] == '!') {
-            quit = run_command(&s, line + 1) == 1;
-        } else {
-            generate(&s, line);
-        }
+        session_line sl;
+        h3_err le = {{0}};
+        if (session_line_parse(line, len, &sl, &le)) say_error("%s", le.msg);
+        else if (sl.kind == SESSION_COMMAND) quit = run_command(&s, sl.name, sl.arg) == 1;
+        else if (sl.kind == SESSION_PROMPT) generate(&s, sl.text);
         free(line);
         if (quit) break;
     }

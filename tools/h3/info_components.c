@@ -1,4 +1,5 @@
 #include "info_components.h"
+#include "pipeline/sched.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -69,17 +70,9 @@ static void check_tokenizer(const char *dir, int index_only, int *problems) {
 }
 
 static void check_scheduler(const char *dir, int index_only, int *problems) {
-    char p[4096];
     h3_err e = {{0}};
-    json_t *cfg = h3_json_load(snapshot_path(p, sizeof p, dir, "scheduler_config.json"), &e);
-    if (!cfg) {
-        report(problems, "%s%s", e.msg, "");
-        return;
-    }
-    json_t *shift = json_object_get(cfg, "shift");
-    if (!json_is_number(shift) || !(json_number_value(shift) > 0) || !(json_number_value(shift) <= 1e6))
-        report(problems, "%s: %s", p, "\"shift\" must be a positive number (at most 1e6)");
-    json_decref(cfg);
+    double shift;
+    if (sched_config_load(dir, &shift, &e)) report(problems, "%s%s", e.msg, ""); /* the rule generate applies */
 }
 
 static void check_files(const char *dir, int index_only, int *problems) {

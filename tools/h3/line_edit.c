@@ -18,7 +18,18 @@ struct line_reader {
     char *history; /* the history file, or NULL (no $HOME and no H3_HISTORY) */
     int   warned;  /* the history file could not be written: said once */
     char *last;    /* the last line added to the history (repeats are not added) */
+    volatile sig_atomic_t *interrupt; /* line_reader_set_interrupt */
 };
+
+void line_reader_set_interrupt(line_reader *r, volatile sig_atomic_t *flag) { r->interrupt = flag; }
+
+/* an interrupted read with the caller's flag set: the typed line is dropped (1), else the input ended (0) */
+static int cancelled_line(line_reader *r) {
+    if (!r->interrupt || !*r->interrupt) return 0;
+    *r->interrupt = 0;
+    clearerr(stdin);
+    return 1;
+}
 
 static char *history_path(void) {
     const char *p = getenv("H3_HISTORY");
@@ -63,17 +74,21 @@ static void remember(line_reader *r, const char *line) {
 }
 #endif
 
-char *line_reader_read(line_reader *r, const char *prompt) {
+char *line_reader_read(line_reader *r, const char *prompt, size_t *len) {
+again:;
 #ifdef H3_EDITLINE
     if (r->edit) {
+        rl_catch_signals = 0; /* SIGINT reaches the caller's handler, which interrupts the read */
         char *line = readline(prompt);
         if (!line) {
             fputc('\n', stdout);
+            if (cancelled_line(r)) goto again;
             return NULL;
         }
         size_t n = strlen(line);
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
         remember(r, line);
+        *len = n;
         return line;
     }
 #endif
@@ -87,9 +102,11 @@ char *line_reader_read(line_reader *r, const char *prompt) {
     if (n < 0) {
         free(line);
         if (r->tty) fputc('\n', stdout);
+        if (cancelled_line(r)) goto again;
         return NULL;
     }
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+    *len = (size_t)n; /* the bytes read: a NUL inside is the caller's to refuse */
     return line;
 }
 

@@ -1,0 +1,17 @@
+/* Result checks (docs/robustness.md, "Flags, numbers, results and messages"): a cheap reduction that tells whether
+ * a buffer holds NaN or +-Inf, run on the latents after the DiT and on the samples after each decoder. */
+#ifndef H3_BACKEND_CHECK_H
+#define H3_BACKEND_CHECK_H
+
+#include <stdint.h>
+
+#include "backend.h"
+
+/* How many of x[0..n) are not finite (NaN or +-Inf); x is backend memory. Synchronous (the count is on the host
+ * when it returns); -1 when the backend could not run it (its failure is recorded, h3_backend_check says). */
+int64_t h3_count_nonfinite(h3_backend *be, const float *x, int64_t n);
+
+/* 0 when x[0..n) is all finite; else -1 with "WHAT: N of M values are not finite (NaN or Inf): ..." in e. */
+int h3_check_finite(h3_backend *be, const float *x, int64_t n, const char *what, h3_err *e);
+
+#endif

@@ -1,0 +1,38 @@
+// CUDA twin of h3_count_nonfinite (backend_check.h): each thread counts the non-finite floats of its grid-stride
+// slice (exponent bits all set, as the CPU twin tests them), the block adds its threads' counts in shared memory and
+// one atomicAdd per block adds them into a device counter, which is copied back after a stream sync.
+#include "cuda_check.h"
+
+#include "cuda_internal.h"
+
+static __global__ void k_count_nonfinite(const float *x, int64_t n, unsigned long long *count) {
+    __shared__ unsigned long long part[256];
+    unsigned long long bad = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        bad += (__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
+    part[threadIdx.x] = bad;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && part[0]) atomicAdd(count, part[0]);
+}
+
+extern "C" int64_t cuda_count_nonfinite(h3_backend *be, const float *x, int64_t n) {
+    if (n <= 0) return 0;
+    cuda_impl *c = cuda_of(be);
+    unsigned long long *count = (unsigned long long *)cuda_scratch(be, sizeof *count), host = 0;
+    if (!count) return -1;
+    CUDA_OK(be, cudaMemsetAsync(count, 0, sizeof *count, c->stream));
+    k_count_nonfinite<<<cuda_blocks(n, 256), 256, 0, c->stream>>>(x, n, count);
+    CUDA_LAUNCHED(be, "count_nonfinite");
+    cudaError_t err = cudaMemcpyAsync(&host, count, sizeof host, cudaMemcpyDeviceToHost, c->stream);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(c->stream);
+    cuda_free(be, count);
+    if (err != cudaSuccess) {
+        cuda_record_error(be, "count_nonfinite", cudaGetErrorString(err));
+        return -1;
+    }
+    return (int64_t)host;
+}
