@@ -48,7 +48,7 @@ ifeq ($(CUDA),1)
   LDLIBS  += -L/usr/local/cuda/lib64 -lcudart -lcublasLt -lcublas -lcudnn -lstdc++
 endif
 
-# EDIT=1: the interactive session's line editor with history (libedit, features.md 3); default when installed
+# EDIT=1: the interactive session's line editor with history (libedit, docs/model/features.md 3); default when installed
 EDIT ?= $(if $(wildcard /usr/include/editline/readline.h),1,0)
 TOOL_LIBS :=
 ifeq ($(EDIT),1)

@@ -1,4 +1,4 @@
-/* One full-width MiniMax-H3 DiT block (hidden 5376, 56 heads x 128, ffn 14336; spec dit.md 4.6)
+/* One full-width MiniMax-H3 DiT block (hidden 5376, 56 heads x 128, ffn 14336; docs/model/dit.md 4.6)
  * on the CPU backend, random bf16 weights, S packed rows (default 2048). Not a test.
  *   build-x/bench/bench_dit_block [rows] [repeats] [fp32]
  * Compare with tools/reference/bench_dit_block.py (PyTorch CPU, same shapes). The AdaLN tables are
@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", e.msg);
         return 1;
     }
-    /* the release config (spec 1), one block, no refiner */
+    /* the release config (docs/model/dit.md 1), one block, no refiner */
     dit_config cfg = {.num_attention_heads = 56, .attention_head_dim = 128, .hidden_size = 5376, .num_layers = 1,
                       .num_refiner_layers = 0, .ffn_dim = 14336, .in_channels = 24, .audio_in_channels = 32,
                       .patch_size = {1, 2, 2}, .text_dim = 5120, .freq_dim = 256, .time_embed_hidden_dim = 5376,

@@ -61,7 +61,7 @@ static double snake_d(double v, double f, double inv) {
     return v + inv * s * s;
 }
 
-/* PyTorch's recipe literally (spec 4.7/4.8): replicate-pad 5, transposed depthwise conv stride 2, x2,
+/* PyTorch's recipe literally (docs/model/audio_vae.md 4.7/4.8): replicate-pad 5, transposed depthwise conv stride 2, x2,
  * crop 15/15, SnakeBeta, replicate-pad 5/6, conv stride 2. In double. */
 static void naive_alias_free(float *y, const float *x, int64_t L, double f, double inv, const float *filt) {
     int64_t Lp = L + 10, Lfull = (Lp - 1) * 2 + 12;
@@ -209,14 +209,14 @@ static void test_config(void) {
         filters += strstr(l.v[i].name, ".filter") != NULL;
     }
     printf("  release tensor list: %d tensors, %lld values, %lld filters\n", l.n, (long long)values, (long long)filters);
-    CHECK(l.n == 1087 && values == 151326585 && filters == 254, "spec 3.3 counts (1087 / 151,326,585 / 254)");
+    CHECK(l.n == 1087 && values == 151326585 && filters == 254, "docs/model/audio_vae.md 3.3 counts (1087 / 151,326,585 / 254)");
     const h3_expect *x = h3_expect_find(&l, "decoder.ups.0.0.weight_v");
     CHECK(x && x->shape[0] == 1024 && x->shape[1] == 512 && x->shape[2] == 9, "ups.0 transposed layout");
     x = h3_expect_find(&l, "encoder.block.5.block.4.weight_v");
     CHECK(x && x->shape[0] == 2048 && x->shape[1] == 1024 && x->shape[2] == 10, "block.5 strided conv");
     h3_expect_list_free(&l);
     int64_t md = audio_vae_decode_margin(&c), me = audio_vae_encode_margin(&c);
-    printf("  release chunk margins: decode %lld latents (spec 9.1: 29 exact), encode %lld (spec 9.2: ~12)\n",
+    printf("  release chunk margins: decode %lld latents (docs/model/audio_vae.md 9.1: 29 exact), encode %lld (docs/model/audio_vae.md 9.2: ~12)\n",
            (long long)md, (long long)me);
     CHECK(md >= 29 && md <= 34 && me >= 12 && me <= 16, "margins cover the receptive fields");
 
@@ -313,7 +313,7 @@ static void test_goldens(void) {
     }
 }
 
-/* chunked runs (spec 9) equal the whole-clip runs */
+/* chunked runs (docs/model/audio_vae.md 9) equal the whole-clip runs */
 static void test_chunking(void) {
     h3_err e = {{0}};
     audio_vae *m = audio_vae_load(be, TINY, AVAE_ALL, &e);

@@ -145,14 +145,14 @@ static void test_references(void) {
     int w, h;
     CHECK(cond_ref_image_size(500, 100, "--ref-image x.png", COND_REF_SIZE_REFERENCE, 64, 32, &w, &h, &e) == -1 &&
               strstr(e.msg, "1:4"), "%s", e.msg);
-    /* the Metal engine's policies, features.md 1.3's examples: `match` scales down only to the canvas's area,
+    /* the Metal engine's policies, docs/model/features.md 1.3's examples: `match` scales down only to the canvas's area,
      * `max` down only to a 2048 short edge; both keep the 1:4..4:1 rule */
     static const int pol[][7] = {
-        {COND_REF_SIZE_MATCH, 1920, 1080, 512, 512, 672, 384},    /* the spec's example */
+        {COND_REF_SIZE_MATCH, 1920, 1080, 512, 512, 672, 384},    /* docs/model/features.md 1.3's example */
         {COND_REF_SIZE_MATCH, 640, 480, 1024, 1024, 640, 480},    /* smaller than the canvas: kept */
         {COND_REF_SIZE_MATCH, 650, 481, 1024, 1024, 640, 480},    /* kept, sides to multiples of 32 */
         {COND_REF_SIZE_MATCH, 64, 64, 64, 32, 32, 32},            /* 2048 pixels: 45.25 -> 32 */
-        {COND_REF_SIZE_MAX, 4096, 2160, 64, 32, 3872, 2048},      /* the spec's example */
+        {COND_REF_SIZE_MAX, 4096, 2160, 64, 32, 3872, 2048},      /* docs/model/features.md 1.3's example */
         {COND_REF_SIZE_MAX, 640, 480, 64, 32, 640, 480},          /* never enlarged */
         {COND_REF_SIZE_REFERENCE, 640, 480, 64, 32, 2720, 2048},  /* the reference enlarges to a 2048 short edge */
     };
@@ -276,7 +276,7 @@ done:
     st_set_free(s);
 }
 
-/* The float resampler (render canvas upscale, features.md 5.6) uses the PIL path's taps unquantized: on an
+/* The float resampler (render canvas upscale, docs/model/features.md 5.6) uses the PIL path's taps unquantized: on an
  * 8-bit smooth image it lands within 1.5 levels of the PIL-exact 8-bit result (which rounds after each
  * of its two passes), keeps a flat image flat and
  * stays in [0, 1]. */

@@ -1,4 +1,4 @@
-/* Denoising-loop parity (spec dit.md 7.4, 8.2): the C loop (row timestep plans, one dit_forward per
+/* Denoising-loop parity (docs/model/dit.md 7.4, 8.2): the C loop (row timestep plans, one dit_forward per
  * step, Euler on the target rows only, final unpack) on the tiny random-weight DiT, against the final
  * latents of diffusers' core denoise steps for t2va, fl2va (first + last) and ref2va with 4 model
  * evaluations (golden/pipeline/denoise_*), in fp32: relative L2 <= 1e-4. Also: the layout rebuilt
@@ -270,8 +270,8 @@ static void test_errors(h3_backend *be) {
     dit_free(m);
 }
 
-/* --reuse (features.md 5.2): the fresh-pass counts the spec gives, the extrapolation rule, and the loop
- * on the tiny DiT against a loop written here from the spec text (fresh passes evaluate the model, the
+/* --reuse (docs/model/features.md 5.2): the fresh-pass counts docs/model/features.md 5.2 gives, the extrapolation rule, and the loop
+ * on the tiny DiT against a loop written here from the text of docs/model/features.md 5.2 (fresh passes evaluate the model, the
  * others extrapolate each modality's velocity on its own sigma grid). */
 static void test_reuse(h3_backend *be) {
     CHECK(denoise_fresh_passes(20, 1) == 20 && denoise_fresh_passes(20, 2) == 11 && denoise_fresh_passes(20, 3) == 8 &&
@@ -315,7 +315,7 @@ static void test_reuse(h3_backend *be) {
                          .progress_user = &passes};
     CHECK(denoise_run(m, &args, &e) == 0, "reuse loop: %s", e.msg);
     CHECK(evals == 4 && passes == steps, "reuse 2 over 6 passes: %d evaluations (want 4), %d passes", evals, passes);
-    /* the loop from the spec text */
+    /* the loop from the text of docs/model/features.md 5.2 */
     float *yv = malloc(sizeof(float) * (size_t)nv), *ya = malloc(sizeof(float) * (size_t)na);
     float *fv[2] = {malloc(sizeof(float) * (size_t)nv), malloc(sizeof(float) * (size_t)nv)};
     float *fa[2] = {malloc(sizeof(float) * (size_t)na), malloc(sizeof(float) * (size_t)na)};
@@ -375,7 +375,7 @@ static void test_reuse(h3_backend *be) {
     dit_free(m);
 }
 
-/* --core-reuse (features.md 5.4): the fresh pattern, and a REUSE forward on the same inputs as the STORE
+/* --core-reuse (docs/model/features.md 5.4): the fresh pattern, and a REUSE forward on the same inputs as the STORE
  * forward reproduces it (input + (output - input) = output up to one rounding), in fp32 and bf16. */
 static void test_core_reuse(h3_backend *be) {
     int pat = 0;
@@ -438,7 +438,7 @@ static void test_probe_op(void) {
     }
 }
 
-/* --token-reduction's block schedule (features.md 5.5): the defaults for 50 blocks, the environment overrides,
+/* --token-reduction's block schedule (docs/model/features.md 5.5): the defaults for 50 blocks, the environment overrides,
  * and one-line errors for bad values. */
 static void test_token_reduction_schedule(void) {
     h3_err e = {{0}};
@@ -477,7 +477,7 @@ static void test_token_reduction_schedule(void) {
     unsetenv("H3_TOKEN_REDUCTION_BLOCKS"), unsetenv("H3_TOKEN_REDUCTION_EARLY"), unsetenv("H3_TOKEN_REDUCTION_SCALE");
 }
 
-/* features.md 5.7 (the 256-square RoPE adaptation): rope_spatial_scale 0.5 gives the loop of a layout whose rows'
+/* docs/model/features.md 5.7 (the 256-square RoPE adaptation): rope_spatial_scale 0.5 gives the loop of a layout whose rows'
  * h and w position ids are halved by hand (the same bits), and differs from the released coordinates; the t
  * coordinate and everything else are untouched. On a t2va layout of the tiny DiT, random rows, 3 passes. */
 static void test_rope_spatial_scale(h3_backend *be) {

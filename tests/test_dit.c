@@ -1,4 +1,4 @@
-/* DiT parity (spec dit.md, golden files from tools/reference/gen_dit.py): the C forward on the
+/* DiT parity (docs/model/dit.md, golden files from tools/reference/gen_dit.py): the C forward on the
  * golden inputs vs diffusers' MiniMaxH3Transformer3DModel, fp32 (rel L2 <= 1e-5) and bf16 mixed
  * (<= 3e-2), both checkpoint layouts (identical outputs), AdaLN precompute/release, input errors,
  * and the fused DiT ops against the unfused op sequence. Run from the repo root. */
@@ -203,7 +203,7 @@ static void test_fp8(h3_backend *be, const char *cas, const char *diff_dir, cons
     golden_free(&g);
 }
 
-/* --token-reduction (features.md 5.5) on a tiny golden case: an empty block range is the plain forward bit for
+/* --token-reduction (docs/model/features.md 5.5) on a tiny golden case: an empty block range is the plain forward bit for
  * bit; a range changes the output (the blocks saw the pooled rows) by a bounded amount, the same in both checkpoint
  * layouts up to bf16 roundings; a range through the last block restores after the loop; the fp32 mode and a target video that is not
  * the packed tail are refused. Grid: 7 frames of 2 x 3 tokens (an odd width: a singleton per line). */
@@ -487,7 +487,7 @@ static void test_expected(void) {
     }
 }
 
-/* inv_freq for rope_freq_dim 16 is the spec 4.1 table bit for bit. */
+/* inv_freq for rope_freq_dim 16 is the docs/model/dit.md 4.1 table bit for bit. */
 static void test_inv_freq(void) {
     static const uint32_t hex[16] = {0x3f800000, 0x3f0ff59a, 0x3ea1e89b, 0x3e361887, 0x3dcccccd, 0x3d6655c2,
                                      0x3d0186e3, 0x3c91ad39, 0x3c23d70a, 0x3bb8449c, 0x3b4f3e38, 0x3ae91528,
@@ -638,7 +638,7 @@ static void small_run_free(small_run *r) {
     free(r->tidx), free(r->video), free(r->audio), free(r->text), free(r->va), free(r->aa), free(r->vb), free(r->ab);
 }
 
-/* --layers (features.md 5.3) on a random 8-block model: the gate scores recomputed here from the AdaLN
+/* --layers (docs/model/features.md 5.3) on a random 8-block model: the gate scores recomputed here from the AdaLN
  * tables, the skipped set (the lowest scores among blocks 2..6), and the thinned forward against the full
  * model with the skipped blocks' gates zeroed (a block with zero gates leaves X unchanged in fp32). */
 static void test_layers(h3_backend *be) {
@@ -712,7 +712,7 @@ static void test_layers(h3_backend *be) {
 }
 
 
-/* --ssd-streaming (features.md 7.3): a model whose main blocks' linears are copied into two slots per forward gives
+/* --ssd-streaming (docs/model/features.md 7.3): a model whose main blocks' linears are copied into two slots per forward gives
  * the resident model's bits, in both layouts and both modes, over two forwards (the second starts on the block the
  * first prefetched), with --layers, and for one block alone; the fill count and bytes add up. Also loaded from the
  * tiny checkpoint files (the slots then copy from the file mapping). */

@@ -292,7 +292,7 @@ static void run_task(const e2e_case *c, const char *h3, const char *tmp, int mp4
     json_decref(cfg);
 }
 
-/* --render-width/--render-height (features.md 5.6): the same request rendered at 64x32 and output at
+/* --render-width/--render-height (docs/model/features.md 5.6): the same request rendered at 64x32 and output at
  * 128x64 gives the latents of the plain 64x32 run bit for bit, and frames that are exactly the Lanczos
  * upscale (h3_resize_rgbf) of that run's frames; the MP4 has the output size. */
 static void run_render_canvas(const char *h3, const char *tmp, int mp4) {

@@ -1,7 +1,7 @@
-/* Layout parity (spec dit.md 5, 6): packed layouts of t2va / fl2va / ref2va (positions, tags,
+/* Layout parity (docs/model/dit.md 5, 6): packed layouts of t2va / fl2va / ref2va (positions, tags,
  * indices, condition counts) and the per-step row timestep plans bit-exact against diffusers'
  * builders (golden/pipeline/layout_*, plans), the geometry helpers against modular_pipeline.py
- * (golden/pipeline/geometry), the spec's worked examples, and the validation errors. */
+ * (golden/pipeline/geometry), the worked examples of docs/model/dit.md 6, and the validation errors. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,7 +130,7 @@ static void test_spec_examples(void) {
                   "worked example row %d: tag %lld (%g, %.17g, %.17g)", rows[i].s, (long long)L->token_tags[rows[i].s],
                   p[0], p[1], p[2]);
         }
-        /* spec 6.5 example: t = 0.3 / 0.6 with conditions and reference audio -> 4 timesteps */
+        /* docs/model/dit.md 6.5 example: t = 0.3 / 0.6 with conditions and reference audio -> 4 timesteps */
         int64_t *idx = malloc(sizeof(int64_t) * (size_t)L->S);
         float ts[4];
         int K;

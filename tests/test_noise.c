@@ -1,4 +1,4 @@
-/* Noise parity (spec dit.md 8): torch.randn under torch.Generator().manual_seed(seed) within 1e-6
+/* Noise parity (docs/model/dit.md 8): torch.randn under torch.Generator().manual_seed(seed) within 1e-6
  * (golden/pipeline/randn), the request's draw order + 0.999 condition augmentation + packing against
  * the starting rows the reference pipeline handed its transformer (golden/pipeline/denoise_*.in),
  * patchify/unpatchify and audio row packing, and the conditioning-row-count errors. */
@@ -69,7 +69,7 @@ static void test_randn(void) {
     }
     printf("  randn: %lld values, max abs diff %.3g, %.1f%% bit-exact (tol 1e-6)\n", (long long)total, worst,
            100.0 * (double)exact_total / (double)total);
-    /* spec 8.3: seed 42 starts 1.92691529, 1.48728406, 0.900717199, -2.10552096 */
+    /* docs/model/dit.md 8.3: seed 42 starts 1.92691529, 1.48728406, 0.900717199, -2.10552096 */
     float v[16];
     torch_rng_seed(&g, 42);
     torch_randn(&g, v, 16);
@@ -78,7 +78,7 @@ static void test_randn(void) {
 }
 
 static void test_packing(void) {
-    /* patchify follows spec 8.1's formula, unpatchify inverts it */
+    /* patchify follows docs/model/dit.md 8.1's formula, unpatchify inverts it */
     const int C = 3, F = 2, lh = 4, lw = 6;
     const int n = C * F * lh * lw;
     float lat[144], rows[144], back[144];
@@ -183,7 +183,7 @@ static void test_probe_op(void) {
     }
 }
 
-/* Injected video noise skips its draw (spec 8.3): the audio rows then come first off the generator;
+/* Injected video noise skips its draw (docs/model/dit.md 8.3): the audio rows then come first off the generator;
  * injected audio latents (2, Ca, A) are converted to rows instead of drawn. */
 static void test_injected_noise(void) {
     enum { F = 2, LH = 2, LW = 4, A = 5, NV = 24 * F * LH * LW, NA = 2 * A * 32 };

@@ -1,4 +1,4 @@
-/* Scheduler parity (spec dit.md 7): sigma grids, timesteps and Euler steps bit-exact against
+/* Scheduler parity (docs/model/dit.md 7): sigma grids, timesteps and Euler steps bit-exact against
  * diffusers' MiniMaxH3Scheduler (golden/pipeline/{sigmas,euler,sigmas_*}.safetensors), plus the
  * validation errors and the --steps mapping. */
 #include <math.h>
@@ -174,7 +174,7 @@ static void test_euler(void) {
         sched_free(&s);
     }
     printf("  Euler steps bit-exact: %d of %d\n", exact, steps_checked);
-    /* spec 7.3's worked example */
+    /* docs/model/dit.md 7.3's worked example */
     const float *sx = fx_get(f, "spec_x", H3_F32, NULL), *sv = fx_get(f, "spec_v", H3_F32, NULL);
     const float *so = fx_get(f, "spec_out", H3_F32, NULL);
     if (sx && sv && so) {
@@ -183,8 +183,8 @@ static void test_euler(void) {
         sched_init(&s, 5, 12.0, &e);
         float y[3] = {sx[0], sx[1], sx[2]};
         sched_step(&s, 0, sv, y, 3);
-        CHECK(bits(y[0]) == 0x3f00b120 && bits(y[1]) == 0xbf9f4ee0 && bits(y[2]) == 0x3ffef650, "spec 7.3 example");
-        CHECK(fx_first_diff(y, so, 3, 4) < 0, "spec 7.3 example vs reference");
+        CHECK(bits(y[0]) == 0x3f00b120 && bits(y[1]) == 0xbf9f4ee0 && bits(y[2]) == 0x3ffef650, "docs/model/dit.md 7.3 example");
+        CHECK(fx_first_diff(y, so, 3, 4) < 0, "docs/model/dit.md 7.3 example vs reference");
         sched_free(&s);
     }
     st_close(f);

@@ -1,4 +1,4 @@
-/* Tokenizer parity and robustness (spec text_encoder.md §1).
+/* Tokenizer parity and robustness (docs/model/text_encoder.md §1).
  * Ids must equal the HF reference for every case of tests/fixtures/golden/tokenizer/cases.json
  * (tools/reference/gen_tokenizer_cases.py) and tests/fixtures/tokenizer_cases.json. Extra case files
  * in the same format may be given as arguments (e.g. a large random corpus made by the generator).

@@ -1,5 +1,5 @@
 /* Video VAE tests: the conv ops against naive loops, tile plans / frame counts / tensor list against the
- * spec and the release index, fp32 parity with diffusers on every golden of
+ * docs/model/video_vae.md and the release index, fp32 parity with diffusers on every golden of
  * tests/fixtures/golden/video_vae (made by tools/reference/gen_video_vae.py), and error paths. */
 #include <cblas.h>
 #include <jansson.h>
@@ -80,10 +80,10 @@ static void check_conv3d(h3_backend *be, const char *name, h3_conv3d_geom g, int
 
 static void test_conv_ops(h3_backend *be) {
     printf("conv ops vs naive loops\n");
-    /* causal conv: reflect 1, two zero frames in front (spec 4.2) */
+    /* causal conv: reflect 1, two zero frames in front (docs/model/video_vae.md 4.2) */
     check_conv3d(be, "causal k3 reflect", (h3_conv3d_geom){3, 4, 5, 6, 5, 3, 3, 3, 1, 1, 1, 2, 1, 1, 1, 1, H3_PAD_REFLECT},
                  4, 5, 6);
-    /* downsampler (2,2,2): bottom/right reflect pad only (spec 4.3) */
+    /* downsampler (2,2,2): bottom/right reflect pad only (docs/model/video_vae.md 4.3) */
     check_conv3d(be, "downsample t2 s2", (h3_conv3d_geom){4, 5, 6, 8, 3, 3, 3, 3, 2, 2, 2, 2, 0, 1, 0, 1, H3_PAD_REFLECT},
                  3, 3, 4);
     check_conv3d(be, "downsample t1 s2 odd", (h3_conv3d_geom){2, 1, 7, 5, 2, 3, 3, 3, 1, 2, 2, 2, 0, 1, 0, 1, H3_PAD_REFLECT},
@@ -95,7 +95,7 @@ static void test_conv_ops(h3_backend *be) {
     check_conv3d(be, "blocked im2col", (h3_conv3d_geom){64, 1, 130, 64, 2, 3, 3, 3, 1, 1, 1, 2, 1, 1, 1, 1, H3_PAD_REFLECT},
                  1, 130, 64);
 
-    /* per-frame GroupNorm (+ fused SiLU), statistics never mixing frames (spec 4.4) */
+    /* per-frame GroupNorm (+ fused SiLU), statistics never mixing frames (docs/model/video_vae.md 4.4) */
     const int64_t C = 8, T = 3, HW = 10;
     const int G = 4;
     float *x = rand_host(C * T * HW, 1.0f, 0), *w = rand_host(C, 1.0f, 0), *b = rand_host(C, 1.0f, 0);
@@ -134,7 +134,7 @@ static void test_conv_ops(h3_backend *be) {
           "reflect pad on a 1-row input must fail: '%s'", e.msg);
 }
 
-/* ---- geometry against the spec and the release index ----------------------------------------- */
+/* ---- geometry against the docs/model/video_vae.md and the release index ----------------------------------------- */
 
 static void test_geometry(void) {
     printf("geometry (release config from the skeleton)\n");
@@ -148,21 +148,21 @@ static void test_geometry(void) {
     CHECK(c.dim == 2048 && c.rope_dim == 48 && c.patch_dim == 3072 && c.ffn_inner == 8192, "decoder dims");
     CHECK(c.latents_mean[0] == 0.858090341091156f && c.latents_std[23] == 2.6127843856811523f, "latent stats");
 
-    /* spec 8.3 output lengths */
+    /* docs/model/video_vae.md 8.3 output lengths */
     const int64_t L[] = {5, 6, 7, 8, 9, 10, 11, 12, 13, 17, 37, 107}, T[] = {17, 18, 22, 26, 30, 34, 35, 39, 43, 56, 124, 362};
     int ok = 1;
     for (int i = 0; i < 12; i++) ok &= video_vae_decoded_frames(&c, L[i], &e) == T[i];
-    CHECK(ok, "decoded frame counts differ from spec 8.3");
+    CHECK(ok, "decoded frame counts differ from docs/model/video_vae.md 8.3");
     CHECK(video_vae_decoded_frames(&c, 2, &e) < 0 && strstr(e.msg, "at least 3"), "L = 2 must fail: '%s'", e.msg);
     CHECK(video_vae_decoded_frames(&c, 3, &e) == 9 && video_vae_decoded_frames(&c, 4, &e) == 13, "L = 3, 4");
-    /* spec 6 encode lengths */
+    /* docs/model/video_vae.md 6 encode lengths */
     CHECK(video_vae_encoded_frames(&c, 22) == 7 && video_vae_encoded_frames(&c, 39) == 12 &&
               video_vae_encoded_frames(&c, 30) == 7 && video_vae_encoded_frames(&c, 17) == 2 &&
               video_vae_encoded_frames(&c, 5) == 2 && video_vae_encoded_frames(&c, 1) == 1 &&
               video_vae_encoded_frames(&c, 124) == 37,
-          "encoded frame counts differ from spec 6");
+          "encoded frame counts differ from docs/model/video_vae.md 6");
 
-    /* spec 8.1 tile plans */
+    /* docs/model/video_vae.md 8.1 tile plans */
     struct { int64_t len; int n; int64_t starts[11]; } plans[] = {
         {256, 1, {0}}, {512, 3, {0, 128, 256}}, {768, 4, {0, 160, 336, 512}}, {1024, 5, {0, 192, 384, 576, 768}},
         {1344, 7, {0, 176, 352, 528, 704, 896, 1088}},
@@ -172,7 +172,7 @@ static void test_geometry(void) {
         int n = video_vae_split_tiles(plans[p].len, 256, 64, 16, st, ov, 64, &e);
         int same = n == plans[p].n;
         for (int i = 0; same && i < n; i++) same = st[i] == plans[p].starts[i];
-        CHECK(same, "tile plan for %lld px differs from spec 8.1", (long long)plans[p].len);
+        CHECK(same, "tile plan for %lld px differs from docs/model/video_vae.md 8.1", (long long)plans[p].len);
     }
     int64_t st[64], ov[64];
     int n = video_vae_split_tiles(3648, 256, 64, 16, st, ov, 64, &e);
@@ -301,7 +301,7 @@ static void test_goldens(h3_backend *be) {
     const char *enc[] = {"encode_T1", "encode_T17", "encode_T22", "encode_T39", "encode_T5"};
     for (size_t i = 0; i < sizeof enc / sizeof enc[0]; i++) run_encode_case(v, enc[i]);
 
-    /* causality invariants (spec 5, exact in the reference): a single frame encodes to latent 0 of any
+    /* causality invariants (docs/model/video_vae.md 5, exact in the reference): a single frame encodes to latent 0 of any
      * clip starting with it; changing frames >= 9 leaves latents 0..2 of the clip unchanged */
     {
         const video_vae_config *c = video_vae_get_config(v);
@@ -425,7 +425,7 @@ static void test_normalization(void) {
     CHECK(mean[0] == -80.0f && lv[0] == 0.0f && lv[3] == 20.0f, "posterior clamp");
 }
 
-/* bf16 decoder mode (spec 11) against the same fp32 goldens. BF16_DECODE_TOL: see docs/video_vae.md
+/* bf16 decoder mode (docs/model/video_vae.md 11) against the same fp32 goldens. BF16_DECODE_TOL: see docs/video_vae.md
  * ("bf16 decode"): the bound is derived from diffusers' own reduced-precision decode of these goldens. */
 #define BF16_DECODE_TOL 1.2e-2
 static void test_bf16_decode(h3_backend *be) {

@@ -5,7 +5,7 @@
  * memory (on the CPU, usually a zero-copy view into the mmap'd safetensors file).
  *
  * Precision: ops compute in fp32. Ops that take `flags` round their output to bf16 when
- * H3_BF16_OUT is set, which is how the bf16 reference mode ("[bf16]" in the specs) is reproduced:
+ * H3_BF16_OUT is set, which is how the bf16 reference mode ("[bf16]" in docs/model/dit.md 0) is reproduced:
  * one rounding per PyTorch op on bf16 tensors.
  *
  * Every op is a plain function h3_OP(be, ...) that dispatches to cpu_OP (src/backend/cpu/) or
@@ -85,7 +85,7 @@ void h3_groupnorm(h3_backend *be, float *y, const float *x, int64_t N, int64_t C
  * x: rows x (nheads*head_dim) with row stride `stride`; cos/sin: rows x rot_dim.
  * out[d] = x[d]*cos[d] - x[d+rot/2]*sin[d] for d < rot/2, x[d]*cos[d] + x[d-rot/2]*sin[d] otherwise;
  * channels >= rot_dim pass through. With H3_BF16_OUT each product and the sum round to bf16 and
- * cos/sin are rounded to bf16 first (the spec's bf16 reference order). In place. */
+ * cos/sin are rounded to bf16 first (the bf16 reference order of docs/model/dit.md 4.7). In place. */
 void h3_rope_half(h3_backend *be, float *x, int64_t rows, int64_t stride, int nheads, int head_dim,
                   int rot_dim, const float *cos, const float *sin, int flags);
 

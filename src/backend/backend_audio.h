@@ -1,4 +1,4 @@
-/* 1-D ops of the audio VAE (../shared/spec/audio_vae.md section 4): convolutions, transposed
+/* 1-D ops of the audio VAE (docs/model/audio_vae.md section 4): convolutions, transposed
  * convolutions, Snake activations (plain and alias-free), and the small helpers around them.
  *
  * Layout: channel-major [B][C][L] (PyTorch's), fp32, contiguous, in backend memory. Weights are fp32
@@ -12,28 +12,28 @@
 
 #include "backend.h"
 
-/* Taps of the alias-free resampling filter (spec 4.6). */
+/* Taps of the alias-free resampling filter (docs/model/audio_vae.md 4.6). */
 #define H3_AF_TAPS 12
 
-/* Output length of a Conv1d (spec 4.1); <= 0 when the input is too short. */
+/* Output length of a Conv1d (docs/model/audio_vae.md 4.1); <= 0 when the input is too short. */
 int64_t h3_conv1d_out_len(int64_t L, int K, int stride, int pad, int dilation);
 
-/* Conv1d, zero padding `pad` on both sides (spec 4.1). x [B, Cin, L], w [Cout, Cin, K], bias [Cout]
+/* Conv1d, zero padding `pad` on both sides (docs/model/audio_vae.md 4.1). x [B, Cin, L], w [Cout, Cin, K], bias [Cout]
  * or NULL, y [B, Cout, Lout] with Lout = h3_conv1d_out_len(...) >= 1. y must not alias x. */
 void h3_conv1d(h3_backend *be, float *y, const float *x, int B, int Cin, int64_t L, const float *w,
                const float *bias, int Cout, int K, int stride, int pad, int dilation);
 
-/* ConvTranspose1d, no output padding (spec 4.2). x [B, Cin, L], w [Cin, Cout, K], bias [Cout] or
+/* ConvTranspose1d, no output padding (docs/model/audio_vae.md 4.2). x [B, Cin, L], w [Cin, Cout, K], bias [Cout] or
  * NULL, y [B, Cout, (L-1)*stride - 2*pad + K]. y must not alias x. */
 void h3_conv_transpose1d(h3_backend *be, float *y, const float *x, int B, int Cin, int64_t L, const float *w,
                          const float *bias, int Cout, int K, int stride, int pad);
 
-/* Snake family (spec 4.4/4.5): y = x + inv[c] * sin(freq[c] * x)^2 over x [B, C, L]; y may alias x.
+/* Snake family (docs/model/audio_vae.md 4.4/4.5): y = x + inv[c] * sin(freq[c] * x)^2 over x [B, C, L]; y may alias x.
  * Snake1d: freq = alpha, inv = 1/(alpha + 1e-9). SnakeBeta: freq = exp(alpha), inv = 1/(exp(beta) + 1e-9). */
 void h3_snake(h3_backend *be, float *y, const float *x, int B, int C, int64_t L, const float *freq,
               const float *inv);
 
-/* Alias-free activation (spec 4.7-4.9): y = DownSample2(Snake(UpSample2(x))) with the 12-tap filter
+/* Alias-free activation (docs/model/audio_vae.md 4.7-4.9): y = DownSample2(Snake(UpSample2(x))) with the 12-tap filter
  * `filt` (backend memory) and replicate padding at both resampling steps. x, y [B, C, L]; no alias. */
 void h3_snake_alias_free(h3_backend *be, float *y, const float *x, int B, int C, int64_t L, const float *freq,
                          const float *inv, const float *filt);
@@ -47,7 +47,7 @@ void h3_div_scalar(h3_backend *be, float *y, const float *x, float d, int64_t n)
 /* Per item b: y[b] = x[b]^T, x [B, R, C] -> y [B, C, R]. No alias. */
 void h3_transpose_last2(h3_backend *be, float *y, const float *x, int B, int64_t R, int64_t C);
 
-/* The pooling of the audio VAE's attention projection (spec 6 step 6.4-6.5): rows of x hold H heads of
+/* The pooling of the audio VAE's attention projection (docs/model/audio_vae.md 6 step 6.4-6.5): rows of x hold H heads of
  * hd features; y[r, o] = adaptive_avg_pool(mean over heads)[o] with PyTorch's bins
  * [floor(o*hd/O), ceil((o+1)*hd/O)). x [rows, H*hd], y [rows, O]. */
 void h3_head_mean_pool(h3_backend *be, float *y, const float *x, int64_t rows, int H, int hd, int O);

@@ -1,6 +1,6 @@
 /* bf16 activation ops: the fast path of the bf16 reference mode.
  *
- * In the bf16 mode of the reference every activation is a bf16 tensor (spec dit.md 4), so storing
+ * In the bf16 mode of the reference every activation is a bf16 tensor (docs/model/dit.md 4), so storing
  * activations as bf16 in backend memory changes no result: it halves the bytes of every element-wise
  * op and lets GEMMs and attention read their operands as they are (no fp32 <-> bf16 conversion
  * passes). Buffers are `h3_bf16` (the upper 16 bits of an IEEE fp32, RNE) in backend memory; tables
@@ -31,7 +31,7 @@ void h3_bf16_unpack(h3_backend *be, float *y, const h3_bf16 *x, int64_t n);
 void h3_bf16_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const h3_bf16 *x, int64_t ldx, int64_t M,
                     const h3_tensor *w, const h3_tensor *bias);
 
-/* RMSNorm, optionally followed by the AdaLN modulation of backend_dit.h (spec dit.md 4.3, 4.6 steps 1-2):
+/* RMSNorm, optionally followed by the AdaLN modulation of backend_dit.h (docs/model/dit.md 4.3, 4.6 steps 1-2):
  *   n = bf16( x * rsqrt(mean(x^2) + eps) * w )                      (w may be NULL: no gain)
  *   table != NULL: y = bf16( bf16( n * bf16(1 + scale[c]) ) + shift[c] ) with scale/shift read from
  *   table[row_index[r] * table_stride + scale_off / shift_off + c]; table == NULL: y = n.
@@ -41,7 +41,7 @@ void h3_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, int6
                               const int32_t *row_index, int64_t shift_off, int64_t scale_off);
 
 /* In place on the heads of a strided buffer (element (r, h, d) at x[r * row_stride + h * head_stride + d]):
- * per (row, head) RMSNorm over head_dim with gain w (spec 4.7 step 3), then, when cos != NULL, the
+ * per (row, head) RMSNorm over head_dim with gain w (docs/model/dit.md 4.7 step 3), then, when cos != NULL, the
  * rotate-half RoPE of backend.h's h3_rope_half in its bf16 order on the first rot_dim channels
  * (cos/sin: rows x rot_dim fp32, rounded to bf16 at use). */
 void h3_bf16_head_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t row_stride, int heads,
@@ -57,7 +57,7 @@ void h3_bf16_attention(h3_backend *be, h3_bf16 *out, int64_t o_rs, const h3_bf16
                        int64_t Sq, int64_t Skv, int Hq, int Hkv, int D, float scale);
 
 /* x[r, c] = bf16( x[r, c] + bf16( gate[c] * branch[r, c] ) ), gate = table[row_index[r] * table_stride +
- * gate_off + c] (spec 4.6 step 4); table == NULL: x = bf16(x + branch). rows x dim contiguous. */
+ * gate_off + c] (docs/model/dit.md 4.6 step 4); table == NULL: x = bf16(x + branch). rows x dim contiguous. */
 void h3_bf16_gated_residual(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch, int64_t rows, int64_t dim,
                             const float *table, int64_t table_stride, const int32_t *row_index, int64_t gate_off);
 
@@ -72,7 +72,7 @@ void h3_bf16_gated_residual_rmsnorm_modulate(h3_backend *be, h3_bf16 *x, const h
                                              int64_t shift_off, int64_t scale_off);
 
 /* SwiGLU on a fused up-projection output z (rows x ldz): y[r, c] = bf16( val * bf16(silu(gate)) ) with
- * val = z[r * ldz + val_off + c], gate = z[r * ldz + gate_off + c], c < ff (spec 4.8 step 2).
+ * val = z[r * ldz + val_off + c], gate = z[r * ldz + gate_off + c], c < ff (docs/model/dit.md 4.8 step 2).
  * y: rows x ff contiguous. */
 void h3_bf16_swiglu(h3_backend *be, h3_bf16 *y, const h3_bf16 *z, int64_t rows, int64_t ff, int64_t ldz,
                     int64_t val_off, int64_t gate_off);
@@ -86,7 +86,7 @@ void h3_bf16_rows_scatter_f32(h3_backend *be, h3_bf16 *dst, const float *src, co
 void h3_bf16_rows_gather_f32(h3_backend *be, float *dst, const h3_bf16 *src, const int32_t *index, int64_t n,
                              int64_t dim);
 
-/* --token-reduction (features.md 5.5). pool: y[r] = x[a] when a == b, else bf16( (x[a] + x[b]) * 0.5 ) (fp32 sum and
+/* --token-reduction (docs/model/features.md 5.5). pool: y[r] = x[a] when a == b, else bf16( (x[a] + x[b]) * 0.5 ) (fp32 sum and
  * product), with (a, b) = pairs[2r], pairs[2r + 1]. expand_delta: for r < prefix x[r] = reduced[parent[r]], else
  * x[r] = bf16( x[r] + scale * (reduced[p] - base[p]) ), p = parent[r], computed in fp32 one op at a time (difference,
  * product, sum). Rows of dim contiguous elements; pairs / parent are int32 in backend memory. */

@@ -1,5 +1,5 @@
 /* Convolution ops of the video VAE encoder: 3-D convolutions with built-in causal / reflect padding
- * and per-frame GroupNorm (../shared/spec/video_vae.md sections 4.1-4.4). The 1-D convolutions of the
+ * and per-frame GroupNorm (docs/model/video_vae.md sections 4.1-4.4). The 1-D convolutions of the
  * audio VAE live in backend_audio.h.
  *
  * All tensors are fp32 buffers in backend memory, one batch item, channel-major [C, T, H, W].
@@ -18,7 +18,7 @@ enum { H3_PAD_ZERO = 0, H3_PAD_REFLECT = 1 };
 /* Geometry of one 3-D convolution. Padding is applied implicitly (no padded copy is made):
  * `pt0` zero frames are prepended (causal temporal padding, nothing appended), and the spatial axes
  * are padded by ph0 (top), ph1 (bottom), pw0 (left), pw1 (right) with `spatial_pad` = zeros or
- * reflect (mirror without repeating the edge sample, spec 4.1; needs pad < axis length). */
+ * reflect (mirror without repeating the edge sample, docs/model/video_vae.md 4.1; needs pad < axis length). */
 typedef struct h3_conv3d_geom {
     int64_t cin, tin, hin, win;
     int64_t cout;
@@ -34,12 +34,12 @@ typedef struct h3_conv3d_geom {
 int h3_conv3d_check(const h3_conv3d_geom *g, int64_t *tout, int64_t *hout, int64_t *wout, const char *what,
                     h3_err *e);
 
-/* y[co,t,i,j] = b[co] + sum_{ci,a,u,v} w[co,ci,a,u,v] * xpad[ci, t*st+a, i*sh+u, j*sw+v] (spec 4.2).
+/* y[co,t,i,j] = b[co] + sum_{ci,a,u,v} w[co,ci,a,u,v] * xpad[ci, t*st+a, i*sh+u, j*sw+v] (docs/model/video_vae.md 4.2).
  * Workspace is internal and bounded (the CPU twin im2cols a block of output rows at a time). */
 void h3_conv3d(h3_backend *be, float *y, const float *x, const h3_conv3d_geom *g, const float *w,
                const float *bias);
 
-/* Per-frame GroupNorm on x [C, T, HW] (spec 4.4): for each frame t and group g (channels
+/* Per-frame GroupNorm on x [C, T, HW] (docs/model/video_vae.md 4.4): for each frame t and group g (channels
  * [g*C/G, (g+1)*C/G)), statistics over (C/G) x HW values, biased variance, accumulated in double;
  * y = (x - mean) * rsqrt(var + eps) * w[c] + b[c]. With silu != 0, y = silu(y) is fused in
  * (x * sigmoid(x), as torch's F.silu). y may alias x. */

@@ -1,4 +1,4 @@
-/* DiT-specific ops (../shared/spec/dit.md sections 4.5-4.9): AdaLN modulation and gated residuals
+/* DiT-specific ops (docs/model/dit.md sections 4.5-4.9): AdaLN modulation and gated residuals
  * addressed per row through a (timestep, modality) table, SwiGLU, row gather/scatter and the
  * per-head QKV de-interleave of the original checkpoint layout.
  *
@@ -13,19 +13,19 @@
 #include "backend.h"
 
 /* y[r,c] = (x[r,c] * (1 + scale[c])) + shift[c] with scale = table[row_index[r]*stride + scale_off + c],
- * shift likewise at shift_off. bf16: [bf16]([bf16](x * [bf16](1 + scale)) + shift) (spec 4.6 step 2).
+ * shift likewise at shift_off. bf16: [bf16]([bf16](x * [bf16](1 + scale)) + shift) (docs/model/dit.md 4.6 step 2).
  * y may alias x. */
 void h3_adaln_modulate(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *table,
                        int64_t table_stride, const int32_t *row_index, int64_t shift_off, int64_t scale_off,
                        int flags);
 
 /* x[r,c] = x[r,c] + gate[c] * branch[r,c], gate = table[row_index[r]*stride + gate_off + c].
- * bf16: [bf16](x + [bf16](gate * branch)) (spec 4.6 step 4). */
+ * bf16: [bf16](x + [bf16](gate * branch)) (docs/model/dit.md 4.6 step 4). */
 void h3_gated_residual(h3_backend *be, float *x, const float *branch, int64_t rows, int64_t dim,
                        const float *table, int64_t table_stride, const int32_t *row_index, int64_t gate_off,
                        int flags);
 
-/* y[i] = value[i] * silu(gate[i]); bf16: [bf16](value * [bf16](silu(gate))) (spec 4.8). y may alias. */
+/* y[i] = value[i] * silu(gate[i]); bf16: [bf16](value * [bf16](silu(gate))) (docs/model/dit.md 4.8). y may alias. */
 void h3_swiglu(h3_backend *be, float *y, const float *value, const float *gate, int64_t n, int flags);
 
 /* dst[i, :] = src[index[i], :] for i < n (rows of dim floats). */
@@ -34,7 +34,7 @@ void h3_rows_gather(h3_backend *be, float *dst, const float *src, const int32_t 
 void h3_rows_scatter(h3_backend *be, float *dst, const float *src, const int32_t *index, int64_t n, int64_t dim,
                      int flags);
 
-/* fused: rows x (heads*3*head_dim), per head [q | k | v] (original qkv_proj layout, spec 2.4);
+/* fused: rows x (heads*3*head_dim), per head [q | k | v] (original qkv_proj layout, docs/model/dit.md 2.4);
  * q/k/v: rows x (heads*head_dim). */
 void h3_qkv_deinterleave(h3_backend *be, float *q, float *k, float *v, const float *fused, int64_t rows, int heads,
                          int head_dim);

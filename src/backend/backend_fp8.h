@@ -1,6 +1,6 @@
 /* FP8 (E4M3) W8A8 linears: the opt-in `--quant fp8` mode of the DiT's bf16 path (docs/fp8.md).
  *
- * The scheme is LightX2V's fp8 channel-symmetric one (features.md 6.3, "fp8-sgl"): every weight row (output
+ * The scheme is LightX2V's fp8 channel-symmetric one (docs/model/features.md 6.3, "fp8-sgl"): every weight row (output
  * channel) and every activation row (token) gets its own scale,
  *     scale = max(absmax(row), 1e-5) / 448,      q[c] = e4m3(x[c] / scale)
  * (fp32 division, round to nearest even, saturating at +-448; 448 is E4M3's largest finite value), and

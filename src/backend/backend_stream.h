@@ -1,4 +1,4 @@
-/* Weights streamed into backend memory while the backend computes (features.md 7.3): a slot is a piece of
+/* Weights streamed into backend memory while the backend computes (docs/model/features.md 7.3): a slot is a piece of
  * backend memory that holds one block's matrices at a time. The model fills one slot with the next block's
  * bytes while the backend runs the current block out of the other slot, so only two blocks are resident.
  *

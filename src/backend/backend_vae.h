@@ -1,4 +1,4 @@
-/* Ops of the tile-batched bf16 video VAE decoder (src/model/video_vae.c, bf16 mode; spec video_vae.md 7, 11, 13).
+/* Ops of the tile-batched bf16 video VAE decoder (src/model/video_vae.c, bf16 mode; docs/model/video_vae.md 7, 11, 13).
  *
  * The decoder stacks the token rows of several equally shaped tiles (each `period` rows: patch tokens, registers,
  * the zero token) into one activation of rows = tiles * period, so every linear is one large GEMM
@@ -22,7 +22,7 @@
 void h3_vae_residual_rmsnorm(h3_backend *be, float *x, h3_bf16 *y, const h3_bf16 *branch, const float *scale,
                              int64_t rows, int64_t dim, const float *w, float eps);
 
-/* q/k preparation of the decoder's bf16 mode (spec 7 step 6.3-6.4), in place on strided bf16 heads: element
+/* q/k preparation of the decoder's bf16 mode (docs/model/video_vae.md 7 step 6.3-6.4), in place on strided bf16 heads: element
  * (r, h, d) at x[r * row_stride + h * head_dim + d], h < heads (q and k of a fused [q | k | v] projection are
  * 2 * n_heads consecutive heads). Per (row, head): RMSNorm over head_dim without gain (fp32, sum of squares in
  * double, h3_rmsnorm's order), then the rotate-half RoPE on the first rot_dim channels in fp32 (h3_rope_half
@@ -31,7 +31,7 @@ void h3_vae_residual_rmsnorm(h3_backend *be, float *x, h3_bf16 *y, const h3_bf16
 void h3_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t row_stride, int64_t period, int heads,
                          int head_dim, float eps, int rot_dim, const float *cos, const float *sin);
 
-/* Self-attention of every tile of a batch (spec 13: block-diagonal): for t < tiles, h3_bf16_attention (backend_bf16.h)
+/* Self-attention of every tile of a batch (docs/model/video_vae.md 13: block-diagonal): for t < tiles, h3_bf16_attention (backend_bf16.h)
  * of rows [t * N, (t + 1) * N) of a fused projection qkv (row stride 3 * heads * head_dim: q | k | v heads) into
  * out rows [t * N, (t + 1) * N) (row stride heads * head_dim). head_dim 64 or 128. CUDA: one batched cuDNN SDPA call
  * (per-tile calls when cuDNN refuses). */

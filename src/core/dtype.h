@@ -32,7 +32,7 @@ static inline uint16_t h3_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-/* Rounds an fp32 value to the nearest bf16 and returns it widened back ("[bf16]" in the spec). */
+/* Rounds an fp32 value to the nearest bf16 and returns it widened back ("[bf16]" in docs/model/dit.md 0). */
 static inline float h3_round_bf16(float f) { return h3_bf16_to_f32(h3_f32_to_bf16(f)); }
 
 float    h3_f16_to_f32(uint16_t h);

@@ -1,5 +1,5 @@
 /* Reading byte ranges of large files with parallel pread calls, optionally uncached (O_DIRECT: the page cache keeps no
- * second copy; features.md 7.3's "uncached reads"). Used by --ssd-streaming's weight slots. */
+ * second copy; docs/model/features.md 7.3's "uncached reads"). Used by --ssd-streaming's weight slots. */
 #ifndef H3_FILE_READ_H
 #define H3_FILE_READ_H
 

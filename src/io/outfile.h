@@ -25,7 +25,7 @@ typedef enum { H3_OUT_FILE = 0, H3_OUT_DIR = 1 } h3_out_kind;
  * hold and which is removed with a temporary directory; NULL accepts nothing. Must be async-signal-safe. */
 typedef int (*h3_out_accept)(const char *name);
 
-/* "frame_" + digits + ".png": the names of a PNG frames folder (features.md 8.2); the accept of --frames-dir,
+/* "frame_" + digits + ".png": the names of a PNG frames folder (docs/model/features.md 8.2); the accept of --frames-dir,
  * and what a stale temporary directory of ours loses in a sweep. */
 int h3_out_frame_name(const char *name);
 

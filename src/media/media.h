@@ -1,14 +1,14 @@
 /* Media in and out through FFmpeg's libraries (libavformat/libavcodec/libswscale/libswresample).
  *
- * Out: an MP4 (H.264 yuv420p + AAC, 24 fps, 32 kHz stereo; features.md 8.1), PNG frames into a
+ * Out: an MP4 (H.264 yuv420p + AAC, 24 fps, 32 kHz stereo; docs/model/features.md 8.1), PNG frames into a
  * directory (8.2), a WAV file, a single PNG. Every output is written to a temporary in the target
  * folder and renamed into place (src/io/outfile.h), so a failed write leaves nothing half-written.
  * The *_to variants write into an output opened beforehand (h3_outfile_open, e.g. before hours of
  * compute) and leave the commit to the caller.
  *
  * In: images (PNG, JPEG, WebP) -> RGB uint8; videos -> RGB uint8 frames resampled onto 24 fps by
- * the reference's whole-frame rule (text_encoder.md 3.1, diffusers before_encoder.py) plus the
- * first audio stream; audio files -> stereo float planar at 32 kHz (audio_vae.md 7.2).
+ * the reference's whole-frame rule (docs/model/text_encoder.md 3.1, diffusers before_encoder.py) plus the
+ * first audio stream; audio files -> stereo float planar at 32 kHz (docs/model/audio_vae.md 7.2).
  *
  * The MEDIA=0 build (src/media/none/) has the same functions, each failing with
  * "built without FFmpeg (MEDIA=0)".
@@ -24,8 +24,8 @@
 #include "../core/error.h"
 #include "../io/outfile.h"
 
-#define H3_MEDIA_FPS         24     /* the model's frame rate (features.md 0) */
-#define H3_MEDIA_SAMPLE_RATE 32000  /* the audio VAE's sample rate (audio_vae.md 7) */
+#define H3_MEDIA_FPS         24     /* the model's frame rate (docs/model/features.md 0) */
+#define H3_MEDIA_SAMPLE_RATE 32000  /* the audio VAE's sample rate (docs/model/audio_vae.md 7) */
 
 /* 1 when this build can read and write media, 0 for the MEDIA=0 build. */
 int h3_media_available(void);

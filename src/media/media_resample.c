@@ -1,7 +1,7 @@
 /* Audio sample-rate conversion as the reference does it: torchaudio.transforms.Resample(orig,
  * new) with its defaults (windowed sinc, Hann window, lowpass_filter_width 6, rolloff 0.99;
  * torchaudio functional.py _get_sinc_resample_kernel / _apply_sinc_resample_kernel), which
- * diffusers' _normalize_audio_condition applies to reference audio (audio_vae.md 7.2).
+ * diffusers' _normalize_audio_condition applies to reference audio (docs/model/audio_vae.md 7.2).
  *
  * The kernel is computed in double with the reference's rounding points (the phase offset -j/new
  * is a float32 division in torch) and stored as float, like the transform's cached buffer. Taps

@@ -1,4 +1,4 @@
-/* Writing media: MP4 (H.264 + AAC), PNG frames, single PNG, WAV. features.md 8.1-8.2.
+/* Writing media: MP4 (H.264 + AAC), PNG frames, single PNG, WAV. docs/model/features.md 8.1-8.2.
  * Every output is written into a temporary beside its target (src/io/outfile.h, through its descriptor) and
  * renamed into place. */
 #include "media_internal.h"
@@ -63,7 +63,7 @@ static int send_and_drain(h3_mp4_writer *w, AVCodecContext *enc, AVStream *st, A
 
 static const AVCodec *find_h264_encoder(void)
 {
-    /* libx264 is what features.md 8.1 specifies (Debian's libavcodec links it); otherwise any
+    /* libx264 is what docs/model/features.md 8.1 specifies (Debian's libavcodec links it); otherwise any
      * H.264 encoder this libavcodec has. */
     const AVCodec *c = avcodec_find_encoder_by_name("libx264");
     return c ? c : avcodec_find_encoder(AV_CODEC_ID_H264);
@@ -155,7 +155,7 @@ static h3_mp4_writer *writer_new(h3_outfile *o, h3_outfile *own, int width, int 
     if (!w->scratch) { h3_fail(e, "%s: out of memory", path); goto fail; }
 
     if (with_audio) {
-        /* Audio: AAC-LC, 32 kHz stereo, float planar input (features.md 8.1). */
+        /* Audio: AAC-LC, 32 kHz stereo, float planar input (docs/model/features.md 8.1). */
         const AVCodec *ac = avcodec_find_encoder(AV_CODEC_ID_AAC);
         if (!ac) { h3_fail(e, "%s: this FFmpeg has no AAC encoder", path); goto fail; }
         w->aenc = avcodec_alloc_context3(ac);

@@ -25,7 +25,7 @@ int h3_resize_rgb(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int 
 
 /* Float RGB in [0, 1]: src [sh][sw][3] -> dst [dh][dw][3] with the same filter taps unquantized,
  * accumulated in double (horizontal pass, then vertical), results clamped to [0, 1]. For upscaling
- * decoded frames from the render canvas (features.md 5.6). */
+ * decoded frames from the render canvas (docs/model/features.md 5.6). */
 int h3_resize_rgbf(const float *src, int sw, int sh, float *dst, int dw, int dh, h3_resample filter, h3_err *e);
 
 /* Crop [top, top + ch) x [left, left + cw) out of src [sh][sw][3] into dst [ch][cw][3]. */

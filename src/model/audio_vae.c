@@ -1,5 +1,5 @@
-/* MiniMax-H3 audio VAE on backend ops (../shared/spec/audio_vae.md). Layout: channel-major [B][C][L]
- * for the convolution parts, time-major [B*N][D] inside the attention projection (spec 11). */
+/* MiniMax-H3 audio VAE on backend ops (docs/model/audio_vae.md). Layout: channel-major [B][C][L]
+ * for the convolution parts, time-major [B*N][D] inside the attention projection (docs/model/audio_vae.md 11). */
 #include "audio_vae.h"
 
 #include <jansson.h>
@@ -17,7 +17,7 @@
 #include "../io/safetensors.h"
 
 /* ------------------------------------------------------------------------------------------------
- * Config (spec 2) */
+ * Config (docs/model/audio_vae.md 2) */
 
 static int cfg_check(audio_vae_config *c, const char *path, h3_err *e) {
     int64_t hop = 1, dhop = 1;
@@ -93,7 +93,7 @@ int audio_vae_config_parse(const json_t *root, const char *path, audio_vae_confi
         h3_cfg_num_list(&g, "latents_mean", 1, L, L, -1e30, 1e30, m, &nm);
         h3_cfg_num_list(&g, "latents_std", 1, L, L, -1e30, 1e30, s, &ns);
         if (g.rc) return -1;
-        /* parse as double, round to float (spec 2) */
+        /* parse as double, round to float (docs/model/audio_vae.md 2) */
         for (int i = 0; i < L; i++) cfg->latents_mean[i] = (float)m[i], cfg->latents_std[i] = (float)s[i];
         cfg->has_latent_stats = 1;
     }
@@ -124,7 +124,7 @@ int audio_vae_config_load(const char *dir, audio_vae_config *cfg, h3_err *e) {
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Tensor names (spec 3.3) */
+ * Tensor names (docs/model/audio_vae.md 3.3) */
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 #define ADD(nd, shp, ...) \
@@ -229,7 +229,7 @@ int audio_vae_expected_tensors(const audio_vae_config *c, h3_expect_list *l, h3_
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Receptive-field margins (spec 9): reaches of every op, in latents, summed and rounded up. */
+ * Receptive-field margins (docs/model/audio_vae.md 9): reaches of every op, in latents, summed and rounded up. */
 
 int64_t audio_vae_decode_margin(const audio_vae_config *c) {
     double reach = 3.0, rate = 1.0; /* conv_pre k7 at the latent rate (dec_in_proj is 1x1) */
@@ -274,13 +274,13 @@ typedef struct avae_snake {
     float *freq, *inv; /* per channel: sin frequency and 1/(magnitude + 1e-9) */
 } avae_snake;
 
-typedef struct avae_amp { /* one AMP block (spec 5 step 3.2) */
+typedef struct avae_amp { /* one AMP block (docs/model/audio_vae.md 5 step 3.2) */
     int        ndil;
     avae_conv  c1[AVAE_MAX_DIL], c2[AVAE_MAX_DIL];
     avae_snake act[2 * AVAE_MAX_DIL];
 } avae_amp;
 
-typedef struct avae_eblock { /* one DAC encoder block (spec 6 step 3) */
+typedef struct avae_eblock { /* one DAC encoder block (docs/model/audio_vae.md 6 step 3) */
     avae_snake s0[3], s2[3], s3;
     avae_conv  c1[3], c3[3], down;
 } avae_eblock;
@@ -431,7 +431,7 @@ static int load_linear(loader *ld, h3_tensor *w, h3_tensor *b, const char *prefi
     return w->data && b->data ? 0 : -1;
 }
 
-/* Weight-norm fold (spec 3.2): w[r] = v[r] * (g[r] / ||v[r]||), the norm over all dims but dim 0
+/* Weight-norm fold (docs/model/audio_vae.md 3.2): w[r] = v[r] * (g[r] / ||v[r]||), the norm over all dims but dim 0
  * (the output channel of a conv, the input channel of a transposed conv). Sum of squares in double. */
 static float *load_wn_weight(loader *ld, const char *prefix) {
     char name[192];
@@ -472,7 +472,7 @@ static int load_conv(loader *ld, avae_conv *c, const char *prefix, int wn, int b
     return 0;
 }
 
-/* freq/inv from Snake1d alpha (linear) or SnakeBeta alpha/beta (log scale), spec 4.4/4.5. */
+/* freq/inv from Snake1d alpha (linear) or SnakeBeta alpha/beta (log scale), docs/model/audio_vae.md 4.4/4.5. */
 static int load_snake(loader *ld, avae_snake *s, const char *alpha_name, const char *beta_name) {
     int64_t C, Cb;
     float *a = read_host(ld, alpha_name, &C);
@@ -625,7 +625,7 @@ static int load_encoder(loader *ld) {
         !(m->mlpn_w = load_plain(ld, "pre_block.mlp.norm.weight")) ||
         !(m->mlpn_b = load_plain(ld, "pre_block.mlp.norm.bias")))
         return -1;
-    /* qkv: one bias-less linear plus the bias [q_bias ; zero_k_bias ; v_bias] (spec 6 step 6.2) */
+    /* qkv: one bias-less linear plus the bias [q_bias ; zero_k_bias ; v_bias] (docs/model/audio_vae.md 6 step 6.2) */
     int64_t n;
     float *qkv_bias = malloc((size_t)(3 * LD) * sizeof(float));
     if (!qkv_bias) return h3_fail(ld->e, "out of memory");
@@ -764,7 +764,7 @@ static void ws_free(workspace *w) {
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Decoder (spec 5) */
+ * Decoder (docs/model/audio_vae.md 5) */
 
 /* Largest [B, C, L] activation of a decode of W latents. */
 static int64_t dec_max_elems(const audio_vae_config *c, int B, int64_t W) {
@@ -859,7 +859,7 @@ int audio_vae_decode(audio_vae *m, const float *z, int B, int64_t T, int64_t chu
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Encoder (spec 6) */
+ * Encoder (docs/model/audio_vae.md 6) */
 
 static int64_t enc_max_elems(const audio_vae_config *c, int B, int64_t W) {
     int64_t L = W * c->hop, mx = (int64_t)c->encoder_dim * L;
@@ -907,7 +907,7 @@ static float *trunk_window(audio_vae *m, float *const *buf, const float *wave, i
     return T2;
 }
 
-/* pre_block (spec 6 step 6) + posterior heads on trunk [B, LD, N]; mean/logs [B, O, N] (logs may be NULL). */
+/* pre_block (docs/model/audio_vae.md 6 step 6) + posterior heads on trunk [B, LD, N]; mean/logs [B, O, N] (logs may be NULL). */
 static int pre_block_forward(audio_vae *m, const float *trunk, int B, int64_t N, float *mean, float *logs,
                              h3_err *e) {
     h3_backend *be = m->be;
@@ -965,7 +965,7 @@ int audio_vae_encode(audio_vae *m, const float *wave, int B, int64_t S, int64_t 
     int64_t maxW = chunk + 2 * M < N ? chunk + 2 * M : N;
     int64_t act = enc_max_elems(c, B, maxW);
     int rc = -1;
-    float *wp = calloc((size_t)(B * Sp), sizeof(float)); /* right zero-padding to a hop multiple (spec 6 step 1) */
+    float *wp = calloc((size_t)(B * Sp), sizeof(float)); /* right zero-padding to a hop multiple (docs/model/audio_vae.md 6 step 1) */
     float *trunk = h3_alloc(m->be, (size_t)(B * LD * N) * sizeof(float));
     float *dmean = h3_alloc(m->be, (size_t)(B * O * N) * sizeof(float));
     float *dlogs = logs ? h3_alloc(m->be, (size_t)(B * O * N) * sizeof(float)) : NULL;
@@ -979,7 +979,7 @@ int audio_vae_encode(audio_vae *m, const float *wave, int B, int64_t S, int64_t 
     for (int64_t a = 0; a < N; a += chunk) {
         int64_t b = a + chunk < N ? a + chunk : N;
         int64_t lo = a - M > 0 ? a - M : 0, hi = b + M < N ? b + M : N, W = hi - lo;
-        /* windows start on hop multiples, so every strided conv keeps its phase (spec 9.2) */
+        /* windows start on hop multiples, so every strided conv keeps its phase (docs/model/audio_vae.md 9.2) */
         for (int i = 0; i < B; i++)
             h3_upload(m->be, ws.buf[3] + i * hop * W, wp + i * Sp + lo * hop, (size_t)(hop * W) * sizeof(float));
         float *res = trunk_window(m, ws.buf, ws.buf[3], B, W, e);
@@ -1002,7 +1002,7 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Pipeline helpers (spec 7) */
+ * Pipeline helpers (docs/model/audio_vae.md 7) */
 
 int audio_vae_denormalize(const audio_vae_config *cfg, float *z, int B, int64_t T, h3_err *e) {
     if (!cfg->has_latent_stats) return h3_fail(e, "audio_vae config: latents_mean/latents_std missing");

@@ -1,5 +1,5 @@
-/* MiniMax-H3 diffusion transformer, ../shared/spec/dit.md sections 1-4 (numbers in comments
- * refer to that spec). Matches diffusers' MiniMaxH3Transformer3DModel.
+/* MiniMax-H3 diffusion transformer, docs/model/dit.md sections 1-4 (numbers in comments
+ * refer to that page). Matches diffusers' MiniMaxH3Transformer3DModel.
  *
  * Weights stay in their stored dtype (zero-copy views of the mmap'd shards on the CPU); the ops
  * widen them to fp32. fp32 mode computes everything in fp32; bf16 mode adds the reference's bf16
@@ -29,7 +29,7 @@
 #include "dit_internal.h"
 
 
-/* ---------------------------------------------------------------- config (spec 1) */
+/* ---------------------------------------------------------------- config (docs/model/dit.md 1) */
 
 /* Plausible ranges (docs/robustness.md): a little beyond the release's sizes; the tensor shapes are then checked
  * against the shard headers, whose extents are checked against the files. */
@@ -71,7 +71,7 @@ int dit_config_parse(const json_t *root, const char *path, dit_config *cfg, h3_e
     cfg->rope_theta = (float)th;
     cfg->norm_eps = (float)eps[0], cfg->qk_norm_eps = (float)eps[1], cfg->final_norm_eps = (float)eps[2];
     if (orig) {
-        /* derived sizes the original config spells out (spec 1) must agree */
+        /* derived sizes the original config spells out (docs/model/dit.md 1) must agree */
         int64_t a = 18 * (int64_t)cfg->hidden_size, f = 2 * (int64_t)cfg->hidden_size, got;
         if (h3_cfg_i64(&c, "adaln_out_features", a, 1, INT32_MAX, &got) == 0 && got != a)
             h3_cfg_fail(&c, "'adaln_out_features' must be 18 x hidden_size = %lld", (long long)a);
@@ -97,7 +97,7 @@ int dit_config_load(const char *dir, dit_config *cfg, h3_err *e) {
     return rc;
 }
 
-/* ---------------------------------------------------------------- tensor names (spec 2) */
+/* ---------------------------------------------------------------- tensor names (docs/model/dit.md 2) */
 
 #define SHAPE(...) ((int64_t[]){__VA_ARGS__})
 
@@ -415,7 +415,7 @@ static int load_block(dit_model *m, const h3_expect_list *ex, dit_block_w *b, in
         if (!(b->attn.to_k = load_w(m, ex, NAME("attn.to_k.weight"), e))) return -1;
         if (!(b->attn.to_v = load_w(m, ex, NAME("attn.to_v.weight"), e))) return -1;
     }
-    /* FFN input: original [gate; value], diffusers [value; gate] (spec 2.4, trap 2) */
+    /* FFN input: original [gate; value], diffusers [value; gate] (docs/model/dit.md 2.4, trap 2) */
     h3_tensor *fc1 = load_w(m, ex, NAME(orig ? "mlp.fc1.weight" : "ff.net.0.proj.weight"), e);
     if (!fc1) return -1;
     int64_t FF = c->ffn_dim;
@@ -437,7 +437,7 @@ static int load_block(dit_model *m, const h3_expect_list *ex, dit_block_w *b, in
     return 0;
 }
 
-/* inv_freq[k] = fp32(1 / fp32(theta ** (2k / 2F))) (spec 4.1: two roundings, not a correctly
+/* inv_freq[k] = fp32(1 / fp32(theta ** (2k / 2F))) (docs/model/dit.md 4.1: two roundings, not a correctly
  * rounded theta ** (-k/F)). */
 void dit_rope_inv_freq(float *out, int F, float theta) {
     for (int k = 0; k < F; k++) {
@@ -491,7 +491,7 @@ static int load_all(dit_model *m, h3_err *e) {
         if (load_block(m, &ex, &m->blocks[i], 0, i, e) != 0) goto done;
     dit_rope_inv_freq(m->inv_freq, c->rope_freq_dim, c->rope_theta);
     if (orig) {
-        /* The original checkpoint ships the table it used (spec 2.4, trap 27); use its bits. */
+        /* The original checkpoint ships the table it used (docs/model/dit.md 2.4, trap 27); use its bits. */
         h3_tensor view;
         if (get_view(m, "rope.inv_freq", &view, e) != 0) goto done;
         if (view.dtype != H3_F32 || view.ndim != 1 || view.shape[0] != c->rope_freq_dim) {
@@ -724,7 +724,7 @@ int dit_select_layers(dit_model *m, int active, h3_err *e) {
     for (int i = 0; i < L - active; i++) {
         dit_block_w *w = &m->blocks[order[i]];
         m->skip[order[i]] = 1;
-        /* the block's weights are never needed again (features.md 5.3: memory falls with compute) */
+        /* the block's weights are never needed again (docs/model/features.md 5.3: memory falls with compute) */
         h3_tensor *ws[] = {w->attn.to_q, w->attn.to_k, w->attn.to_v, w->attn.qkv, w->attn.qkv_planar,
                            w->attn.to_out, w->ff_in, w->ff_down, w->adaln_w, w->adaln_b};
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) dit_drop_tensor(m, ws[k]);
@@ -774,17 +774,17 @@ int dit_layer_skipped(const dit_model *m, int block) {
     return m->skip && block >= 0 && block < m->cfg.num_layers && m->skip[block];
 }
 
-/* ---------------------------------------------------------------- forward (spec 4) */
+/* ---------------------------------------------------------------- forward (docs/model/dit.md 4) */
 
 
-/* Attention sub-layer (spec 4.7) on rows x H input n -> out (rows x H). cos/sin NULL: no RoPE. */
+/* Attention sub-layer (docs/model/dit.md 4.7) on rows x H input n -> out (rows x H). cos/sin NULL: no RoPE. */
 static void attention(dit_model *m, const dit_attn_w *w, const float *n, int64_t rows, const float *cos,
                       const float *sin, dit_scratch *s, float *out) {
     const dit_config *c = &m->cfg;
     int flags = m->bf16 ? H3_BF16_OUT : 0;
     int NH = c->num_attention_heads, D = c->attention_head_dim;
     int64_t I = (int64_t)NH * D;
-    /* Both layouts go through the same row-mapped tiles: bit-identical q/k/v (spec 2.4, trap 1). */
+    /* Both layouts go through the same row-mapped tiles: bit-identical q/k/v (docs/model/dit.md 2.4, trap 1). */
     if (w->qkv) {
         h3_matmul_rows(m->be, s->q, n, rows, w->qkv, I, D, 3 * D, 0, flags);
         h3_matmul_rows(m->be, s->k, n, rows, w->qkv, I, D, 3 * D, D, flags);
@@ -806,7 +806,7 @@ static void attention(dit_model *m, const dit_attn_w *w, const float *n, int64_t
     h3_matmul(m->be, out, s->a, rows, w->to_out, NULL, flags);
 }
 
-/* SwiGLU FFN (spec 4.8): out = down(value * silu(gate)). */
+/* SwiGLU FFN (docs/model/dit.md 4.8): out = down(value * silu(gate)). */
 static void feed_forward(dit_model *m, const dit_block_w *b, const float *n, int64_t rows, dit_scratch *s,
                          float *out) {
     int flags = m->bf16 ? H3_BF16_OUT : 0;
@@ -843,7 +843,7 @@ static int alloc_scratch(dit_model *m, int64_t rows, dit_scratch *s) {
     return 0;
 }
 
-/* Context embedder + token refiner (spec 4.2 step 3-4, 4.3): text rows -> xt [Nt, H]. */
+/* Context embedder + token refiner (docs/model/dit.md 4.2 step 3-4, 4.3): text rows -> xt [Nt, H]. */
 static int text_stream(dit_model *m, const float *text_host, int64_t Nt, float *xt, h3_err *e) {
     const dit_config *c = &m->cfg;
     int flags = m->bf16 ? H3_BF16_OUT : 0;
@@ -873,7 +873,7 @@ static int text_stream(dit_model *m, const float *text_host, int64_t Nt, float *
     return 0;
 }
 
-/* Input checks the reference does (spec 3) plus the ones it leaves out: tags in {0,1,2}, the three
+/* Input checks the reference does (docs/model/dit.md 3) plus the ones it leaves out: tags in {0,1,2}, the three
  * index sets partition 0..S-1, timestep values finite, distinct and ascending. */
 static int validate_inputs(const dit_model *m, const dit_inputs *in, h3_err *e, int rows_only) {
     if (in->S <= 0) return h3_fail(e, "dit: packed sequence length S must be positive, got %lld", (long long)in->S);
@@ -950,7 +950,7 @@ static int32_t *upload_index(h3_backend *be, const int64_t *src, int64_t n, int6
     return dev;
 }
 
-/* Rotary tables [S, 6F] (spec 4.1): angle = fp32(fp32(pos) * inv_freq[k]) for the t, h and w blocks,
+/* Rotary tables [S, 6F] (docs/model/dit.md 4.1): angle = fp32(fp32(pos) * inv_freq[k]) for the t, h and w blocks,
  * duplicated for the rotate-half pairs. */
 void dit_rope_tables(const dit_model *m, const double *pos, int64_t S, float *cos_h, float *sin_h) {
     int F = m->cfg.rope_freq_dim, R = 6 * F;
@@ -989,7 +989,7 @@ static int fwd_ctx_init(dit_model *m, const dit_inputs *in, fwd_ctx *x, h3_err *
     memset(x, 0, sizeof *x);
     x->S = S, x->K = K;
     float *cos_h = NULL, *sin_h = NULL;
-    /* AdaLN tables from the cache, or computed now for values never prepared (spec 4.5) */
+    /* AdaLN tables from the cache, or computed now for values never prepared (docs/model/dit.md 4.5) */
     const dit_adaln_entry **ent = calloc((size_t)K, sizeof *ent);
     x->tmp = calloc((size_t)K, sizeof *x->tmp);
     if (!ent || !x->tmp) goto oom;
@@ -1038,7 +1038,7 @@ fail:
     return -1;
 }
 
-/* One main block (spec 4.6) in place on X [S, H]. */
+/* One main block (docs/model/dit.md 4.6) in place on X [S, H]. */
 static void run_block(dit_model *m, fwd_ctx *x, int64_t b, float *X) {
     const dit_config *c = &m->cfg;
     h3_backend *be = m->be;
@@ -1058,7 +1058,7 @@ static void run_block(dit_model *m, fwd_ctx *x, int64_t b, float *X) {
 }
 
 
-/* ---- --core-reuse (features.md 5.4): the core's residual, fp32, from the (bf16 or fp32) packed rows ---- */
+/* ---- --core-reuse (docs/model/features.md 5.4): the core's residual, fp32, from the (bf16 or fp32) packed rows ---- */
 
 /* The packed rows X [S, H] (h3_bf16 in bf16 mode) as a new fp32 buffer. */
 static float *core_input(dit_model *m, const void *X, int64_t S) {
@@ -1154,7 +1154,7 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
     rows_out = h3_alloc(be, (size_t)((nmax ? nmax : 1) * cmax) * f);
     if (!ti_dev || !vi_dev || !ai_dev || !X || !rows_in || !rows_h || !rows_out) goto oom;
 
-    /* packed sequence (spec 4.2): text stream, then video and audio embeddings (fp32, cast on scatter) */
+    /* packed sequence (docs/model/dit.md 4.2): text stream, then video and audio embeddings (fp32, cast on scatter) */
     if (in->Nt) {
         xt = h3_alloc(be, (size_t)(in->Nt * H) * (m->bf16 ? 2 : f));
         if (!xt) goto oom;
@@ -1193,7 +1193,7 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
         int reduced = 0, stream_failed = 0;
         int64_t norm1_ready = -1; /* bf16: the block whose norm1 output the last block left in s16.n (-1: none) */
         for (int64_t b = 0; b < L && !stream_failed; b++) {
-            if (reduce && b == in->reduce_begin) { /* features.md 5.5: enter, the full rows kept in X as the bypass */
+            if (reduce && b == in->reduce_begin) { /* docs/model/features.md 5.5: enter, the full rows kept in X as the bypass */
                 h3_bf16_rows_pool_pairs(be, red.X, (h3_bf16 *)X, red.pairs, red.S_red, H);
                 h3_copy(be, red.base, red.X, (size_t)(red.S_red * H) * 2);
                 reduced = 1;
@@ -1202,7 +1202,7 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
                 h3_bf16_rows_expand_delta(be, (h3_bf16 *)X, red.X, red.base, red.parent, S, red.prefix, H, in->reduce_scale);
                 reduced = 0;
             }
-            if (m->skip && m->skip[b]) continue; /* --layers (features.md 5.3) */
+            if (m->skip && m->skip[b]) continue; /* --layers (docs/model/features.md 5.3) */
             if (m->stream && dit_stream_bind(m, b, e) != 0) {
                 stream_failed = 1;
                 break;
@@ -1226,7 +1226,7 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
         if (X0 && core_store(m, X, X0, S) != 0) goto oom;
     }
 
-    /* output norm, shift then scale per timestep (spec 4.9), and the fp32 heads on the needed rows */
+    /* output norm, shift then scale per timestep (docs/model/dit.md 4.9), and the fp32 heads on the needed rows */
     float *n = x.s.n;
     if (m->bf16) {
         h3_bf16_rmsnorm_modulate(be, x.s16.n, (h3_bf16 *)X, S, H, m->out_norm, c->final_norm_eps, x.tab_f, 2 * H,

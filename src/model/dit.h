@@ -1,4 +1,4 @@
-/* MiniMax-H3 diffusion transformer (../shared/spec/dit.md). This header is the contract between
+/* MiniMax-H3 diffusion transformer (docs/model/dit.md). This header is the contract between
  * the model (dit.c) and the pipeline (src/pipeline/): keep these signatures stable. */
 #ifndef H3_DIT_H
 #define H3_DIT_H
@@ -41,14 +41,14 @@ int dit_expected_tensors(const dit_config *cfg, h3_expect_list *out, h3_err *e);
 typedef struct dit_model dit_model;
 
 /* How a model is loaded (the `mode` argument of dit_load / dit_new_random; 0 is the fp32 reference, fully resident):
- * DIT_BF16    compute as the release runs (spec 4, "[bf16]" roundings);
- * DIT_STREAM  --ssd-streaming (features.md 7.3): the main blocks' four linears stay in host memory (the file
+ * DIT_BF16    compute as the release runs (docs/model/dit.md 4, "[bf16]" roundings);
+ * DIT_STREAM  --ssd-streaming (docs/model/features.md 7.3): the main blocks' four linears stay in host memory (the file
  *             mapping) and are copied block by block into two backend slots, the next block's copy overlapping
  *             the current block's compute; outputs are bit-identical to the resident model. Only the blocks' norm
  *             gains, the token refiner and the input/output layers are resident. Cannot be combined with
  *             dit_quantize_fp8.
- * On GPU backends the AdaLN projections (spec 1: 39% of the bytes) always stay in host memory: the tables are
- * computed one block at a time (features.md 7.1), so they are never resident as a whole. */
+ * On GPU backends the AdaLN projections (docs/model/dit.md 1: 39% of the bytes) always stay in host memory: the tables are
+ * computed one block at a time (docs/model/features.md 7.1), so they are never resident as a whole. */
 enum { DIT_BF16 = 1, DIT_STREAM = 2 };
 
 /* Loads (mmap, zero-copy on the CPU) a transformer folder in either layout, `mode` as above. */
@@ -58,7 +58,7 @@ const dit_config *dit_get_config(const dit_model *m);
 /* The mode the model was loaded in (DIT_BF16, DIT_STREAM). */
 int               dit_get_mode(const dit_model *m);
 
-/* AdaLN tables (spec 4.5) for these timestep values; later forwards with these values use the
+/* AdaLN tables (docs/model/dit.md 4.5) for these timestep values; later forwards with these values use the
  * tables. dit_release_adaln gives the AdaLN projections' memory back: a model loaded from files keeps them readable
  * through the file mapping (later values still get tables); a random-weight model drops them, and its forwards then
  * only accept precomputed values. */
@@ -68,7 +68,7 @@ int  dit_timesteps_available(const dit_model *m, const float *t, int n);
 /* 1 when every value already has its table (dit_prepare_timesteps would compute nothing). */
 int  dit_timesteps_cached(const dit_model *m, const float *t, int n);
 void dit_release_adaln(dit_model *m);
-/* --layers (features.md 5.3): keeps `active` of the blocks. A block's score is the mean |value| of its
+/* --layers (docs/model/features.md 5.3): keeps `active` of the blocks. A block's score is the mean |value| of its
  * attention and MLP gate rows (AdaLN slots 2 and 5) over every prepared timestep and all three modalities;
  * blocks 0, 1 and the last are kept, and the num_layers - active lowest-scoring of the others are skipped
  * by every later forward, their weights given back. Needs dit_prepare_timesteps first; active >= num_layers
@@ -87,7 +87,7 @@ const float *dit_adaln_block_table(const dit_model *m, float t, int block);
 size_t dit_adaln_weight_bytes(const dit_model *m);
 size_t dit_weight_bytes(const dit_model *m);
 
-/* One forward (spec 4), batch 1. Host pointers; rows as in PROBE.md's `dit` op. */
+/* One forward (docs/model/dit.md 4), batch 1. Host pointers; rows as in PROBE.md's `dit` op. */
 typedef struct dit_inputs {
     const float   *video;            /* [Nv, in_channels*pt*ph*pw] */
     int64_t        Nv;
@@ -104,8 +104,8 @@ typedef struct dit_inputs {
     const int64_t *video_indices;    /* [Nv] */
     const int64_t *audio_indices;    /* [Na] */
     const int64_t *text_indices;     /* [Nt] */
-    int            core;             /* dit_core_mode (features.md 5.4 --core-reuse); 0: run the core */
-    /* --token-reduction (features.md 5.5, bf16 mode only): blocks reduce_begin .. reduce_end - 1 run on a shorter
+    int            core;             /* dit_core_mode (docs/model/features.md 5.4 --core-reuse); 0: run the core */
+    /* --token-reduction (docs/model/features.md 5.5, bf16 mode only): blocks reduce_begin .. reduce_end - 1 run on a shorter
      * sequence in which each pair of horizontally adjacent target-video tokens is replaced by its average; the full
      * rows are restored before block reduce_end as their own value + reduce_scale x (pooled output - pooled input).
      * reduce_end <= reduce_begin: off. The target video must be the last reduce_frames x reduce_h x reduce_w packed
@@ -115,7 +115,7 @@ typedef struct dit_inputs {
     int64_t        reduce_frames, reduce_h, reduce_w;
 } dit_inputs;
 
-/* --core-reuse (features.md 5.4): what a forward does with the transformer core (every active block).
+/* --core-reuse (docs/model/features.md 5.4): what a forward does with the transformer core (every active block).
  * STORE runs it and keeps residual = core output - core input (fp32, [S, hidden], in the model); REUSE
  * skips it: the packed input + that residual (one rounding to bf16 in bf16 mode). The projections, the
  * packing, the final norm and heads run every time. REUSE needs a STORE of the same S before it. */
@@ -126,7 +126,7 @@ enum { DIT_CORE_RUN = 0, DIT_CORE_RUN_STORE = 1, DIT_CORE_REUSE = 2 };
 int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *audio_out, h3_err *e);
 
 /* The probe's tensors (PROBE.md `dit`, already converted: f32 / i64 / f64) -> inputs of batch item b.
- * Checks every shape the reference checks or relies on (spec 3): position_ids [S,3], token_tags and
+ * Checks every shape the reference checks or relies on (docs/model/dit.md 3): position_ids [S,3], token_tags and
  * timestep_indices [S], timestep 1-D, hidden_states [B,Nv,patch dim] with Nv = len(video_indices),
  * audio [B,Na,audio_in_channels], text [B,Nt,text_dim]. One-line errors naming the tensor. */
 typedef struct dit_tensors {
@@ -135,7 +135,7 @@ typedef struct dit_tensors {
 } dit_tensors;
 int dit_inputs_from_tensors(const dit_config *cfg, const dit_tensors *t, int64_t b, dit_inputs *out, h3_err *e);
 
-/* One main block (spec 4.6) in place on the packed rows X [S, hidden] (backend memory), using the
+/* One main block (docs/model/dit.md 4.6) in place on the packed rows X [S, hidden] (backend memory), using the
  * per-row fields of `in` (timestep, timestep_indices, token_tags, position_ids; S, K). For
  * benchmarks and tests; dit_forward runs the whole model. */
 int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h3_err *e);
@@ -165,7 +165,7 @@ typedef struct dit_stream_stats {
 } dit_stream_stats;
 void dit_get_stream_stats(const dit_model *m, dit_stream_stats *out);
 
-/* The rotary frequency table (spec 4.1), as the reference computes it. */
+/* The rotary frequency table (docs/model/dit.md 4.1), as the reference computes it. */
 void dit_rope_inv_freq(float *out, int rope_freq_dim, float theta);
 
 #endif

@@ -1,4 +1,4 @@
-/* The DiT's timestep embedding and AdaLN tables (../shared/spec/dit.md 4.4, 4.5): the tables of a list of timestep
+/* The DiT's timestep embedding and AdaLN tables (docs/model/dit.md 4.4, 4.5): the tables of a list of timestep
  * values computed in one pass over the AdaLN projections (on GPUs uploaded one block at a time: they stay host
  * tensors), the one-list cache, and the release of the projections' memory. */
 #include <math.h>
@@ -22,7 +22,7 @@ static float *time_embedding(dit_model *m, const float *t, int n) {
         free(e_host), free(freq), h3_free(m->be, e), h3_free(m->be, h), h3_free(m->be, temb);
         return NULL;
     }
-    const float neg_log_period = (float)-log(10000.0); /* fp32(-ln 10000), spec 4.4 step 1 */
+    const float neg_log_period = (float)-log(10000.0); /* fp32(-ln 10000), docs/model/dit.md 4.4 step 1 */
     for (int i = 0; i < half; i++) freq[i] = expf((neg_log_period * (float)i) / (float)half);
     for (int k = 0; k < n; k++)
         for (int i = 0; i < half; i++) {
@@ -64,11 +64,11 @@ int dit_compute_adaln(dit_model *m, const float *t, int n, dit_adaln_entry *out,
         rc = h3_fail(e, "out of memory computing AdaLN tables");
         goto done;
     }
-    /* SiLU in fp32 on the fp32 temb, then the cast to the bf16 projections (spec 4.5 step 1, trap 12) */
+    /* SiLU in fp32 on the fp32 temb, then the cast to the bf16 projections (docs/model/dit.md 4.5 step 1, trap 12) */
     h3_silu(m->be, u, temb, (int64_t)n * c->time_embed_dim, flags);
     for (int64_t b = 0; b <= L && rc == 0; b++) {
         if (b < L && m->skip && m->skip[b]) continue; /* --layers dropped it (and its projection): never run */
-        /* host-resident projections (GPU backends): one block's copy on the backend at a time (features.md 7.1) */
+        /* host-resident projections (GPU backends): one block's copy on the backend at a time (docs/model/features.md 7.1) */
         const h3_tensor *w = b < L ? m->blocks[b].adaln_w : m->out_ada_w, *bias = b < L ? m->blocks[b].adaln_b : m->out_ada_b;
         h3_tensor *dw = NULL, *db = NULL;
         if (m->adaln_host && (!(dw = h3_weight_upload(m->be, w, e)) || !(db = h3_weight_upload(m->be, bias, e)))) {
@@ -174,7 +174,7 @@ int dit_prepare_timesteps(dit_model *m, const float *t, int n, h3_err *e) {
     return rc;
 }
 
-/* Gives the AdaLN projections' memory back (spec 1: 39% of the release's bytes). Where they are views of the file
+/* Gives the AdaLN projections' memory back (docs/model/dit.md 1: 39% of the release's bytes). Where they are views of the file
  * mapping (the CPU's weights; on GPUs, where they are never resident, the host tensors) only the pages go back: the
  * views stay readable, so tables for other timesteps can still be built later (a session's new --steps). Random
  * weights (no file) are dropped for good: later forwards need prepared values. */

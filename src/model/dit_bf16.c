@@ -1,5 +1,5 @@
 /* MiniMax-H3 DiT, bf16 mode on bf16 activation buffers (backend_bf16.h): the blocks, the attention and FFN
- * sub-layers and the text stream (../shared/spec/dit.md 4.3, 4.6-4.8). The reference's bf16 mode stores every
+ * sub-layers and the text stream (docs/model/dit.md 4.3, 4.6-4.8). The reference's bf16 mode stores every
  * activation in bf16, so these buffers hold exactly the values the fp32-buffer path rounds to; on the CPU both
  * paths give the same bits (tests/test_bf16_ops.c), on CUDA the operands go to the tensor cores as they are. */
 #include <math.h>
@@ -48,7 +48,7 @@ static void lin16(dit_model *m, dit_scratch16 *s, h3_bf16 *y, int64_t ldy, const
     }
 }
 
-/* Attention sub-layer (spec 4.7) in bf16: one [S, 3I] GEMM output (or three column slices of it),
+/* Attention sub-layer (docs/model/dit.md 4.7) in bf16: one [S, 3I] GEMM output (or three column slices of it),
  * q/k normalized and rotated in place, attention straight on its strided heads. */
 static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int64_t rows, const float *cos,
                         const float *sin, dit_scratch16 *s, h3_bf16 *out) {
@@ -58,7 +58,7 @@ static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int
     int64_t H = c->hidden_size, I = (int64_t)NH * D, ld = 3 * I;
     h3_bf16 *q = s->big, *k, *v;
     int64_t hs;
-    if (c->original_layout) { /* original layout: per-head [q k v] rows, so per-head [q k v] columns (spec 2.4) */
+    if (c->original_layout) { /* original layout: per-head [q k v] rows, so per-head [q k v] columns (docs/model/dit.md 2.4) */
         lin16(m, s, s->big, ld, n, H, rows, w->qkv, &w->f8_qkv, 0);
         k = q + D, v = q + 2 * D, hs = 3 * D;
     } else {
@@ -78,7 +78,7 @@ static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int
     lin16(m, s, out, H, s->mid, I, rows, w->to_out, &w->f8_out, 0);
 }
 
-/* SwiGLU FFN (spec 4.8) in bf16: one GEMM for value and gate, then down. */
+/* SwiGLU FFN (docs/model/dit.md 4.8) in bf16: one GEMM for value and gate, then down. */
 static void feed_forward16(dit_model *m, const dit_block_w *b, const h3_bf16 *n, int64_t rows, dit_scratch16 *s,
                            h3_bf16 *out) {
     int64_t H = m->cfg.hidden_size, FF = m->cfg.ffn_dim;
@@ -127,7 +127,7 @@ int dit16_text_stream(dit_model *m, const float *text_host, int64_t Nt, h3_bf16 
     return 0;
 }
 
-/* One main block (spec 4.6) in bf16, in place on X [S, H]. Each gated residual is fused with the norm that reads
+/* One main block (docs/model/dit.md 4.6) in bf16, in place on X [S, H]. Each gated residual is fused with the norm that reads
  * the rows it writes: the attention's with this block's norm2, the FFN's (next >= 0) with the norm1 of block
  * `next`, which runs right after on the same rows. normed: the block before did that for this one (s16.n holds
  * this block's norm1 of X). */

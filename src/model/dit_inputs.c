@@ -1,5 +1,5 @@
 /* The probe's DiT tensors (PROBE.md `dit`) -> dit_inputs (dit.h dit_inputs_from_tensors): the shape checks the
- * reference makes or relies on (../shared/spec/dit.md 3), one-line errors naming the tensor. */
+ * reference makes or relies on (docs/model/dit.md 3), one-line errors naming the tensor. */
 #include <stdio.h>
 #include <string.h>
 

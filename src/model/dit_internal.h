@@ -10,12 +10,12 @@
 #include "../io/safetensors.h"
 #include "dit.h"
 
-#define MODALITIES 3 /* AdaLN table rows per timestep: 0 video, 1 text, 2 audio (spec 4.5) */
+#define MODALITIES 3 /* AdaLN table rows per timestep: 0 video, 1 text, 2 audio (docs/model/dit.md 4.5) */
 #define ADALN_SLOTS 6
 
 typedef struct dit_attn_w {
     h3_tensor *to_q, *to_k, *to_v; /* diffusers layout (NULL when fused into qkv_planar) */
-    h3_tensor *qkv;                /* original layout: per-head [q k v] rows (spec 2.4) */
+    h3_tensor *qkv;                /* original layout: per-head [q k v] rows (docs/model/dit.md 2.4) */
     h3_tensor *qkv_planar;         /* diffusers layout, CUDA bf16 mode: [to_q; to_k; to_v] in one matrix */
     h3_tensor *to_out;
     float     *norm_q, *norm_k;    /* [head_dim] fp32, backend memory */
@@ -60,7 +60,7 @@ typedef struct dit_stream {
     dit_stream_stats stats;
 } dit_stream;
 
-/* AdaLN tables of one timestep value (spec 4.5): per block [3 modalities][6 slots][hidden], and the
+/* AdaLN tables of one timestep value (docs/model/dit.md 4.5): per block [3 modalities][6 slots][hidden], and the
  * final layer's [shift | scale]. Backend memory. */
 typedef struct dit_adaln_entry {
     float  t;
@@ -93,7 +93,7 @@ struct dit_model {
     h3_tensor   *proj_out_w, *proj_out_b, *audio_out_w, *audio_out_b;
     float        inv_freq[64];
     int          adaln_released;
-    uint8_t     *skip;        /* [num_layers] or NULL: blocks dropped by dit_select_layers (features.md 5.3) */
+    uint8_t     *skip;        /* [num_layers] or NULL: blocks dropped by dit_select_layers (docs/model/features.md 5.3) */
     float       *core_res;    /* --core-reuse: core output - core input [core_rows, hidden], fp32, backend */
     int64_t      core_rows;
     size_t       adaln_bytes; /* stored bytes of every AdaLN projection (weights + biases) */
@@ -177,12 +177,12 @@ int  dit_stream_bind(dit_model *m, int64_t b, h3_err *e);
  * other slot unless it is there already. */
 int  dit_stream_unbind(dit_model *m, int64_t b, int64_t prefetch, h3_err *e);
 
-/* dit_bf16.c: the bf16 mode (spec 4 with every "[bf16]" rounding, on h3_bf16 activations). */
+/* dit_bf16.c: the bf16 mode (docs/model/dit.md 4 with every "[bf16]" rounding, on h3_bf16 activations). */
 void dit16_free_scratch(h3_backend *be, dit_scratch16 *s);
 int  dit16_alloc_scratch(dit_model *m, int64_t rows, dit_scratch16 *s);
-/* Context embedder + token refiner (spec 4.2 steps 3-4, 4.3): text rows -> xt [Nt, H] bf16. */
+/* Context embedder + token refiner (docs/model/dit.md 4.2 steps 3-4, 4.3): text rows -> xt [Nt, H] bf16. */
 int  dit16_text_stream(dit_model *m, const float *text_host, int64_t Nt, h3_bf16 *xt, h3_err *e);
-/* One main block (spec 4.6) in place on X [S, H]. next >= 0: block `next` runs right after on the same rows (its
+/* One main block (docs/model/dit.md 4.6) in place on X [S, H]. next >= 0: block `next` runs right after on the same rows (its
  * norm1 is fused into this block's last residual, into x->s16.n); normed: that was done for this block. */
 void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X, int normed, int64_t next);
 

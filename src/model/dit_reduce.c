@@ -1,4 +1,4 @@
-/* --token-reduction (features.md 5.5): the reduced sequence of one forward. The rows before the target video
+/* --token-reduction (docs/model/features.md 5.5): the reduced sequence of one forward. The rows before the target video
  * (text, keyframe conditions, audio) stay one to one; the target video's 2x2-patch tokens of each latent row of
  * each frame are paired horizontally (columns 2j and 2j+1; an odd width leaves its last column alone), so the
  * reduced video has frames x h x ceil(w / 2) rows. A reduced row's rotary position is the mean of its sources'

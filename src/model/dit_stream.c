@@ -1,4 +1,4 @@
-/* --ssd-streaming (features.md 7.3) and the host-resident AdaLN projections (7.1).
+/* --ssd-streaming (docs/model/features.md 7.3) and the host-resident AdaLN projections (7.1).
  *
  * With DIT_STREAM the four linears of each main block (q/k/v or the fused qkv_proj, the attention output, the FFN
  * input and output: 770 MB a block in the release) stay where they were loaded from, the read-only file mapping
@@ -14,7 +14,7 @@
  * Where the copies come from (H3_STREAM_READ=auto|map|direct, auto by default): the file mapping, i.e. the page cache
  * after the first forward; or, when the host's available memory could not keep the streamed bytes cached (auto) or
  * when asked (direct), the shard files themselves with uncached O_DIRECT reads, so the page cache holds no second
- * copy (features.md 7.3; buffered reads where the file system refuses O_DIRECT). */
+ * copy (docs/model/features.md 7.3; buffered reads where the file system refuses O_DIRECT). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,7 +193,7 @@ int dit_stream_setup(dit_model *m, h3_err *e) {
         }
         v->attn.to_out = slot_view(m, s, f[DIT_PART_OUT], st->offset[DIT_PART_OUT], f[DIT_PART_OUT]->shape[0], e);
         v->ff_in = slot_view(m, s, f[DIT_PART_FF_IN], st->offset[DIT_PART_FF_IN], 2 * FF, e);
-        /* FFN input: original [gate; value], diffusers [value; gate] (spec 2.4), as load_block's row views */
+        /* FFN input: original [gate; value], diffusers [value; gate] (docs/model/dit.md 2.4), as load_block's row views */
         const size_t row = (size_t)f[DIT_PART_FF_IN]->shape[1] * h3_dtype_size(f[DIT_PART_FF_IN]->dtype);
         v->ff_value = slot_view(m, s, f[DIT_PART_FF_IN], st->offset[DIT_PART_FF_IN] + (orig ? FF : 0) * row, FF, e);
         v->ff_gate = slot_view(m, s, f[DIT_PART_FF_IN], st->offset[DIT_PART_FF_IN] + (orig ? 0 : FF) * row, FF, e);

@@ -1,4 +1,4 @@
-/* Qwen3-VL language-model prefix (../shared/spec/text_encoder.md section 2). See text_encoder.h. */
+/* Qwen3-VL language-model prefix (docs/model/text_encoder.md section 2). See text_encoder.h. */
 #include "text_encoder.h"
 
 #include <jansson.h>
@@ -308,7 +308,7 @@ static void layer_release(text_encoder *te, te_layer *L) {
     free(L->qn);
     free(L->kn);
     /* Drop the layer's pages from the mapping: the next layer's are read on demand, so the
-     * resident weights stay at about one layer (spec 5: streaming). */
+     * resident weights stay at about one layer (docs/model/text_encoder.md 5: streaming). */
     long page = sysconf(_SC_PAGESIZE);
     for (int s = 0; s < 11; s++) {
         const st_file *f = L->files[s];
@@ -401,7 +401,7 @@ fail:
     return NULL;
 }
 
-/* Interleaved mRoPE tables (spec 2.7): cos/sin [L][head_dim], fp32 (the backend rounds them to
+/* Interleaved mRoPE tables (docs/model/text_encoder.md 2.7): cos/sin [L][head_dim], fp32 (the backend rounds them to
  * bf16 in bf16 mode, as transformers casts them to the activation dtype). */
 static void mrope_tables(const te_text_config *t, const int64_t *pos, int64_t L, float *cosb, float *sinb) {
     int D = t->head_dim, half = D / 2;
@@ -437,7 +437,7 @@ int text_encoder_forward(text_encoder *te, const int64_t *ids, int64_t L, const 
     if (out_layer < 1 || out_layer >= t->num_layers)
         return h3_fail(e, "text encoder: hidden_states[%d] needs more than %d decoder layers, the config has %d "
                           "(the last entry would be post-norm)", out_layer, out_layer, t->num_layers);
-    /* Rows that receive vision features (spec 2.9) */
+    /* Rows that receive vision features (docs/model/text_encoder.md 2.9) */
     int64_t n_img = 0, n_vid = 0;
     for (int64_t r = 0; r < L; r++) {
         if (ids[r] < 0 || ids[r] >= t->vocab_size)
@@ -586,7 +586,7 @@ int text_encoder_forward(text_encoder *te, const int64_t *ids, int64_t L, const 
         h3_matmul(be, x, g, L, Lr->down, NULL, flags);
         h3_add(be, h, h, x, L * H, flags);
         layer_release(te, &lay);
-        /* i. deepstack after layers 0..n_deep-1 on the pad rows (spec 2.9). transformers records
+        /* i. deepstack after layers 0..n_deep-1 on the pad rows (docs/model/text_encoder.md 2.9). transformers records
          * hidden_states[layer+1] before this add, so the last layer run skips it. */
         if (deep && layer < n_deep && layer + 1 < out_layer)
             h3_rows_add(be, h, vis_rows, deep + (int64_t)layer * n_vis * H, n_vis, H, flags);

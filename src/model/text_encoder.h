@@ -1,5 +1,5 @@
 /* The MiniMax-H3 conditioner: the 50-layer prefix of the Qwen3-VL language model
- * (../shared/spec/text_encoder.md section 2). Produces hidden_states[50] = the raw residual stream
+ * (docs/model/text_encoder.md section 2). Produces hidden_states[50] = the raw residual stream
  * after decoder layer index 49, before the final norm. Layers are streamed from the mmap'd shards
  * one at a time (uploaded, run, released), so only one layer's weights are resident. */
 #ifndef H3_TEXT_ENCODER_H
@@ -50,7 +50,7 @@ int text_encoder_expected_dir(const char *dir, h3_expect_list *out, h3_err *e);
 typedef struct text_encoder text_encoder;
 
 /* Opens config and shards (mmap, nothing read yet). bf16: compute as the release runs
- * (spec 2.3 roundings); 0: fp32 from the stored weights. */
+ * (docs/model/text_encoder.md 2.3 roundings); 0: fp32 from the stored weights. */
 text_encoder *text_encoder_load(h3_backend *be, const char *dir, int bf16, h3_err *e);
 /* Random weights at cfg's shapes, made in backend memory (backend_bench.h fills), all TE_OUTPUT_LAYER
  * layers resident: for benchmarks of the whole pipeline without a checkpoint (text prompts only; the

@@ -1,4 +1,4 @@
-/* Qwen2 byte-level BPE for MiniMax-H3 (spec text_encoder.md §1). See tokenizer.h and docs/tokenizer.md.
+/* Qwen2 byte-level BPE for MiniMax-H3 (docs/model/text_encoder.md §1). See tokenizer.h and docs/tokenizer.md.
  *
  * Layout of the loaded tokenizer:
  *   - every id's token string as written in the files and its raw bytes (decoded from the
@@ -494,7 +494,7 @@ static int load_config(h3_tokenizer *t, const char *buf, size_t len, int32_t voc
             rc = h3_fail(e, "%s: added_tokens_decoder[%ld] has no string 'content'", name, id);
             goto out;
         }
-        /* This tokenizer implements the flags MiniMax-H3 uses (all false, spec §1.3); refuse others
+        /* This tokenizer implements the flags MiniMax-H3 uses (all false, docs/model/text_encoder.md §1.3); refuse others
          * rather than tokenize differently from the reference. */
         if (json_flag(val, "lstrip") || json_flag(val, "rstrip") || json_flag(val, "single_word") ||
             json_flag(val, "normalized")) {
@@ -670,7 +670,7 @@ static int fold_is(int32_t cp, char letter) {
     return n == 1 && buf[0] == letter;
 }
 
-/* The Qwen2 regex as a scanner: returns the end of the piece that starts at i (spec §1.5 steps 1-7):
+/* The Qwen2 regex as a scanner: returns the end of the piece that starts at i (docs/model/text_encoder.md §1.5 steps 1-7):
  * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
 static size_t next_piece(const uint32_t *cp, const uint8_t *cls, size_t n, size_t i) {
     /* 1. contractions: apostrophe + 1-2 letters, nothing after them */

@@ -1,8 +1,8 @@
-/* The MiniMax-H3 prompt tokenizer: Qwen2 byte-level BPE (spec text_encoder.md §1).
+/* The MiniMax-H3 prompt tokenizer: Qwen2 byte-level BPE (docs/model/text_encoder.md §1).
  *
  * Loaded from a snapshot's tokenizer/ folder: vocab.json (byte-level token -> id), merges.txt
  * (merge ranks in file order) and tokenizer_config.json (added_tokens_decoder plus the special
- * tokens that exist only in additional_special_tokens, e.g. <d> = 151669; spec §1.3, trap 2).
+ * tokens that exist only in additional_special_tokens, e.g. <d> = 151669; docs/model/text_encoder.md §1.3, trap 2).
  *
  * encode(text) = transformers' tokenizer(text, add_special_tokens=False)["input_ids"]:
  *   validate UTF-8 -> split out added tokens (leftmost-longest, raw text) -> NFC each plain segment
@@ -51,10 +51,10 @@ int32_t tokenizer_size(const h3_tokenizer *t);
 int32_t tokenizer_token_to_id(const h3_tokenizer *t, const char *token);
 /* The token string of an id as in the files (vocab.json key or added text); NULL when unused. */
 const char *tokenizer_id_to_token(const h3_tokenizer *t, int32_t id);
-/* 1 when id is an added token (split out of the text before BPE; spec §1.3). */
+/* 1 when id is an added token (split out of the text before BPE; docs/model/text_encoder.md §1.3). */
 int tokenizer_is_added(const h3_tokenizer *t, int32_t id);
 
-/* Ids the prompt presentations need (spec §4). */
+/* Ids the prompt presentations need (docs/model/text_encoder.md §4). */
 typedef struct tokenizer_special_ids {
     int32_t endoftext, im_start, im_end;
     int32_t vision_start, vision_end, vision_pad, image_pad, video_pad;

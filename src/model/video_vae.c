@@ -1,5 +1,5 @@
 /* MiniMax-H3 video VAE: config, weights, decoder and the chunking drivers
- * (../shared/spec/video_vae.md; section numbers below refer to it). The encoder is in
+ * (docs/model/video_vae.md; section numbers below refer to it). The encoder is in
  * video_vae_encoder.c, the tile plans and stitching in video_vae_tiling.c; all share the structures of
  * video_vae_internal.h. */
 #include "video_vae.h"
@@ -21,7 +21,7 @@
 #include "../io/safetensors.h"
 
 /* ------------------------------------------------------------------------------------------------
- * Configuration (spec 1)
+ * Configuration (docs/model/video_vae.md 1)
  * ---------------------------------------------------------------------------------------------- */
 
 static const int default_blocks[6] = {128, 256, 256, 512, 512, 1024};
@@ -144,7 +144,7 @@ int video_vae_config_load(const char *vae_dir, video_vae_config *c, h3_err *e) {
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Tensor list (spec 2.1, Appendix A)
+ * Tensor list (docs/model/video_vae.md 2.1, Appendix A)
  * ---------------------------------------------------------------------------------------------- */
 
 #define SHAPE(...) (int64_t[]){__VA_ARGS__}
@@ -261,7 +261,7 @@ static h3_tensor view2d(const h3_tensor *t, int64_t row0, int64_t rows, int64_t 
     return r;
 }
 
-/* bf16 mode: the weights and biases of the decoder block linears that run as bf16 GEMMs (spec 11: the reference's
+/* bf16 mode: the weights and biases of the decoder block linears that run as bf16 GEMMs (docs/model/video_vae.md 11: the reference's
  * fp16 linears; autocast casts a linear's bias to the half type too, and cuBLASLt's bf16-output epilogue takes a
  * bf16 bias, added to the fp32 accumulator before the one rounding). */
 static int is_bf16_matrix(const char *name) {
@@ -280,7 +280,7 @@ static int is_bf16_matrix(const char *name) {
 
 /* bf16 mode: the dtype a decoder tensor is kept in. The block linears are bf16 GEMMs; proj_out (2048 -> 3072 pixel
  * values per token) runs with the input rounding the reference's fp16-autocast linear has, as an fp16 GEMM
- * (h3_matmul's H3_F16_IN: F16 weights and bias, the input rounded to fp16, fp32 accumulation; spec 11) instead of an
+ * (h3_matmul's H3_F16_IN: F16 weights and bias, the input rounded to fp16, fp32 accumulation; docs/model/video_vae.md 11) instead of an
  * fp32 SGEMM. Its output stays fp32 (the reference rounds it to fp16 for its fp16 blends, which h3 runs in fp32).
  * Everything else keeps its stored dtype. */
 static h3_dtype bf16_mode_dtype(const video_vae *v, const char *name, h3_dtype stored) {
@@ -354,7 +354,7 @@ static void wire(video_vae *v) {
             b->vb = *find_w(v, p, i, "attn.to_v.bias");
             b->o = *find_w(v, p, i, "attn.to_out.0.weight");
             b->ob = *find_w(v, p, i, "attn.to_out.0.bias");
-            /* diffusers stores [value; gate] (spec 15, trap 1) */
+            /* diffusers stores [value; gate] (docs/model/video_vae.md 15, trap 1) */
             h3_tensor *w1 = find_w(v, p, i, "ff.net.0.proj.weight"), *b1 = find_w(v, p, i, "ff.net.0.proj.bias");
             b->ffv = view2d(w1, 0, F, D);
             b->ffg = view2d(w1, F, F, D);
@@ -554,7 +554,7 @@ void video_vae_free(video_vae *v) {
 const video_vae_config *video_vae_get_config(const video_vae *v) { return &v->cfg; }
 
 /* ------------------------------------------------------------------------------------------------
- * Decoder (spec 4.7, 4.8, 7)
+ * Decoder (docs/model/video_vae.md 4.7, 4.8, 7)
  * ---------------------------------------------------------------------------------------------- */
 
 #define FFN_ROWS 256 /* tokens per FFN block: bounds the [rows, ffn_inner] intermediates */
@@ -623,7 +623,7 @@ static int dec_ws_new(h3_backend *be, const video_vae_config *c, int64_t np, int
     return 0;
 }
 
-/* cos/sin [N, rope_dim] for a Tl x h x w grid plus the zero-position suffix (spec 4.8, 7 step 5). */
+/* cos/sin [N, rope_dim] for a Tl x h x w grid plus the zero-position suffix (docs/model/video_vae.md 4.8, 7 step 5). */
 static void rope_tables(const video_vae_config *c, int64_t Tl, int64_t h, int64_t w, float *cs, float *sn) {
     const int nf = c->rope_dim / 6, half = c->rope_dim / 2;
     float inv[64];
@@ -649,7 +649,7 @@ static void rope_tables(const video_vae_config *c, int64_t Tl, int64_t h, int64_
     }
 }
 
-/* One decoder tile (spec 7 steps 1-8): host tokens ws->h_tok [np, C] in (t, y, x) order -> backend ws->out
+/* One decoder tile (docs/model/video_vae.md 7 steps 1-8): host tokens ws->h_tok [np, C] in (t, y, x) order -> backend ws->out
  * [np, patch_dim]. Only queues the work on an asynchronous backend (CUDA): decode_tile_finish fetches it, so
  * the host can stitch the previous tile meanwhile. */
 static void decode_tile(video_vae *v, vv_dec_ws *ws, int64_t Tl, int64_t h, int64_t w) {
@@ -669,7 +669,7 @@ static void decode_tile(video_vae *v, vv_dec_ws *ws, int64_t Tl, int64_t h, int6
         h3_upload(be, ws->sin, ws->h_sin, (size_t)(N * c->rope_dim) * sizeof(float));
         ws->rope_Tl = Tl, ws->rope_h = h, ws->rope_w = w;
     }
-    /* bf16 mode (spec 11): the GEMM inputs are rounded to bf16 where the reference casts them to its
+    /* bf16 mode (docs/model/video_vae.md 11): the GEMM inputs are rounded to bf16 where the reference casts them to its
      * half type (norm outputs, q/k after RoPE, the attention output, the SwiGLU product), the block
      * linears and the attention write bf16; norms, q/k norms, RoPE, softmax and the fp32 residual
      * updates (x + branch * scale) compute in fp32. Flags 0 everywhere: the exact fp32 path. */
@@ -732,7 +732,7 @@ int64_t video_vae_decoded_frames(const video_vae_config *c, int64_t L, h3_err *e
     return total;
 }
 
-/* ---- tile-batched bf16 decoder (spec 13: the tiles of a clip are independent; attention stays per tile) ---- */
+/* ---- tile-batched bf16 decoder (docs/model/video_vae.md 13: the tiles of a clip are independent; attention stays per tile) ---- */
 
 /* H3_VAE_PROFILE=1: decode_batch syncs after each kind of op and adds up the wall time per kind (printed to
  * stderr after each decode); a diagnostic, it serializes host and device. */
@@ -809,7 +809,7 @@ static int bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int6
     return 0;
 }
 
-/* B tiles of Tl x h x w latents (host tokens h_tok [B][np][C], a h3_vae_host_alloc buffer) through spec 7 steps 1-8 as one stack of
+/* B tiles of Tl x h x w latents (host tokens h_tok [B][np][C], a h3_vae_host_alloc buffer) through docs/model/video_vae.md 7 steps 1-8 as one stack of
  * B * N rows -> backend w->out[slot] [B][np][patch_dim]. The same roundings as decode_tile's bf16 mode; only
  * queues the work on an asynchronous backend. */
 static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t B, int64_t Tl, int64_t h, int64_t wd,
@@ -881,7 +881,7 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t
 
 void video_vae_set_decode_batch(video_vae *v, int max_tiles) { v->batch = max_tiles < 0 ? 0 : max_tiles; }
 
-/* ---- decode driver (spec 8.3) ---- */
+/* ---- decode driver (docs/model/video_vae.md 8.3) ---- */
 
 /* One decode's plan and clip buffers: jobs k = (chunk, tile row i, tile column j) in order. */
 typedef struct vv_dec {
@@ -908,7 +908,7 @@ static int64_t job_tokens_count(const vv_dec *d, int64_t k) {
     return d->cl * (d->s.th[i] / d->v->cfg.S) * (d->s.tw[j] / d->v->cfg.S);
 }
 
-/* Tokens (t, y, x) of job k's latent slab into dst [np][C]; frames past L repeat the last (spec 8.3 step 2). */
+/* Tokens (t, y, x) of job k's latent slab into dst [np][C]; frames past L repeat the last (docs/model/video_vae.md 8.3 step 2). */
 static void job_tokens(const vv_dec *d, int64_t k, float *dst) {
     const video_vae_config *c = &d->v->cfg;
     const int64_t S = c->S, Cz = c->latent_channels, ch = k / d->per_chunk, L = d->L, h = d->h, w = d->w;
@@ -925,8 +925,8 @@ static void job_tokens(const vv_dec *d, int64_t k, float *dst) {
     }
 }
 
-/* The host part of job k from its decoder output out [np][patch_dim]: unpatchify the kept frames (spec 7 step 9),
- * stitch; after a clip's last tile the temporal cross-fade (spec 8.3 step 3.3) and the frames to the sink. */
+/* The host part of job k from its decoder output out [np][patch_dim]: unpatchify the kept frames (docs/model/video_vae.md 7 step 9),
+ * stitch; after a clip's last tile the temporal cross-fade (docs/model/video_vae.md 8.3 step 3.3) and the frames to the sink. */
 static int job_finish(vv_dec *d, int64_t k, const float *out, h3_err *e) {
     const video_vae_config *c = &d->v->cfg;
     const int64_t S = c->S, R = c->R, frame = d->frame;
@@ -1208,7 +1208,7 @@ int64_t video_vae_decode_workspace_bytes(const video_vae_config *c, int64_t h, i
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Posterior, latent and pixel normalization (spec 9, 10)
+ * Posterior, latent and pixel normalization (docs/model/video_vae.md 9, 10)
  * ---------------------------------------------------------------------------------------------- */
 
 void video_vae_posterior(const video_vae_config *c, const float *moments, int64_t n, float *mean, float *logvar) {

@@ -1,11 +1,11 @@
-/* MiniMax-H3 video VAE (diffusers AutoencoderKLMiniMaxH3; ../shared/spec/video_vae.md):
+/* MiniMax-H3 video VAE (diffusers AutoencoderKLMiniMaxH3; docs/model/video_vae.md):
  * a causal 3-D CNN encoder (pixels -> posterior moments) and a ViT decoder with register tokens and
  * partial 3-axis RoPE (latents -> pixels), driven exactly like the reference: 17-frame clips with
  * token drop on encode, 7-latent clips with a 5-frame cross-fade on decode, and 256/64 spatial tiles
  * with linear blending in both directions.
  *
  * Tensors on the host API are fp32, batch 1, channel-major: pixels [3, T, H, W] in ImageNet-normalized
- * space (spec 10.1), latents [C, L, h, w] in raw VAE space (spec 10.2). Compute runs on backend ops;
+ * space (docs/model/video_vae.md 10.1), latents [C, L, h, w] in raw VAE space (docs/model/video_vae.md 10.2). Compute runs on backend ops;
  * decode streams clip by clip and tile by tile, so its memory does not grow with the video length
  * (only the caller's output does, and video_vae_decode_stream hands frames out one at a time). */
 #ifndef H3_VIDEO_VAE_H
@@ -35,7 +35,7 @@ typedef struct video_vae_config {
     float rope_theta, rope_dim_ratio, dec_norm_eps;    /* 100, 0.75, 1e-5 */
     int   clip_length, token_drop;                     /* 17, 3 */
     float latents_mean[VVAE_MAX_LATENT], latents_std[VVAE_MAX_LATENT];
-    /* derived (spec section 1) */
+    /* derived (docs/model/video_vae.md section 1) */
     int   S, R;            /* spatial / temporal compression: 16, 4 */
     int   P, K, O, FO, CF; /* frame_pre_padding 3, tokens_chunk_size 5, token_overlap 2, frame_overlap 5, 20 */
     int   dim, rope_dim, patch_dim, ffn_inner; /* 2048, 48, 3072, 8192 */
@@ -46,7 +46,7 @@ int video_vae_config_load(const char *vae_dir, video_vae_config *cfg, h3_err *e)
 /* The same from a parsed config.json (path names it in messages); every field in a plausible range. Fuzzed. */
 struct json_t;
 int video_vae_config_parse(const struct json_t *root, const char *path, video_vae_config *cfg, h3_err *e);
-/* Every tensor the config implies (diffusers names, all F32; spec Appendix A). */
+/* Every tensor the config implies (diffusers names, all F32; docs/model/video_vae.md Appendix A). */
 int video_vae_expected_tensors(const video_vae_config *cfg, h3_expect_list *out, h3_err *e);
 
 /* Spatial tiling (AutoencoderKLMiniMaxH3.enable_tiling); sizes in pixels. */
@@ -56,12 +56,12 @@ typedef struct video_vae_tiling {
 } video_vae_tiling;
 /* The released behaviour: enabled, 256 x 256 tiles, minimum overlap 64. */
 video_vae_tiling video_vae_tiling_default(void);
-/* Tile plan along one axis (_split_tiles, spec 8.1): fills starts/overlaps (capacity `cap`), returns the
+/* Tile plan along one axis (_split_tiles, docs/model/video_vae.md 8.1): fills starts/overlaps (capacity `cap`), returns the
  * tile count (every tile is `tile` long except a single tile covering a shorter axis), -1 on error. */
 int video_vae_split_tiles(int64_t length, int tile, int min_overlap, int ratio, int64_t *starts,
                           int64_t *overlaps, int cap, h3_err *e);
 
-/* parts bits. VIDEO_VAE_BF16: the decoder's bf16 mode (spec 11): the transformer blocks' q/k/v/out and FFN
+/* parts bits. VIDEO_VAE_BF16: the decoder's bf16 mode (docs/model/video_vae.md 11): the transformer blocks' q/k/v/out and FFN
  * matrices are converted to BF16 at load and run with H3_BF16_OUT (bf16 GEMM inputs and outputs, fp32
  * accumulation; on CUDA the tensor-core GEMM and the bf16 attention); proj_out is an fp16 GEMM on the fp16-rounded
  * norm_out output (F16 weights, fp32 accumulation and output; H3_VAE_PROJ_OUT=fp32 keeps the fp32 SGEMM); residual
@@ -80,21 +80,21 @@ void       video_vae_free(video_vae *v);
 video_vae *video_vae_new_random(h3_backend *be, const video_vae_config *cfg, int parts, uint64_t seed, h3_err *e);
 const video_vae_config *video_vae_get_config(const video_vae *v);
 
-/* Decoded frame count for L latent frames (spec 8.3); -1 with e when the reference cannot decode L
+/* Decoded frame count for L latent frames (docs/model/video_vae.md 8.3); -1 with e when the reference cannot decode L
  * (L < 3 for the released geometry). */
 int64_t video_vae_decoded_frames(const video_vae_config *cfg, int64_t L, h3_err *e);
-/* Latent frame count of encode() for T pixel frames (spec 6): 1 for T = 1, else clips * K - token_drop. */
+/* Latent frame count of encode() for T pixel frames (docs/model/video_vae.md 6): 1 for T = 1, else clips * K - token_drop. */
 int64_t video_vae_encoded_frames(const video_vae_config *cfg, int64_t T);
 
 /* Receives decoded frames in order: frame [3, H, W] fp32 (normalized pixel space), valid during the call. */
 typedef int (*video_vae_frame_sink)(void *ctx, int64_t index, const float *frame, h3_err *e);
 
 /* Decodes z [C, L, h, w] (raw latent space) clip by clip and tile by tile, handing each finished frame
- * to sink. Peak memory: one decoder tile's activations plus 22 + 5 frames of H x W x 3 (spec 8.3). */
+ * to sink. Peak memory: one decoder tile's activations plus 22 + 5 frames of H x W x 3 (docs/model/video_vae.md 8.3). */
 int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w,
                             const video_vae_tiling *tiling, video_vae_frame_sink sink, void *ctx, h3_err *e);
 /* bf16 mode: the decoder runs up to max_tiles equally shaped tiles (of one or more clips) as one stack of rows
- * through every linear (attention per tile; spec 13), the next batch computing while the previous one is
+ * through every linear (attention per tile; docs/model/video_vae.md 13), the next batch computing while the previous one is
  * downloaded and stitched. 0 (default): as many as fit ~400 MB of output per batch (18 tiles of 256 x 256 x 7
  * latents), at most 32, in equal batches (two or more from 4 jobs on); 1: the per-tile path (one tile at a time).
  * The environment variable H3_VAE_BATCH sets the initial value (e.g. H3_VAE_BATCH=1). No effect in fp32 mode
@@ -114,19 +114,19 @@ int video_vae_decode(video_vae *v, const float *z, int64_t L, int64_t h, int64_t
 int video_vae_encode(video_vae *v, const float *x, int64_t T, int64_t H, int64_t W, const video_vae_tiling *tiling,
                      float *moments, h3_err *e);
 
-/* DiagonalGaussianDistribution (spec 9): mean = moments[0:C], logvar = clamp(moments[C:2C], -30, 20);
+/* DiagonalGaussianDistribution (docs/model/video_vae.md 9): mean = moments[0:C], logvar = clamp(moments[C:2C], -30, 20);
  * n = Tl * h * w values per channel. mean/logvar: [C, n]. */
 void video_vae_posterior(const video_vae_config *cfg, const float *moments, int64_t n, float *mean, float *logvar);
-/* z <- mean + exp(0.5 logvar) * eps (eps [C, n], e.g. torch.randn with seed 42, spec 9.1 step 3). */
+/* z <- mean + exp(0.5 logvar) * eps (eps [C, n], e.g. torch.randn with seed 42, docs/model/video_vae.md 9.1 step 3). */
 void video_vae_posterior_sample(const video_vae_config *cfg, const float *mean, const float *logvar,
                                 const float *eps, int64_t n, float *z);
 
-/* Latent normalization (spec 10.2), in place on z [C, n]: normalize (z - mean_c) / std_c after encoding;
+/* Latent normalization (docs/model/video_vae.md 10.2), in place on z [C, n]: normalize (z - mean_c) / std_c after encoding;
  * denormalize z * std_c + mean_c before decoding. */
 void video_vae_normalize_latents(const video_vae_config *cfg, float *z, int64_t n);
 void video_vae_denormalize_latents(const video_vae_config *cfg, float *z, int64_t n);
 
-/* Pixel normalization (spec 10.1), in place on x [3, n]: from [0,1] to the VAE's ImageNet space
+/* Pixel normalization (docs/model/video_vae.md 10.1), in place on x [3, n]: from [0,1] to the VAE's ImageNet space
  * ((p - m_c) / s_c), and back with v * s_c + m_c clamped to [0, 1]. */
 void video_vae_normalize_pixels(float *x, int64_t n);
 void video_vae_denormalize_pixels(float *x, int64_t n);

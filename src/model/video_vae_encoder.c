@@ -1,5 +1,5 @@
 /* MiniMax-H3 video VAE encoder: the causal 3D-CNN and its temporal chunking / spatial tiling driver
- * (../shared/spec/video_vae.md sections 4.2-4.6, 5, 6). */
+ * (docs/model/video_vae.md sections 4.2-4.6, 5, 6). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 #include "video_vae_internal.h"
 
 /* ------------------------------------------------------------------------------------------------
- * Encoder (spec 4.2-4.6, 5, 6)
+ * Encoder (docs/model/video_vae.md 4.2-4.6, 5, 6)
  * ---------------------------------------------------------------------------------------------- */
 
 typedef struct vv_act { /* an activation [C, T, H, W] in backend memory */
@@ -24,14 +24,14 @@ static int act_new(h3_backend *be, vv_act *a, int64_t C, int64_t T, int64_t H, i
                               (long long)T, (long long)H, (long long)W);
 }
 
-/* y = conv(x): k = 3 causal conv with reflect padding 1 (spec 4.2), or the pointwise shortcut (k = 1). */
+/* y = conv(x): k = 3 causal conv with reflect padding 1 (docs/model/video_vae.md 4.2), or the pointwise shortcut (k = 1). */
 static int conv_op(video_vae *v, vv_act *y, const vv_act *x, int64_t cout, int k, int st, int ss, int down,
                    const float *w, const float *b, const char *what, h3_err *e) {
     h3_conv3d_geom g = {x->C, x->T, x->H, x->W, cout, k, k, k, st, ss, ss, 0, 0, 0, 0, 0, H3_PAD_ZERO};
     if (k == 3) {
         g.pt0 = 2;
         g.spatial_pad = v->cfg.reflect ? H3_PAD_REFLECT : H3_PAD_ZERO;
-        if (down) { /* spec 4.3: bottom/right pad by 1 only when the spatial stride is 2 */
+        if (down) { /* docs/model/video_vae.md 4.3: bottom/right pad by 1 only when the spatial stride is 2 */
             if (ss == 2) g.ph1 = g.pw1 = 1;
         } else {
             g.ph0 = g.ph1 = g.pw0 = g.pw1 = 1;
@@ -44,7 +44,7 @@ static int conv_op(video_vae *v, vv_act *y, const vv_act *x, int64_t cout, int k
     return 0;
 }
 
-/* spec 4.6; consumes *x and replaces it with the block output. */
+/* docs/model/video_vae.md 4.6; consumes *x and replaces it with the block output. */
 static int resnet_fwd(video_vae *v, const vv_resnet *r, vv_act *x, h3_err *e) {
     h3_backend *be = v->be;
     const video_vae_config *c = &v->cfg;
@@ -79,7 +79,7 @@ done:
     return rc;
 }
 
-/* One tile of one clip through spec 5: host pixels x [3, T, H, W] cropped at (y0, x0) to th x tw ->
+/* One tile of one clip through docs/model/video_vae.md 5: host pixels x [3, T, H, W] cropped at (y0, x0) to th x tw ->
  * host moments [2C, T', th/S, tw/S] (sizes returned). */
 static int encode_tile(video_vae *v, const float *x, int64_t T, int64_t H, int64_t W, int64_t y0, int64_t x0,
                        int64_t th, int64_t tw, float *moments, int64_t *mt, int64_t *mh, int64_t *mw, h3_err *e) {
@@ -147,7 +147,7 @@ int64_t video_vae_encoded_frames(const video_vae_config *c, int64_t T) {
     return clips * clip_latents(c, c->clip_length) - c->token_drop;
 }
 
-/* _encode_clip: x [3, T, H, W] -> moments [2C, T', H/S, W/S], stitched in latent space (spec 6). */
+/* _encode_clip: x [3, T, H, W] -> moments [2C, T', H/S, W/S], stitched in latent space (docs/model/video_vae.md 6). */
 static int encode_clip(video_vae *v, const float *x, int64_t T, int64_t H, int64_t W, const video_vae_tiling *t,
                        float *out, h3_err *e) {
     const video_vae_config *c = &v->cfg;
@@ -192,7 +192,7 @@ int video_vae_encode(video_vae *v, const float *x, int64_t T, int64_t H, int64_t
                        (long long)H, (long long)W, c->S);
     video_vae_tiling t;
     if (vv_resolve_tiling(tiling, c->S, &t, e) != 0) return -1;
-    /* Reflect padding needs >= 2 samples on every axis at the deepest level (spec 15, trap 24). */
+    /* Reflect padding needs >= 2 samples on every axis at the deepest level (docs/model/video_vae.md 15, trap 24). */
     int64_t min_h = t.enabled && t.tile_h < H ? t.tile_h : H, min_w = t.enabled && t.tile_w < W ? t.tile_w : W;
     if (c->reflect && (min_h / c->S < 2 || min_w / c->S < 2))
         return h3_fail(e, "sample: tiles of %lldx%lld px give %lldx%lld latents; reflect padding needs >= 2 (minimum %d "
@@ -212,7 +212,7 @@ int video_vae_encode(video_vae *v, const float *x, int64_t T, int64_t H, int64_t
         goto done;
     }
     for (int64_t k = 0; k * clip < T; k++) {
-        /* the clip's frames; past the end, copies of the last frame (spec 6 step 3) */
+        /* the clip's frames; past the end, copies of the last frame (docs/model/video_vae.md 6 step 3) */
         for (int64_t ch = 0; ch < c->in_channels; ch++)
             for (int64_t f = 0; f < clip; f++) {
                 int64_t src = k * clip + f < T ? k * clip + f : T - 1;

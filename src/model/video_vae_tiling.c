@@ -1,4 +1,4 @@
-/* MiniMax-H3 video VAE: the spatial tile plan and the stitching of tiles (spec 8.1, 8.2), shared by the decoder
+/* MiniMax-H3 video VAE: the spatial tile plan and the stitching of tiles (docs/model/video_vae.md 8.1, 8.2), shared by the decoder
  * (video_vae.c, pixels) and the encoder (video_vae_encoder.c, latents). */
 #include "video_vae.h"
 #include "video_vae_internal.h"
@@ -7,7 +7,7 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------------------
- * Tiling (spec 8.1, 8.2)
+ * Tiling (docs/model/video_vae.md 8.1, 8.2)
  * ---------------------------------------------------------------------------------------------- */
 
 video_vae_tiling video_vae_tiling_default(void) {
@@ -97,7 +97,7 @@ int vv_stitch_init(vv_stitch *s, int64_t Hpx, int64_t Wpx, const video_vae_tilin
     return 0;
 }
 
-/* Blends raw tile (i, j) [planes][th][tw] into dst [planes][H][W] (spec 8.2): the kept region, blended
+/* Blends raw tile (i, j) [planes][th][tw] into dst [planes][H][W] (docs/model/video_vae.md 8.2): the kept region, blended
  * first with the raw tile above, then with the raw tile to the left; then keeps this tile's own
  * bottom / right strips for the tiles that follow. */
 int vv_stitch_tile(vv_stitch *s, int i, int j, const float *tile, float *dst, h3_err *e) {

@@ -1,5 +1,5 @@
 /* Qwen3-VL vision tower, preprocessing and reference-video sampling
- * (../shared/spec/text_encoder.md section 3; transformers 5.24 Qwen3VLVisionModel). See vision.h. */
+ * (docs/model/text_encoder.md section 3; transformers 5.24 Qwen3VLVisionModel). See vision.h. */
 #include "vision.h"
 
 #include <jansson.h>
@@ -386,7 +386,7 @@ static int layernorm(vision_model *m, float *y, const float *x, int64_t rows, in
     return 0;
 }
 
-/* Patch merger (spec 3.5 steps 5-6): prefix.{norm, linear_fc1, linear_fc2}. postshuffle: the norm
+/* Patch merger (docs/model/text_encoder.md 3.5 steps 5-6): prefix.{norm, linear_fc1, linear_fc2}. postshuffle: the norm
  * runs over the 4C-wide concatenation (deepstack) instead of each C-wide patch (final merger). */
 static int merger(vision_model *m, float *out, const float *x, int64_t N, const char *prefix, int postshuffle,
                   float *t1, float *t2, int flags, h3_err *e) {
@@ -458,7 +458,7 @@ static int pos_embed(vision_model *m, const int64_t *grid, int n_items, float *p
     return 0;
 }
 
-/* 2-D rotary tables (spec 3.5 step 3): [N][head_dim] fp32, layout [h freqs, w freqs] twice. */
+/* 2-D rotary tables (docs/model/text_encoder.md 3.5 step 3): [N][head_dim] fp32, layout [h freqs, w freqs] twice. */
 static void vision_rope(const vision_config *c, const int64_t *grid, int n_items, float *cosb, float *sinb) {
     const int hd = c->hidden_size / c->num_heads, sd = hd / 2, nf = sd / 2, M = c->spatial_merge_size;
     float inv[256];

@@ -1,4 +1,4 @@
-/* Qwen3-VL vision tower of the MiniMax-H3 conditioner (../shared/spec/text_encoder.md section 3):
+/* Qwen3-VL vision tower of the MiniMax-H3 conditioner (docs/model/text_encoder.md section 3):
  * image/video preprocessing (smart_resize check, normalization, patch order), the ViT blocks, the
  * final merger and the deepstack mergers, and the reference-video frame sampling of diffusers.
  * Weights are the `model.visual.*` tensors of text_encoder/ (shard 14 in the release). */
@@ -36,7 +36,7 @@ int vision_config_parse(const void *json_obj, vision_config *cfg, const char *pa
 /* The model.visual.* tensors (bf16), appended to out. */
 int vision_expected_tensors(const vision_config *cfg, h3_expect_list *out, h3_err *e);
 
-/* ---- preprocessing (spec 3.2, 3.3; processor/preprocessor_config.json) ---- */
+/* ---- preprocessing (docs/model/text_encoder.md 3.2, 3.3; processor/preprocessor_config.json) ---- */
 typedef struct vision_proc_config {
     int64_t min_pixels, max_pixels;  /* size.shortest_edge / size.longest_edge */
     int     patch_size, temporal_patch_size, merge_size;
@@ -79,7 +79,7 @@ void          vision_free(vision_model *m);
 
 /* pixel_values [N, C*tp*p*p] (host), grid_thw [n_items][3]; N = sum t*h*w. Writes (host)
  * merged [N/4, out_hidden] and deep [n_deepstack][N/4][out_hidden] (deep may be NULL).
- * Attention never crosses an item or a temporal block (spec 3.5 step 4d). */
+ * Attention never crosses an item or a temporal block (docs/model/text_encoder.md 3.5 step 4d). */
 int vision_forward(vision_model *m, const float *pixel_values, int64_t N, const int64_t *grid_thw, int n_items,
                    float *merged, float *deep, h3_err *e);
 

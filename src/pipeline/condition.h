@@ -1,6 +1,6 @@
 /* Conditioning inputs of fl2va and ref2va, prepared exactly as the diffusers pipeline does
  * (diffusers 0.42.1 modular_pipelines/minimax_h3: before_encoder.py, references.py, encoders.py;
- * ../shared/spec/features.md 1.2-1.3, video_vae.md 9.1, audio_vae.md 7.2, text_encoder.md 3):
+ * docs/model/features.md 1.2-1.3, docs/model/video_vae.md 9.1, docs/model/audio_vae.md 7.2, docs/model/text_encoder.md 3):
  *
  *   keyframes   first keyframe stretched (LANCZOS) onto the canvas, follower cover-scaled and
  *               centre-cropped; the fl2va default canvas comes from the first keyframe's aspect.
@@ -26,7 +26,7 @@
 #define COND_REF_IMAGE_SHORT_EDGE 2048 /* reference_image_short_edge */
 #define COND_VIDEO_SAMPLE_FPS 2.0      /* the conditioner reads reference videos at 2 fps */
 
-/* h3.c's media limits (features.md 1.3, 2.2) on top of the pipeline's count rules. */
+/* h3.c's media limits (docs/model/features.md 1.3, 2.2) on top of the pipeline's count rules. */
 #define COND_MIN_AUDIO_SECONDS 2.0
 #define COND_MAX_AUDIO_SECONDS 15.0
 #define COND_MIN_VIDEO_FRAMES 5
@@ -46,7 +46,7 @@ void cond_cover_geometry(int w, int h, int W, int H, int *resized_w, int *resize
 int cond_fit_keyframe(const uint8_t *rgb, int w, int h, int index, int W, int H, uint8_t *out, h3_err *e);
 
 /* --ref-image-size: the reference's rule (diffusers and LightX2V: short edge 2048, scaled up or down; the
- * default), or the Metal engine's policies (features.md 1.3): `match` scales down only so the pixel area is
+ * default), or the Metal engine's policies (docs/model/features.md 1.3): `match` scales down only so the pixel area is
  * at most the render canvas's, `max` scales down only so the short edge is at most 2048. */
 typedef enum cond_ref_size { COND_REF_SIZE_REFERENCE = 0, COND_REF_SIZE_MATCH, COND_REF_SIZE_MAX } cond_ref_size;
 

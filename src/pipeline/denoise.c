@@ -1,4 +1,4 @@
-/* The denoising loop (spec 7.4). The DiT is reached only through src/model/dit.h. */
+/* The denoising loop (docs/model/dit.md 7.4). The DiT is reached only through src/model/dit.h. */
 #include "denoise.h"
 
 #include <stdlib.h>
@@ -125,8 +125,8 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
 
     const int reuse = a->reuse > 1 ? a->reuse : 1, core_reuse = a->core_reuse > 1 ? a->core_reuse : 1;
     if (reuse > 1 && core_reuse > 1)
-        return h3_fail(e, "denoise: --core-reuse cannot be combined with --reuse > 1 (features.md 5.4)");
-    /* features.md 5.7: the spatial coordinates scaled (the t coordinate and the layout stay as they are) */
+        return h3_fail(e, "denoise: --core-reuse cannot be combined with --reuse > 1 (docs/model/features.md 5.4)");
+    /* docs/model/features.md 5.7: the spatial coordinates scaled (the t coordinate and the layout stay as they are) */
     const int scaled = a->rope_spatial_scale > 0.0f && a->rope_spatial_scale != 1.0f;
     double *pos = scaled ? malloc(sizeof(double) * 3 * (size_t)(L->S > 0 ? L->S : 1)) : NULL;
     if (scaled && !pos) return h3_fail(e, "denoise: out of memory");
@@ -187,7 +187,7 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
             }
             evals++;
             if (reuse > 1) history_push(&hv, v_out + ncv * Q, sv_i), history_push(&ha, a_out + nca * Ca, sa_i);
-        } else { /* features.md 5.2: each modality on its own sigma grid */
+        } else { /* docs/model/features.md 5.2: each modality on its own sigma grid */
             history_velocity(&hv, v_out + ncv * Q, sv_i);
             history_velocity(&ha, a_out + nca * Ca, sa_i);
         }
@@ -240,7 +240,7 @@ int denoise_token_reduction(denoise_args *a, int num_layers, h3_err *e) {
         return h3_fail(e, "--token-reduction: the default blocks 4..29 need a 30-block model (this one has %d): "
                           "set H3_TOKEN_REDUCTION_BLOCKS=BEGIN:END", num_layers);
     }
-    /* coarse structure tolerates a deeper reduced stack while the first noisy samples form (features.md 5.5) */
+    /* coarse structure tolerates a deeper reduced stack while the first noisy samples form (docs/model/features.md 5.5) */
     early_steps = end < 40 ? 10 : 0;
     early_end = end < 40 ? 40 : end;
     if (early_end > num_layers) early_steps = 0, early_end = end;

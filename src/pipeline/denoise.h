@@ -1,4 +1,4 @@
-/* The denoising loop (../shared/spec/dit.md 7.4 and 8.2), as diffusers' MiniMaxH3DenoiseStep +
+/* The denoising loop (docs/model/dit.md 7.4 and 8.2), as diffusers' MiniMaxH3DenoiseStep +
  * MiniMaxH3AfterDenoiseStep: per step the row timestep plan (6.5), ONE dit_forward, an Euler step
  * per modality on the target rows only (condition/reference rows are never written), and at the
  * end the unpack of the target rows into (1, C, F, lh, lw) video and (2, Ca, A) audio latents. */
@@ -24,27 +24,27 @@ typedef struct denoise_args {
     float        *audio_rows;    /* in/out [L->Na, Ca]: references first, then targets */
     int           release_adaln; /* 1: after the AdaLN tables of every timestep the loop uses are built,
                                     drop the AdaLN weights (dit_release_adaln; 39% of the release's bytes) */
-    int           reuse;         /* features.md 5.2 (--reuse R, 1..3; 0 = 1): a fresh evaluation at pass 0, at
+    int           reuse;         /* docs/model/features.md 5.2 (--reuse R, 1..3; 0 = 1): a fresh evaluation at pass 0, at
                                     every pass divisible by R and at the last pass; the other passes
                                     extrapolate each modality's velocity from its last two fresh ones */
     int          *evaluations;   /* optional out: dit_forward calls made */
-    int           core_reuse;    /* features.md 5.4 (--core-reuse C, 1..6; 0 = 1): the DiT core runs on the first
+    int           core_reuse;    /* docs/model/features.md 5.4 (--core-reuse C, 1..6; 0 = 1): the DiT core runs on the first
                                     forward, every C-th and the last; the others add its stored residual */
-    int           layers;        /* features.md 5.3 (--layers L): blocks kept, gate-ranked (dit_select_layers)
+    int           layers;        /* docs/model/features.md 5.3 (--layers L): blocks kept, gate-ranked (dit_select_layers)
                                     once the tables are built; 0 or >= num_layers: all */
-    /* --token-reduction (features.md 5.5; denoise_token_reduction fills these): blocks reduce_begin ..
+    /* --token-reduction (docs/model/features.md 5.5; denoise_token_reduction fills these): blocks reduce_begin ..
      * reduce_end - 1 run on the pooled target video (reduce_end <= reduce_begin: off); the first
      * reduce_early_passes passes restore before reduce_early_end instead */
     int           reduce_begin, reduce_end, reduce_early_passes, reduce_early_end;
     float         reduce_scale;
-    float         rope_spatial_scale; /* features.md 5.7: every row's h and w RoPE coordinates times this (0.5 at a
+    float         rope_spatial_scale; /* docs/model/features.md 5.7: every row's h and w RoPE coordinates times this (0.5 at a
                                          256x256 render canvas); 0 or 1: the released coordinates */
     denoise_progress_fn progress;
     void         *progress_user;
 } denoise_args;
 
 /* --token-reduction's block schedule for a model of num_layers blocks: blocks 4..29, 4..39 for the first 10
- * passes, restore scale 1 (the Metal engine's defaults, features.md 5.5), overridable by environment:
+ * passes, restore scale 1 (the Metal engine's defaults, docs/model/features.md 5.5), overridable by environment:
  * H3_TOKEN_REDUCTION_BLOCKS=BEGIN:END (0 <= BEGIN < END <= num_layers), H3_TOKEN_REDUCTION_EARLY=STEPS:END
  * (END > the base END) or 0 (none), H3_TOKEN_REDUCTION_SCALE=S (0..2). -1 with a one-line error. */
 int denoise_token_reduction(denoise_args *a, int num_layers, h3_err *e);
@@ -62,9 +62,9 @@ int denoise_prepare(dit_model *m, const denoise_args *a, h3_err *e);
 /* 1 when those tables exist already (denoise_prepare has nothing to do). */
 int denoise_tables_cached(const dit_model *m, const denoise_args *a);
 
-/* --core-reuse (features.md 5.4): whether forward f (of a loop whose last pass is `last`) runs the core. */
+/* --core-reuse (docs/model/features.md 5.4): whether forward f (of a loop whose last pass is `last`) runs the core. */
 int denoise_core_is_fresh(int f, int is_last_pass, int core_reuse);
-/* --reuse (features.md 5.2): whether pass i of `passes` evaluates the model; how many passes do. */
+/* --reuse (docs/model/features.md 5.2): whether pass i of `passes` evaluates the model; how many passes do. */
 int denoise_pass_is_fresh(int i, int passes, int reuse);
 int denoise_fresh_passes(int passes, int reuse);
 /* The velocity of a skipped pass at sigma `now` from the fresh ones at sigma `last` (newest) and `prev`:

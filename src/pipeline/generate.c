@@ -1,7 +1,7 @@
-/* `h3 generate`, end to end (features.md 4): conditioning (tokenizer, Qwen3-VL prefix) ->
+/* `h3 generate`, end to end (docs/model/features.md 4): conditioning (tokenizer, Qwen3-VL prefix) ->
  * DiT denoising (layout, noise, scheduler) -> audio and video decoders -> outputs.
  * One phase's weights are resident at a time: the text encoder is freed before the DiT loads,
- * the DiT before the decoders (features.md 7.1), so peak memory is the largest phase.
+ * the DiT before the decoders (docs/model/features.md 7.1), so peak memory is the largest phase.
  * With --backend cuda a phase runs on the GPU when every op it uses has a CUDA twin (the DiT, the
  * video VAE decoder) and on a CPU backend otherwise (text encoder + vision tower: backend_text.h's
  * bf16 ops; audio VAE: backend_audio.h; video VAE encoder: backend_conv.h); each phase says where
@@ -279,7 +279,7 @@ static int phase_check(h3_backend *be, h3_err *e) {
     return h3_backend_check(be, e);
 }
 
-/* ---- the conditioning cache (features.md 3, one entry, kept by the context) ----
+/* ---- the conditioning cache (docs/model/features.md 3, one entry, kept by the context) ----
  * A request whose conditioning key matches the previous one's takes its presentation rows, hidden states and (fl2va /
  * ref2va) condition latents and audio rows instead of running the text phase and the condition encoders: a session's
  * !again or a new seed loads no text encoder, vision tower or VAE encoder. The key: the text encoder (folder,
@@ -388,7 +388,7 @@ static void cond_cache_store(gen *s, cond_cache *cc, char *key) {
     cc->key = key;
 }
 
-/* ---- the vision side of the fl2va / ref2va presentations (text_encoder.md 3-4; encoders.py) ---- */
+/* ---- the vision side of the fl2va / ref2va presentations (docs/model/text_encoder.md 3-4; encoders.py) ---- */
 typedef struct vision_inputs {
     te_vision_rows rows;
     float   *merged[2], *deep[2];    /* [0] images, [1] videos */
@@ -647,7 +647,7 @@ done:
 }
 
 /* ---- phase 2: layout, noise and the denoising loop ---- */
-/* ---- --show (features.md 2): previews ---- */
+/* ---- --show (docs/model/features.md 2): previews ---- */
 
 /* The preview decoder (the video VAE decoder the final decode uses, same parts), made or loaded for the denoising. */
 /* The video decoder a request decodes with on be: its folder, parts and cache key. On the GPU, --precision bf16
@@ -665,7 +665,7 @@ static int video_decoder_key(const gen *s, const h3_backend *be, char *dir, size
 static video_vae *preview_vae_new(gen *s, h3_backend *be, h3_err *e) {
     char dir[4096], key[RKEY];
     const int parts = video_decoder_key(s, be, dir, sizeof dir, key); /* phase_video's: the same decoder */
-    if (s->res && s->res->vvae && !strcmp(s->res->vvae_key, key)) { /* features.md 3: the kept decoder serves */
+    if (s->res && s->res->vvae && !strcmp(s->res->vvae_key, key)) { /* docs/model/features.md 3: the kept decoder serves */
         s->pv_borrowed = 1;
         return s->res->vvae;
     }
@@ -785,7 +785,7 @@ static int dit_mode(gen *s, h3_backend *be, const dit_config *dc, size_t kept) {
     double need;
     if (!dit_should_stream(dc, mode, S, avail, &need)) return mode;
     fprintf(stderr, "h3: the resident transformer needs ~%.1f GiB, the GPU has %.1f GiB available: streaming its "
-                    "blocks (--ssd-streaming, features.md 7.3)\n", need / (1u << 30), avail / (1u << 30));
+                    "blocks (--ssd-streaming, docs/model/features.md 7.3)\n", need / (1u << 30), avail / (1u << 30));
     return mode | DIT_STREAM;
 }
 
@@ -894,10 +894,10 @@ static int phase_dit(gen *s, h3_err *e) {
     denoise_args da = {.L = L, .text = s->text, .video_sched = &vs, .audio_sched = &as, .video_rows = vrows,
                        .audio_rows = arows, .progress = denoise_progress, .progress_user = s, .reuse = s->r->reuse,
                        .layers = s->r->layers, .core_reuse = s->r->core_reuse,
-                       .release_adaln = 0 /* done below, in the tables' load phase (spec 4.5: 39% of the weights) */};
-    if (g->width == 256 && g->height == 256 && !s->r->reference_rope) { /* features.md 5.7 */
+                       .release_adaln = 0 /* done below, in the tables' load phase (docs/model/dit.md 4.5: 39% of the weights) */};
+    if (g->width == 256 && g->height == 256 && !s->r->reference_rope) { /* docs/model/features.md 5.7 */
         da.rope_spatial_scale = 0.5f;
-        fprintf(stderr, "h3: 256x256: spatial RoPE coordinates halved against lattice artefacts (features.md 5.7; "
+        fprintf(stderr, "h3: 256x256: spatial RoPE coordinates halved against lattice artefacts (docs/model/features.md 5.7; "
                         "--use-reference-rope keeps the released ones)\n");
     }
     if (s->r->token_reduction) {
@@ -912,10 +912,10 @@ static int phase_dit(gen *s, h3_err *e) {
         fprintf(stderr, "h3: --token-reduction: blocks %d..%d on paired video tokens%s, restore scale %g\n",
                 da.reduce_begin, da.reduce_end - 1, early, (double)da.reduce_scale);
         if (g->width == 256 && g->height == 256)
-            fprintf(stderr, "h3: warning: --token-reduction at 256x256: keep it off at 256 square (features.md 5.5)\n");
+            fprintf(stderr, "h3: warning: --token-reduction at 256x256: keep it off at 256 square (docs/model/features.md 5.5)\n");
         if (s->r->layers <= 40 && s->r->reuse >= 3)
             fprintf(stderr, "h3: warning: --token-reduction with --layers %d and --reuse %d rings and ghosts "
-                            "(features.md 5.5)\n", s->r->layers, s->r->reuse);
+                            "(docs/model/features.md 5.5)\n", s->r->layers, s->r->reuse);
     }
     if (!denoise_model_ready(m, &da)) { /* a kept model lacks this schedule's AdaLN tables (weights released) */
         fprintf(stderr, "h3: the resident transformer has no AdaLN tables for these timesteps: loading it again\n");
@@ -944,7 +944,7 @@ static int phase_dit(gen *s, h3_err *e) {
     }
     progress_end(&s->pg);
     dit_get_stream_stats(m, &st1);
-    if (st1.slot_bytes > 0) /* features.md 7.3's report: what the slots copied during the loop */
+    if (st1.slot_bytes > 0) /* docs/model/features.md 7.3's report: what the slots copied during the loop */
         fprintf(stderr, "h3: --ssd-streaming: %lld block copies, %.2f GB from host memory, %.2f s of host time in the "
                         "copy calls (waits for a free slot included), slots %.2f GiB\n", (long long)(st1.fills - st0.fills),
                 (st1.bytes - st0.bytes) / 1e9, st1.host_seconds - st0.host_seconds, st1.slot_bytes / (double)(1u << 30));
@@ -1038,7 +1038,7 @@ done:
 typedef struct frame_sink_ctx {
     gen    *s;
     int64_t H, W;       /* decoded (render canvas) */
-    float  *render;     /* [H][W][3] scratch when the output canvas is larger (features.md 5.6), else NULL */
+    float  *render;     /* [H][W][3] scratch when the output canvas is larger (docs/model/features.md 5.6), else NULL */
 } frame_sink_ctx;
 
 /* Decoded frame [3, H, W] in the VAE's normalized pixel space -> [H, W, 3] in [0, 1]. */
@@ -1246,7 +1246,7 @@ static int resolve_geometry(gen *s, h3_err *e) {
     if (!w && layout_resolve_canvas(16, 9, &h, &w, e)) return -1; /* t2va/ref2va default: 16:9 */
     if (layout_resolve_geometry(h, w, aligned, &s->g, e)) return -1; /* the output canvas's rules */
     s->out_h = h, s->out_w = w;
-    if (rw) { /* features.md 5.6: the model and the VAE run at the render canvas */
+    if (rw) { /* docs/model/features.md 5.6: the model and the VAE run at the render canvas */
         if (rw > w || rh > h || (int64_t)rw * h != (int64_t)rh * w)
             return h3_fail(e, "--render-width/--render-height %dx%d: must not exceed the output %dx%d on either side "
                               "and must have exactly its aspect (render_w x H == render_h x W)", rw, rh, w, h);
@@ -1425,7 +1425,7 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
                 denoise_fresh_passes(r->steps, r->reuse), r->steps);
         if (r->steps >= 2 && r->steps <= 7)
             fprintf(stderr, "h3: warning: --reuse %d with %d steps: keep reuse at 1 for 7 steps or fewer "
-                            "(features.md 5.1)\n", r->reuse, r->steps);
+                            "(docs/model/features.md 5.1)\n", r->reuse, r->steps);
     }
     pin_prefetch pf = {0};
     int rc = cancelled(&s, "text encoder", e);

@@ -1,5 +1,5 @@
 /* `h3 generate` end to end: conditioning -> DiT denoising -> decoders -> outputs, one phase's
- * weights resident at a time (features.md 4, 7.1). */
+ * weights resident at a time (docs/model/features.md 4, 7.1). */
 #ifndef H3_GENERATE_H
 #define H3_GENERATE_H
 
@@ -19,7 +19,7 @@ int h3_generate(const h3_request *r, h3_err *e);
 
 /* A generation context: the backend(s) of --backend/--threads, kept from one request to the next
  * (the interactive session, docs/session.md), so CUDA's context, cuBLASLt/cuDNN plans and memory
- * pool are made once. Each request loads and frees every phase's weights (features.md 7.1), unless it asks
+ * pool are made once. Each request loads and frees every phase's weights (docs/model/features.md 7.1), unless it asks
  * for H3_RESIDENT_ALL (--resident: each phase's model stays loaded for the next request that needs the same one)
  * or H3_RESIDENT_AUTO (a session's default: the transformer and the video decoder, when the GPU has the room).
  *

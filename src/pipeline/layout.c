@@ -1,4 +1,4 @@
-/* Packed layouts, row timestep plans and request geometry (spec 5, 6, 10). All position arithmetic
+/* Packed layouts, row timestep plans and request geometry (docs/model/dit.md 5, 6, 10). All position arithmetic
  * is fp64 and follows the reference's operation order (numpy linspace, torch cumsum, numpy pairwise
  * sum, Python sum) so every coordinate is bit-identical. */
 #include "layout.h"

@@ -1,4 +1,4 @@
-/* The packed sequence of one request (../shared/spec/dit.md sections 5, 6 and 10), bit-exact with
+/* The packed sequence of one request (docs/model/dit.md sections 5, 6 and 10), bit-exact with
  * diffusers' build_packed_sequence / build_ref2va_packed_sequence / build_row_timesteps:
  *   t2va/fl2va: [ text | keyframe condition blocks | target audio | target video ]
  *   ref2va:      [ text | reference blocks in request order | target audio | target video ]
@@ -21,7 +21,7 @@ enum { LAYOUT_AUDIO_CHANNELS = 2, LAYOUT_PATCH = 2 };
 #define LAYOUT_CANVAS_MAX_PIXELS (768 * 1344)
 #define LAYOUT_CONDITION_TIMESTEP 0.999  /* keyframe_noise_aug */
 
-/* ---- geometry (spec 5) ---- */
+/* ---- geometry (docs/model/dit.md 5) ---- */
 
 /* align_num_frames: round up to the next 17n + 5. num_frames < 1 is an error. */
 int layout_align_num_frames(int num_frames, int *aligned, h3_err *e);
@@ -50,7 +50,7 @@ typedef struct layout_geometry {
  * means "not given" (both must then be absent): the 16:9 default canvas 768 x 1344 is used. */
 int layout_resolve_geometry(int height, int width, int num_frames, layout_geometry *g, h3_err *e);
 
-/* ---- packed layouts (spec 6) ---- */
+/* ---- packed layouts (docs/model/dit.md 6) ---- */
 
 typedef enum layout_ref_kind { LAYOUT_REF_IMAGE = 0, LAYOUT_REF_VIDEO = 1, LAYOUT_REF_AUDIO = 2 } layout_ref_kind;
 

@@ -1,4 +1,4 @@
-/* torch's CPU RNG and the request's starting rows (spec 8; video_vae.md 9.2). Written from the
+/* torch's CPU RNG and the request's starting rows (docs/model/dit.md 8; docs/model/video_vae.md 9.2). Written from the
  * algorithm descriptions: MT19937 (Matsumoto & Nishimura), torch's uniform and Box-Muller recipes. */
 #include "noise.h"
 

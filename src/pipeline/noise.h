@@ -1,4 +1,4 @@
-/* Noise, conditioning rows and row packing (../shared/spec/dit.md section 8):
+/* Noise, conditioning rows and row packing (docs/model/dit.md section 8):
  * - torch's CPU generator (MT19937) and torch.randn on fp32 tensors, so a seed gives the same
  *   noise as torch.Generator().manual_seed(seed) (within ~1e-6: torch evaluates log/sin/cos with
  *   its own vector polynomials; the uniforms and the draw order are exact);
@@ -52,7 +52,7 @@ typedef struct noise_condition {
  * Reference audio rows (ref2va, never noised) go first in audio_rows.
  * Outputs: video_rows [ncv + F*P, C*4] (ncv = condition rows), audio_rows [nca + 2A, Ca].
  * expected_condition_video_rows / expected_condition_audio_rows: what the layout reserved (the
- * mismatch errors of spec 8.4). */
+ * mismatch errors of docs/model/dit.md 8.4). */
 typedef struct noise_request {
     uint64_t               seed;
     int                    C, Ca;            /* 24, 32 */

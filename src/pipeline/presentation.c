@@ -1,4 +1,4 @@
-/* Prompt presentations and rope positions (../shared/spec/text_encoder.md sections 2.8 and 4). */
+/* Prompt presentations and rope positions (docs/model/text_encoder.md sections 2.8 and 4). */
 #include "presentation.h"
 
 #include <stdio.h>
@@ -59,7 +59,7 @@ static int text(pres_encode_fn enc, void *ctx, const char *s, presentation *p, i
     return rc;
 }
 
-/* VB(pad, n) = <|vision_start|> pad x n <|vision_end|>, every row tagged as video (spec 4). */
+/* VB(pad, n) = <|vision_start|> pad x n <|vision_end|>, every row tagged as video (docs/model/text_encoder.md 4). */
 static int vision_block(int64_t pad, int64_t n, presentation *p, int64_t *cap, h3_err *e) {
     if (n <= 0) return h3_fail(e, "presentation: a vision block needs at least one token, got %lld", (long long)n);
     int64_t s = PRES_VISION_START, end = PRES_VISION_END;

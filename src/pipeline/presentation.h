@@ -1,6 +1,6 @@
-/* The prompt presentation of each task (../shared/spec/text_encoder.md section 4; diffusers
+/* The prompt presentation of each task (docs/model/text_encoder.md section 4; diffusers
  * minimax_h3 encoders.py): token ids with one MiniMax modality tag per row (1 text, 0 every row of
- * a vision block), and the Qwen3-VL rope position ids of the sequence (get_rope_index, spec 2.8).
+ * a vision block), and the Qwen3-VL rope position ids of the sequence (get_rope_index, docs/model/text_encoder.md 2.8).
  *
  * Text segments (labels, timestamps, the prompt) are tokenized separately through a callback, so
  * the presentation does not depend on a particular tokenizer object. */
@@ -65,7 +65,7 @@ typedef struct pres_ref {
 int presentation_ref2va(pres_encode_fn enc, void *ctx, const char *prompt, const pres_ref *refs, int n_refs,
                         presentation *out, h3_err *e);
 
-/* Qwen3-VL get_rope_index (spec 2.8): positions [3][L] (T, H, W). image_grid / video_grid are
+/* Qwen3-VL get_rope_index (docs/model/text_encoder.md 2.8): positions [3][L] (T, H, W). image_grid / video_grid are
  * [n][3] (t, h, w) patch grids in order; a video grid is split into t blocks of one frame pair. */
 int presentation_rope_index(const int64_t *ids, int64_t L, const int64_t *image_grid, int n_images,
                             const int64_t *video_grid, int n_videos, int spatial_merge, int64_t *positions, h3_err *e);

@@ -86,7 +86,7 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
     }
     *aligned_frames = aligned;
     if (r->steps < 1 || r->steps > 1000) return h3_fail(e, "--steps must be 1..1000 model evaluations, got %d", r->steps);
-    if (r->reuse < 1 || r->reuse > 3) return h3_fail(e, "--reuse must be 1..3 (features.md 5.2), got %d", r->reuse);
+    if (r->reuse < 1 || r->reuse > 3) return h3_fail(e, "--reuse must be 1..3 (docs/model/features.md 5.2), got %d", r->reuse);
     if (r->layers < 35 || r->layers > 50) return h3_fail(e, "--layers must be 35..50 DiT blocks, got %d", r->layers);
     if (!r->render_width != !r->render_height)
         return h3_fail(e, "--render-width and --render-height must be given together");
@@ -96,7 +96,7 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
     if (r->render_width && h3_request_task(r) == H3_FL2VA && !r->width)
         return h3_fail(e, "--render-width/--render-height with keyframes need --width/--height (the output canvas)");
     if (r->core_reuse < 1 || r->core_reuse > 6)
-        return h3_fail(e, "--core-reuse must be 1..6 (features.md 5.4), got %d", r->core_reuse);
+        return h3_fail(e, "--core-reuse must be 1..6 (docs/model/features.md 5.4), got %d", r->core_reuse);
 #ifndef H3_CUDA
     if (r->cuda) return h3_fail(e, "--backend cuda: this binary was built without CUDA (rebuild with make CUDA=1)");
 #endif
@@ -111,7 +111,7 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
         if (denoise_token_reduction(&probe, 1 << 20, e)) return -1;
     }
     if (r->core_reuse > 1 && r->reuse > 1)
-        return h3_fail(e, "--core-reuse %d cannot be combined with --reuse %d (features.md 5.4)", r->core_reuse, r->reuse);
+        return h3_fail(e, "--core-reuse %d cannot be combined with --reuse %d (docs/model/features.md 5.4)", r->core_reuse, r->reuse);
     if ((r->first_frame || r->last_frame) && r->nrefs)
         return h3_fail(e, "--first-frame/--last-frame cannot be combined with --ref-* references");
     if (r->first_frame && !file_readable(r->first_frame)) return h3_fail(e, "--first-frame %s: not a readable file", h3_quote(r->first_frame));

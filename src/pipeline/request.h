@@ -1,5 +1,5 @@
 /* A generation request as the user states it (`h3 generate` flags), and its validation.
- * Geometry and duration rules follow the diffusers pipeline (spec dit.md 5, 10; features.md 1-2). */
+ * Geometry and duration rules follow the diffusers pipeline (docs/model/dit.md 5, 10; docs/model/features.md 1-2). */
 #ifndef H3_REQUEST_H
 #define H3_REQUEST_H
 
@@ -27,7 +27,7 @@ typedef struct h3_ref {
     const char *audio_path; /* H3_REF_VIDEO_AUDIO only */
 } h3_ref;
 
-/* One preview image (--show, features.md 2): the representative frame after a denoising pass, or a final frame. */
+/* One preview image (--show, docs/model/features.md 2): the representative frame after a denoising pass, or a final frame. */
 typedef struct h3_preview {
     const float *rgb;           /* [height][width][3] in [0, 1], the output canvas */
     int          width, height;
@@ -43,13 +43,13 @@ typedef struct h3_request {
     const char *wav;           /* WAV audio, or NULL */
     const char *dump_latents;  /* safetensors with the final latents/frames/audio, or NULL */
     int         width, height; /* 0 = default canvas */
-    int         render_width, render_height; /* 0 = the output canvas; else the model's (features.md 5.6) */
+    int         render_width, render_height; /* 0 = the output canvas; else the model's (docs/model/features.md 5.6) */
     int         frames;        /* requested (before alignment), 0 = unset */
     double      seconds;       /* 0 = unset */
     int         steps;         /* denoising passes (model evaluations with --reuse 1) */
-    int         reuse;         /* --reuse R, 1..3 (features.md 5.2) */
-    int         layers;        /* --layers L, 35..50 DiT blocks kept (features.md 5.3) */
-    int         core_reuse;    /* --core-reuse C, 1..6 (features.md 5.4) */
+    int         reuse;         /* --reuse R, 1..3 (docs/model/features.md 5.2) */
+    int         layers;        /* --layers L, 35..50 DiT blocks kept (docs/model/features.md 5.3) */
+    int         core_reuse;    /* --core-reuse C, 1..6 (docs/model/features.md 5.4) */
     uint64_t    seed;
     const char *first_frame, *last_frame;
     h3_ref      refs[H3_MAX_REFS];
@@ -58,15 +58,15 @@ typedef struct h3_request {
     int         bf16;          /* --precision bf16 (default) vs fp32 */
     int         quant_fp8;     /* --quant fp8: the DiT blocks' linears as FP8 W8A8 (docs/fp8.md); bf16 only */
     int         resident;      /* sessions: H3_RESIDENT_ALL (--resident) keeps each phase's model for the next generation,
-                                  H3_RESIDENT_AUTO (a session's default, features.md 3) the transformer and the video
+                                  H3_RESIDENT_AUTO (a session's default, docs/model/features.md 3) the transformer and the video
                                   decoder when the GPU has their room (generate.c resident_auto_room); H3_RESIDENT_OFF: none */
-    int         ssd_streaming; /* --ssd-streaming (features.md 7.3): the DiT's main blocks streamed from host memory
+    int         ssd_streaming; /* --ssd-streaming (docs/model/features.md 7.3): the DiT's main blocks streamed from host memory
                                   through two backend slots (automatic on CUDA when the resident model does not fit) */
-    int         token_reduction; /* --token-reduction (features.md 5.5): pooled target-video tokens in middle blocks */
+    int         token_reduction; /* --token-reduction (docs/model/features.md 5.5): pooled target-video tokens in middle blocks */
     int         ref_image_size; /* --ref-image-size: 0 reference (2048 short edge, as diffusers), 1 match, 2 max
-                                   (cond_ref_size, features.md 1.3) */
+                                   (cond_ref_size, docs/model/features.md 1.3) */
     int         reference_rope; /* --use-reference-rope: the released spatial RoPE at a 256x256 render canvas, where it
-                                   is otherwise halved (features.md 5.7) */
+                                   is otherwise halved (docs/model/features.md 5.7) */
     int         cuda;          /* --backend cuda */
     int         threads;
     int         random_weights; /* --random-weights: weights made from the configs (benchmarks), t2va only */

@@ -1,4 +1,4 @@
-/* MiniMaxH3Scheduler (spec 7). Compiled with -ffp-contract=off: every expression below is rounded
+/* MiniMaxH3Scheduler (docs/model/dit.md 7). Compiled with -ffp-contract=off: every expression below is rounded
  * once per operation exactly as torch's fp32 kernels are; the one fused multiply-add torch uses
  * (linspace's first half) is written as fmaf. */
 #include "sched.h"
@@ -105,7 +105,7 @@ int sched_index_for_timestep(const sched *s, float t, h3_err *e) {
 
 void sched_step(const sched *s, int i, const float *v, float *x, int64_t n) {
     const float t = s->timesteps[i];
-    const float sigma_from_t = 1.0f - t;  /* spec 7.3 step 1: from the timestep, not sigmas[i] */
+    const float sigma_from_t = 1.0f - t;  /* docs/model/dit.md 7.3 step 1: from the timestep, not sigmas[i] */
     const float r = s->sigmas[i + 1] / s->sigmas[i];
     const float one_minus_r = 1.0f - r;
 #pragma omp parallel for if (n > 65536) schedule(static)

@@ -1,4 +1,4 @@
-/* The MiniMax-H3 rectified-flow scheduler (../shared/spec/dit.md section 7), bit-exact with
+/* The MiniMax-H3 rectified-flow scheduler (docs/model/dit.md section 7), bit-exact with
  * diffusers' MiniMaxH3Scheduler: the shifted sigma grid, the timesteps t = 1 - sigma and the
  * Euler (eta = 0) update. A request holds two instances: video (shift 12) and audio (shift 3). */
 #ifndef H3_SCHED_H
@@ -17,11 +17,11 @@ typedef struct sched {
     float *timesteps;   /* [num_sigmas - 1], timesteps[i] = fp32(1 - sigmas[i]) */
 } sched;
 
-/* The ONE place that maps the CLI's `--steps N` (model evaluations, features.md 5.1) to diffusers'
- * num_inference_steps (grid points incl. the terminal zero, spec 7.1/trap 16): N + 1. */
+/* The ONE place that maps the CLI's `--steps N` (model evaluations, docs/model/features.md 5.1) to diffusers'
+ * num_inference_steps (grid points incl. the terminal zero, docs/model/dit.md 7.1/trap 16): N + 1. */
 int sched_num_inference_steps_for_evaluations(int evaluations, int *num_inference_steps, h3_err *e);
 
-/* set_timesteps(num_inference_steps) (spec 7.1): torch.linspace(1, 0, N) in fp32, the shift
+/* set_timesteps(num_inference_steps) (docs/model/dit.md 7.1): torch.linspace(1, 0, N) in fp32, the shift
  * s*b / (1 + (s-1)*b) as four fp32 ops, consecutive duplicates collapsed. N >= 2, shift > 0.
  * shift is a double because diffusers keeps it as a Python float (s - 1 is computed in double). */
 int sched_init(sched *s, int num_inference_steps, double shift, h3_err *e);
@@ -44,7 +44,7 @@ static inline int sched_evaluations(const sched *s) { return s->num_sigmas - 1; 
 /* index_for_timestep: the first i with timesteps[i] == t (exact), or -1 with e filled. */
 int sched_index_for_timestep(const sched *s, float t, h3_err *e);
 
-/* One Euler step at grid index i (spec 7.3), in place on n values:
+/* One Euler step at grid index i (docs/model/dit.md 7.3), in place on n values:
  *   x0 = x + (1 - t) * v;  r = sigma[i+1] / sigma[i];  x = r*x + (1 - r)*x0   (each op one fp32 rounding)
  * where t = timesteps[i]. Requires 0 <= i < num_sigmas - 1. */
 void sched_step(const sched *s, int i, const float *v, float *x, int64_t n);

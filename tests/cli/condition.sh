@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `h3 generate` fl2va/ref2va media errors (features.md 1.3, 2.2): each fails before any model runs
+# `h3 generate` fl2va/ref2va media errors (docs/model/features.md 1.3, 2.2): each fails before any model runs
 # with one `h3: generate: ...` line naming the flag and file, exit status 2, and writes nothing.
 # The conditioning arithmetic itself is tests/test_condition.c. Skipped in a MEDIA=0 build.
 set -u
@@ -30,7 +30,7 @@ run_bad "short audio clip" "--ref-audio $M/mono32k.flac: the audio lasts 0.10 s,
 run_bad "short replacement soundtrack" "at least 2 s" --ref-video-audio $M/v30.mov $M/stereo48k.wav
 run_bad "match keeps the aspect rule" "a reference image must be within 1:4 and 4:1" --ref-image $W --ref-image-size match
 
-# --ref-image-size (features.md 1.3): the policy decides the reference image's size, so the conditioning differs
+# --ref-image-size (docs/model/features.md 1.3): the policy decides the reference image's size, so the conditioning differs
 # from the default (the reference's 2048 short edge); the ref2va golden's image on the 64x32 canvas
 RI=tests/fixtures/golden/e2e/ref2va_image.png
 for p in reference match max; do

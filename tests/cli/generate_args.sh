@@ -80,7 +80,7 @@ out=$(H3_TOKEN_REDUCTION_BLOCKS=4:900 "$H3" generate -d "$TINY" -p hi -o "" --du
 if [ $rc -eq 2 ] && tail -1 <<<"$out" | grep -qF "H3_TOKEN_REDUCTION_BLOCKS must be BEGIN:END" && [ ! -e "$tmp/tr.st" ]; then
     pass=$((pass + 1)); else echo "FAIL token reduction blocks past the model: rc $rc: $(tail -1 <<<"$out")"; fail=$((fail + 1)); fi
 
-# --ssd-streaming (features.md 7.3) on the CPU backend, whose weights are the file mapping already: a note, and the
+# --ssd-streaming (docs/model/features.md 7.3) on the CPU backend, whose weights are the file mapping already: a note, and the
 # resident run's latents (the streamed path itself: test_dit's --ssd-streaming cases, tests/cuda/test_cuda_stream)
 "$H3" generate -d "$TINY" -p "A fox." -o "" --dump-latents "$tmp/st0.st" --steps 2 --width 64 --height 32 >/dev/null 2>&1 </dev/null
 "$H3" generate -d "$TINY" -p "A fox." -o "" --dump-latents "$tmp/st1.st" --steps 2 --width 64 --height 32 --ssd-streaming \
@@ -88,7 +88,7 @@ if [ $rc -eq 2 ] && tail -1 <<<"$out" | grep -qF "H3_TOKEN_REDUCTION_BLOCKS must
 if grep -q "^h3: --ssd-streaming: no effect on the CPU backend" "$tmp/st.log" && [ -s "$tmp/st0.st" ] && cmp -s "$tmp/st0.st" "$tmp/st1.st"
 then pass=$((pass + 1)); else echo "FAIL --ssd-streaming on the CPU: $(tail -1 "$tmp/st.log")"; fail=$((fail + 1)); fi
 
-# --info (features.md 2): alone it inspects only (h3 info's report, exit 0); with -p it inspects, then generates
+# --info (docs/model/features.md 2): alone it inspects only (h3 info's report, exit 0); with -p it inspects, then generates
 out=$("$H3" generate -d "$TINY" --info 2>&1 </dev/null); rc=$?
 if [ $rc -eq 0 ] && grep -q "^snapshot $TINY" <<<"$out" && [ "$out" = "$("$H3" info -d "$TINY" 2>&1)" ]; then
     pass=$((pass + 1)); else echo "FAIL generate --info: rc $rc: $(tail -2 <<<"$out")"; fail=$((fail + 1)); fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The 256-square RoPE adaptation (features.md 5.7) on the tiny fixture: at a 256x256 render canvas h3 halves every
+# The 256-square RoPE adaptation (docs/model/features.md 5.7) on the tiny fixture: at a 256x256 render canvas h3 halves every
 # row's spatial RoPE coordinates (one stderr line says so) and --use-reference-rope / !reference-rope keep the
 # released ones; other canvases are untouched. (The loop-level rule, halved coordinates bit for bit, is in
 # tests/test_denoise.c; the diffusers parity at 256x256 runs with --use-reference-rope in tests/test_e2e.c.)

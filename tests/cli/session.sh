@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The interactive session (`h3 generate -d DIR` without -p; features.md 3, docs/session.md), fed
+# The interactive session (`h3 generate -d DIR` without -p; docs/model/features.md 3, docs/session.md), fed
 # through a pipe on the tiny fixture:
 #  - every session generation's outputs (latents dump, MP4, PNG frames) are byte-identical to the
 #    one-shot `h3 generate -p ...` with the same seed and flags, including a random seed read back
@@ -142,7 +142,7 @@ else bad "session 5: !cache: $(grep '^cache' "$tmp/out5")"; fi
 out=$("$H3" generate "${BASE[@]}" -p "A red fox." -o '' --resident 2>&1); rc=$?
 if [ $rc -eq 2 ] && grep -q "^h3: generate: --resident keeps the models" <<<"$out"; then ok; else bad "one-shot --resident: exit $rc: $out"; fi
 
-# 6. keyframes and references set by commands (features.md 3): !first/!last make an fl2va generation equal to the
+# 6. keyframes and references set by commands (docs/model/features.md 3): !first/!last make an fl2va generation equal to the
 # one-shot --first-frame/--last-frame run, !ref-image a ref2va one equal to --ref-image; the rules (no
 # references with keyframes, none the other way round, unreadable files, !ref-remove's range) print one error
 # line each. Reading PNG keyframes needs FFmpeg: skipped in a MEDIA=0 build.
@@ -209,7 +209,7 @@ out=$(printf '%s\n' '!ssd-streaming on' '!status' | TMPDIR="$tmp/t" "$H3" genera
 if grep -q "^h3: !ssd-streaming: cannot be combined with --quant fp8" <<<"$out" && grep -q "ssd-streaming auto$" <<<"$out"
 then ok; else bad "session 8: !ssd-streaming with --quant fp8: $out"; fi
 
-# 9. the session's default (!resident auto, features.md 3): the transformer and the video decoder stay for the next
+# 9. the session's default (!resident auto, docs/model/features.md 3): the transformer and the video decoder stay for the next
 # generation, the text encoder (with its tokenizer) and the audio decoder do not; the outputs stay the one-shot's. On a
 # GPU without room (H3_SESSION_GPU_GIB pretends a GPU of that size, here also on the CPU) they are not kept and every
 # generation loads them; !resident off keeps none; !status says which mode

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The session's !open and !zoom (features.md 3): !open on hands each finished MP4 to the system opener (xdg-open;
+# The session's !open and !zoom (docs/model/features.md 3): !open on hands each finished MP4 to the system opener (xdg-open;
 # H3_OPENER names another program: here a script that records its argument), !open off stops it; refused without
 # an opener or without MP4s (-o ''). !zoom sets the previews' scale (1..64). MP4s need FFmpeg: the !open part is
 # skipped in a MEDIA=0 build.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The interactive session on a terminal (features.md 3), run under a pseudo-terminal with script(1):
+# The interactive session on a terminal (docs/model/features.md 3), run under a pseudo-terminal with script(1):
 #  - with the line editor (a build linked with libedit): the "h3> " prompt; history in $HOME/.h3_history
 #    (H3_HISTORY overrides it): blank lines and a repeat of the previous line are not added, the next session
 #    recalls entries with the up arrow, at most 500 entries are kept, an unwritable history file gives one

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --show / !show (features.md 2 and 3): terminal previews on the tiny fixture, the terminal chosen by the
+# --show / !show (docs/model/features.md 2 and 3): terminal previews on the tiny fixture, the terminal chosen by the
 # environment (KITTY_WINDOW_ID: Kitty graphics; TERM_PROGRAM=iTerm.app: iTerm2 inline images):
 #  - one image after every denoising pass, then one per final frame, on stdout; a line on stderr per pass;
 #  - Kitty: raw RGB at the canvas size (s=64, v=32), base64 in chunks; iTerm2: a 24-bit BMP of the canvas shown
@@ -60,7 +60,7 @@ printf '!show on\nA red fox.\n!show off\nA red fox.\n!quit\n' | term KITTY_WINDO
     >"$tmp/s2.out" 2>"$tmp/s2.err"
 check "session with kitty: !show on, previews for the first generation only" \
     '[ $? = 0 ] && grep -q "^show on" "$tmp/s2.out" && [ "$(grep -ac "${ESC}_Ga=T" "$tmp/s2.out")" = 126 ]'
-# the session's default keeps the video decoder: the second generation's previews come from it (features.md 3: the
+# the session's default keeps the video decoder: the second generation's previews come from it (docs/model/features.md 3: the
 # kept decoder serves as the preview decoder), the same images as the first's (the same seed and prompt)
 printf '!show on\nA red fox.\nA red fox.\n!quit\n' | term KITTY_WINDOW_ID=1 "$H3" generate "${SBASE[@]}" \
     >"$tmp/s3.out" 2>"$tmp/s3.err"

@@ -1,4 +1,4 @@
-/* Micro-benchmarks of the CUDA backend at DiT shapes (spec dit.md sections 4 and 9): BF16 GEMMs
+/* Micro-benchmarks of the CUDA backend at DiT shapes (docs/model/dit.md sections 4 and 9): BF16 GEMMs
  * (cuBLASLt), flash attention (56 heads x 128), and the memory-bound ops, with TFLOP/s or GB/s.
  * Random data from a device hash (never zeros). Each case: warm-up, then the median of `reps`
  * event-timed runs. Baseline to compare (diffusers/PyTorch on one H200, BF16): cuBLAS GEMM

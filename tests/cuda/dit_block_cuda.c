@@ -1,4 +1,4 @@
-/* One full-width MiniMax-H3 DiT block (spec dit.md 4.6: hidden 5376, 56 heads x 128, ffn 14336) on
+/* One full-width MiniMax-H3 DiT block (docs/model/dit.md 4.6: hidden 5376, 56 heads x 128, ffn 14336) on
  * the CUDA backend, random weights (dit_new_random, the release dtypes).
  *   dit_block_cuda parity [rows]   CUDA block vs the CPU block on the same weights and rows, fp32
  *                                  mode (tol 1e-5) and bf16 mode (tol 3e-2); prints RESULT lines

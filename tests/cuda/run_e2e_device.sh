@@ -97,7 +97,7 @@ for task in t2va fl2va; do
     rm -f "$WORK/$task".*.st
 done
 
-# speed controls and the render canvas (features.md 5.2, 5.4, 5.6) on both backends, fp32
+# speed controls and the render canvas (docs/model/features.md 5.2, 5.4, 5.6) on both backends, fp32
 for spec in "reuse:--steps 6 --reuse 2" "core-reuse:--steps 6 --core-reuse 2" \
             "render:--width 128 --height 64 --render-width 64 --render-height 32"; do
     name=${spec%%:*}
@@ -119,7 +119,7 @@ run t2va bf16 cpu fp8.cpu && run t2va bf16 cuda fp8.cuda &&
 XARGS=()
 rm -f "$WORK"/t2va.*.st
 
-# --token-reduction (features.md 5.5): the pooled middle blocks (block 0 of the tiny model's 2 through the
+# --token-reduction (docs/model/features.md 5.5): the pooled middle blocks (block 0 of the tiny model's 2 through the
 # environment's range), CUDA vs CPU in bf16
 XARGS=(--token-reduction)
 run t2va bf16 cpu tr.cpu H3_TOKEN_REDUCTION_BLOCKS=0:1 H3_TOKEN_REDUCTION_EARLY=0 &&

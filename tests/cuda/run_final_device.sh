@@ -46,7 +46,7 @@ awk -F', ' '{c+=$1; p+=$2; n++} END {if (n) printf "   nvidia-smi: %d samples, m
 echo "== DiT with --quant fp8 (FP8 W8A8 block linears, docs/fp8.md):"; grep -E '^DIT' "$O/bench_fp8.log"
 
 "$B/h3" bench --backend cuda --what dit --repeats 2 --ssd-streaming 1 >"$O/bench_stream.log" 2>&1
-echo "== DiT with --ssd-streaming (the blocks' linears from host memory through two slots, features.md 7.3):"
+echo "== DiT with --ssd-streaming (the blocks' linears from host memory through two slots, docs/model/features.md 7.3):"
 grep -E '^DIT' "$O/bench_stream.log"
 
 P="A red fox runs through fresh snow at dawn, its breath steaming in the cold air, while birds call from the pines."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --ssd-streaming on the GPU (features.md 7.3), one device call: the parity test (test_cuda_stream: weight slots, streamed
+# --ssd-streaming on the GPU (docs/model/features.md 7.3), one device call: the parity test (test_cuda_stream: weight slots, streamed
 # = resident bit for bit), the tiny snapshot through h3 generate --backend cuda (streamed latents = resident), h3 bench
 # of the DiT resident and streamed at the three shapes (SHAPES=... to pick; the same run: ratios and peak memory), and
 # the 4-evaluation t2va at 544x960x124 with --ssd-streaming (one-shot, --profile: peak memory; SKIP_PIPELINE=1 skips it).

@@ -155,7 +155,7 @@ static void test_norms(int flags, double tol) {
     free(x), free(w), free(b), free(y), free(x2), free(y2), free(gw), free(gb);
 }
 
-/* ---- rotary: 56 heads of 128 with 96 rotated channels (spec 4.7 step 4), rows with padding ---- */
+/* ---- rotary: 56 heads of 128 with 96 rotated channels (docs/model/dit.md 4.7 step 4), rows with padding ---- */
 
 static void test_rope(int flags, double tol) {
     int64_t rows = 45, nh = 6, hd = 128, rot = 96, stride = nh * hd + 40;

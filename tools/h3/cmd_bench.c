@@ -9,7 +9,7 @@
  * batched pass; 1 = the per-tile path, 0 = automatic), so old and new paths are compared in one run.
  *
  * A shape is WIDTHxHEIGHTxFRAMES (pixels, frames aligned to 17n + 5 as the pipeline does). The DiT
- * runs the t2va layout (spec dit.md 6.3) with T text rows; FLOPs per forward follow spec dit.md
+ * runs the t2va layout (docs/model/dit.md 6.3) with T text rows; FLOPs per forward follow docs/model/dit.md
  * section 9. Each measurement is one line `DIT key=value ...` / `VAE key=value ...` (parsed by
  * tests/cli/bench.sh), then a summary table. Random inputs; the timings do not depend on values. */
 #include <math.h>
@@ -30,7 +30,7 @@
 typedef struct bench_shape {
     char name[48];
     int  width, height, frames; /* frames as requested */
-    int  aligned, F, lh, lw, A; /* layout geometry (spec dit.md 5) */
+    int  aligned, F, lh, lw, A; /* layout geometry (docs/model/dit.md 5) */
 } bench_shape;
 
 /* diffusers on one H200 (PyTorch 2.11, BF16, SDPA; VAE decode under fp16 autocast): docs/cuda.md. */
@@ -68,7 +68,7 @@ static int parse_shapes(const char *list, bench_shape *out, int *n, h3_err *e) {
         if (layout_check_canvas(1, 1, s.height, s.width, e) != 0 ||
             layout_align_num_frames(s.frames, &s.aligned, e) != 0 || layout_latent_frames(s.aligned, &s.F, e) != 0)
             return h3_fail(e, "--shapes: '%s': %s", s.name, e->msg);
-        s.lh = s.height / 16, s.lw = s.width / 16; /* VAE spatial factor 16 (spec dit.md 5) */
+        s.lh = s.height / 16, s.lw = s.width / 16; /* VAE spatial factor 16 (docs/model/dit.md 5) */
         s.A = layout_audio_latents(s.aligned);
         if (*n == BENCH_MAX_SHAPES) return h3_fail(e, "--shapes: at most %d shapes", BENCH_MAX_SHAPES);
         out[(*n)++] = s;
@@ -79,8 +79,8 @@ static int parse_shapes(const char *list, bench_shape *out, int *n, h3_err *e) {
     return 0;
 }
 
-/* FLOPs of one forward (spec dit.md 9): block linears + attention over S rows, the refiner on the T
- * text rows, the context embedder. I/O projections and AdaLN tables are left out as in the spec. */
+/* FLOPs of one forward (docs/model/dit.md 9): block linears + attention over S rows, the refiner on the T
+ * text rows, the context embedder. I/O projections and AdaLN tables are left out as in docs/model/dit.md 9. */
 static double dit_flops(const dit_config *c, int64_t S, int64_t T) {
     double H = c->hidden_size, I = (double)c->num_attention_heads * c->attention_head_dim, FF = c->ffn_dim;
     double per_row = 2.0 * (H * 3 * I + I * H + H * 2 * FF + FF * H);
@@ -133,7 +133,7 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
     h3_fill_random_host(video, H3_F32, L->Nv * pd, 1, 1.0f, 0.0f);
     h3_fill_random_host(audio, H3_F32, L->Na * c->audio_in_channels, 2, 1.0f, 0.0f);
     h3_fill_random_host(text, H3_F32, T * c->text_dim, 3, 1.0f, 0.0f);
-    /* video rows at ts[0], audio rows at ts[1] (build_row_timesteps, spec dit.md 6.5) */
+    /* video rows at ts[0], audio rows at ts[1] (build_row_timesteps, docs/model/dit.md 6.5) */
     float tvals[LAYOUT_MAX_TIMESTEPS];
     int K;
     layout_row_timesteps(L, ts[0], ts[1], tvals, &K, tix);
@@ -142,7 +142,7 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
                      .token_tags = L->token_tags, .position_ids = L->position_ids,
                      .video_indices = L->video_indices, .audio_indices = L->audio_indices,
                      .text_indices = L->text_indices};
-    if (reduce) { /* --token-reduction B:E: blocks B..E-1 on the pooled target video (features.md 5.5) */
+    if (reduce) { /* --token-reduction B:E: blocks B..E-1 on the pooled target video (docs/model/features.md 5.5) */
         in.reduce_begin = reduce[0], in.reduce_end = reduce[1], in.reduce_scale = 1.0f;
         in.reduce_frames = s->F, in.reduce_h = s->lh / 2, in.reduce_w = s->lw / 2;
     }

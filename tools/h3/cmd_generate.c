@@ -45,16 +45,16 @@ static void usage(FILE *f) {
             "  --precision bf16|fp32    bf16 as the release runs (default) or the fp32 reference\n"
             "  --quant none|fp8         fp8: the DiT blocks' linears as FP8 W8A8 (faster, not the reference's numerics)\n"
             "  --resident               sessions: keep each phase's model loaded for the next generation (!resident)\n"
-            "  --token-reduction        DiT blocks 4..29 on averaged pairs of video tokens (features.md 5.5; bf16;\n"
+            "  --token-reduction        DiT blocks 4..29 on averaged pairs of video tokens (docs/model/features.md 5.5; bf16;\n"
             "                           H3_TOKEN_REDUCTION_BLOCKS=B:E, _EARLY=STEPS:END|0, _SCALE=S override)\n"
             "  --ssd-streaming          keep the DiT blocks' linears in host memory (the file mapping) and copy them\n"
-            "                           block by block into two GPU slots while the previous block computes (features.md\n"
+            "                           block by block into two GPU slots while the previous block computes (docs/model/features.md\n"
             "                           7.3; same output; automatic with --backend cuda when the resident DiT does not fit)\n"
             "  --backend cpu|cuda       [cpu]    --threads N   CPU threads [all cores]\n"
             "  --profile                per-phase time and peak memory report\n"
             "  --info                   describe and check the snapshot (h3 info) first; without -p nothing else\n"
             "  --use-reference-rope     at a 256x256 render canvas keep the released spatial RoPE (default: its h/w\n"
-            "                           coordinates halved against lattice artefacts, features.md 5.7)\n"
+            "                           coordinates halved against lattice artefacts, docs/model/features.md 5.7)\n"
             "  --show                   terminal previews: a frame after every denoising pass, then every final frame\n"
             "                           (Kitty/Ghostty or iTerm2/WezTerm/Konsole inline images; keeps a preview VAE)\n"
             "  --zoom N                 previews shown at N x their pixel size (>= 1; 2 suits Retina) [2]\n"
@@ -217,7 +217,7 @@ int cmd_generate(int argc, char **argv) {
             return flag_error(a);
         }
     }
-    /* --info (features.md 2): `h3 info -d DIR` first; alone it only inspects, with -p a clean snapshot then generates */
+    /* --info (docs/model/features.md 2): `h3 info -d DIR` first; alone it only inspects, with -p a clean snapshot then generates */
     if (info) {
         if (!r.model_dir || !r.model_dir[0]) return cli_error("generate: --info needs -d SNAPSHOT_DIR");
         char *iargv[] = {"info", "-d", (char *)r.model_dir, NULL};

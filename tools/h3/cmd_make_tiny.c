@@ -125,7 +125,7 @@ static int copy_dir_files(const char *src, const char *dst, const char *const *n
     return 0;
 }
 
-/* The resampling filter of the audio VAE (audio_vae.md 4.6): Kaiser-windowed sinc, 12 taps. */
+/* The resampling filter of the audio VAE (docs/model/audio_vae.md 4.6): Kaiser-windowed sinc, 12 taps. */
 static void kaiser_sinc_filter(float *f) {
     const int K = 12, half = 6;
     double fc = 0.25, hw = 0.3, A = 2.285 * (half - 1) * M_PI * (4 * hw) + 7.95, beta = 0.1102 * (A - 8.7), sum = 0;

@@ -1,4 +1,4 @@
-/* `h3 generate -d DIR` without -p: the interactive session (features.md 3; docs/session.md).
+/* `h3 generate -d DIR` without -p: the interactive session (docs/model/features.md 3; docs/session.md).
  *
  * One line of stdin at a time: a line starting with '!' is a command, any other non-blank line is a
  * prompt that generates at once with the current state (seeded by the start-up flags). The backend
@@ -313,7 +313,7 @@ static int c_seconds(session *s, const char *arg) {
     return 0;
 }
 
-/* !steps / !reuse / !layers / !core-reuse: the ranges features.md 3 accepts here; generation
+/* !steps / !reuse / !layers / !core-reuse: the ranges docs/model/features.md 3 accepts here; generation
  * checks the request's own rules (steps 2.., reuse 1..3, core reuse not with reuse). */
 static int set_int(const char *cmd, const char *arg, long lo, long hi, int *v) {
     if (arg && parse_int(cmd, arg, lo, hi, v)) return -1;
@@ -392,7 +392,7 @@ static int c_output(session *s, const char *arg) {
     return 0;
 }
 
-/* ---- keyframes and references (features.md 3): set here, checked again when a prompt generates ---- */
+/* ---- keyframes and references (docs/model/features.md 3): set here, checked again when a prompt generates ---- */
 
 static int readable(const char *cmd, const char *path) {
     if (access(path, R_OK)) return say_error("!%s %s: cannot read the file: %s", cmd, h3_quote(path), strerror(errno));
@@ -442,7 +442,7 @@ static int c_ref_image(session *s, const char *arg) {
     int images = 0;
     for (int i = 0; i < s->st.nrefs; i++) images += s->st.refs[i].kind == H3_REF_IMAGE;
     if (images >= 9 || s->st.nrefs >= H3_MAX_REFS)
-        return say_error("!ref-image: at most 9 images and %d references (features.md 1.3)", H3_MAX_REFS);
+        return say_error("!ref-image: at most 9 images and %d references (docs/model/features.md 1.3)", H3_MAX_REFS);
     if (readable("ref-image", arg)) return -1;
     char *copy = strdup(arg);
     if (!copy) return say_error("out of memory");
@@ -512,7 +512,7 @@ static int c_again(session *s, const char *arg) {
 static int c_quit(session *s, const char *arg) { return 1; }
 
 /* !resident [on|off|auto]: the models kept between generations. on = --resident (every phase's); auto, the session's
- * default (features.md 3): the transformer and the video decoder, when the GPU has their room;
+ * default (docs/model/features.md 3): the transformer and the video decoder, when the GPU has their room;
  * off frees them now */
 static int c_resident(session *s, const char *arg) {
     if (arg) {
@@ -530,7 +530,7 @@ static int c_resident(session *s, const char *arg) {
     return 0;
 }
 
-/* !reference-rope [on|off]: --use-reference-rope (features.md 5.7) */
+/* !reference-rope [on|off]: --use-reference-rope (docs/model/features.md 5.7) */
 static int c_reference_rope(session *s, const char *arg) {
     if (arg && parse_toggle("reference-rope", arg, &s->st.reference_rope)) return -1;
     printf("reference rope %s\n", s->st.reference_rope ? "on: the released spatial RoPE at 256x256"
@@ -589,7 +589,7 @@ static const struct {
     {"status", "", "show the state the next prompt generates with", c_status, 0},
     {"seed", "[N|random]", "show; fix the seed; or a fresh random seed per generation (-1 too)", c_seed, 1},
     {"size", "[WxH|default]", "show/set the output canvas (checked when generating)", c_size, 1},
-    {"render-size", "[WxH|native]", "set/clear the internal render canvas (features.md 5.6)", c_render_size, 1},
+    {"render-size", "[WxH|native]", "set/clear the internal render canvas (docs/model/features.md 5.6)", c_render_size, 1},
     {"frames", "[N]", "show/set the requested frames (aligned up to 17n+5)", c_frames, 1},
     {"seconds", "[S]", "set frames = round(S x 24); shows the aligned frame count", c_seconds, 1},
     {"steps", "[N]", "denoising passes (model evaluations), 1..1000", c_steps, 1},
@@ -599,12 +599,12 @@ static const struct {
     {"resident", "[on|off|auto]", "the models kept between generations: every phase's (on, --resident), the transformer "
      "and video decoder when they fit (auto, the default), none (off)", c_resident, 1},
     {"cache", "[clear]", "show / free the models kept by !resident", c_cache, 1},
-    {"token-reduction", "[on|off]", "DiT middle blocks on paired video tokens (features.md 5.5)", c_token_reduction, 1},
-    {"ssd-streaming", "[on|off]", "DiT blocks streamed from host memory through two GPU slots (features.md 7.3)", c_ssd_streaming, 1},
+    {"token-reduction", "[on|off]", "DiT middle blocks on paired video tokens (docs/model/features.md 5.5)", c_token_reduction, 1},
+    {"ssd-streaming", "[on|off]", "DiT blocks streamed from host memory through two GPU slots (docs/model/features.md 7.3)", c_ssd_streaming, 1},
     {"show", "[on|off]", "terminal previews (--show); refused without a graphics terminal", c_show, 1},
     {"zoom", "[N]", "previews shown at N x their pixel size (--zoom, 1..64)", c_zoom, 1},
     {"open", "[on|off]", "open each finished video with the system opener (xdg-open; H3_OPENER)", c_open, 1},
-    {"reference-rope", "[on|off]", "the released spatial RoPE at 256x256 (--use-reference-rope; features.md 5.7)",
+    {"reference-rope", "[on|off]", "the released spatial RoPE at 256x256 (--use-reference-rope; docs/model/features.md 5.7)",
      c_reference_rope, 1},
     {"first", "[PATH|clear]", "show/set/clear the first keyframe (fl2va); not with references", c_first, 1},
     {"last", "[PATH|clear]", "show/set/clear the last keyframe (fl2va); not with references", c_last, 1},
@@ -731,7 +731,7 @@ int cmd_session(const h3_request *r, int seed_given, int output_given, int zoom)
     session s;
     memset(&s, 0, sizeof s);
     s.st = *r;
-    if (!s.st.resident) s.st.resident = H3_RESIDENT_AUTO; /* features.md 3: a session keeps the prepared DiT and decoder */
+    if (!s.st.resident) s.st.resident = H3_RESIDENT_AUTO; /* docs/model/features.md 3: a session keeps the prepared DiT and decoder */
     s.tp = (term_preview){term_graphics_detect(), zoom, stdout};
     if (s.st.preview) s.st.preview_user = &s.tp; /* --show: the session's own */
     s.seed_fixed = seed_given;

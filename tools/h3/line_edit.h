@@ -1,4 +1,4 @@
-/* The interactive session's line input (features.md 3): with a terminal on stdin and a build with libedit
+/* The interactive session's line input (docs/model/features.md 3): with a terminal on stdin and a build with libedit
  * (EDIT=1, the default when its headers are installed), a line editor with history kept in $HOME/.h3_history
  * (H3_HISTORY overrides the path; 500 entries; long lines wrap); otherwise plain lines from stdin (pipes,
  * files), with the prompt printed only on a terminal. */

@@ -29,7 +29,7 @@ static audio_vae *open_model(probe_ctx *p, int parts, h3_err *e) {
     char dir[4096];
     if (audio_vae_dir(p, dir, sizeof dir, e)) return NULL;
     if (p->bf16) {
-        /* spec 8: the release runs this model in fp32 only; there is no bf16 mode to reproduce */
+        /* docs/model/audio_vae.md 8: the release runs this model in fp32 only; there is no bf16 mode to reproduce */
         h3_fail(e, "--precision bf16: the audio VAE runs in fp32 only (as the reference keeps it)");
         return NULL;
     }

@@ -6,7 +6,7 @@
  *     folder holding transformer/): its transformer/ (original names, fused qkv_proj) is used; an
  *     explicit --component must match the partition (FL2VA = transformer, Ref2VA = transformer_ref);
  *   - a transformer folder itself (config.json + shards), in either layout.
- * Batch: every batch item shares the structural inputs (spec 3); items run one after another. */
+ * Batch: every batch item shares the structural inputs (docs/model/dit.md 3); items run one after another. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>

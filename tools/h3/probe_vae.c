@@ -44,7 +44,7 @@ static video_vae *open_vae(probe_ctx *p, int parts, h3_err *e) {
         h3_fail(e, "--precision bf16 is not implemented for the video VAE encoder (fp32 only)");
         return NULL;
     }
-    if (p->bf16) parts |= VIDEO_VAE_BF16; /* the decoder's bf16 mode (spec 11) */
+    if (p->bf16) parts |= VIDEO_VAE_BF16; /* the decoder's bf16 mode (docs/model/video_vae.md 11) */
     /* SNAPSHOT/vae, or the vae folder itself */
     char dir[4096], probe_path[4200];
     snprintf(dir, sizeof dir, "%s/vae", p->model);

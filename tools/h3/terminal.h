@@ -1,4 +1,4 @@
-/* Terminal graphics for --show / !show (features.md 2 and 3): the protocol detected from the environment and
+/* Terminal graphics for --show / !show (docs/model/features.md 2 and 3): the protocol detected from the environment and
  * one RGB image written to a stream as an inline image. */
 #ifndef H3_TERMINAL_H
 #define H3_TERMINAL_H

@@ -69,7 +69,7 @@ def main():
         dit = MiniMaxH3Transformer3DModel(**load_cfg(os.path.join(skel, "transformer", "config.json"))).eval()
     torch.set_default_dtype(torch.float32)
     for name in ("proj_in", "audio_proj_in", "time_embedder", "proj_out", "audio_proj_out"):
-        getattr(dit, name).float()  # the release's fp32 tensors (spec dit.md 2.2)
+        getattr(dit, name).float()  # the release's fp32 tensors (docs/model/dit.md 2.2)
     print(f"# dit built in {time.time() - t0:.1f} s, {torch.cuda.memory_allocated() / 2**30:.1f} GiB", flush=True)
     for W, H, F in shapes:
         inp, S, lf = dit_inputs(W, H, F)

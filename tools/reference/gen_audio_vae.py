@@ -3,19 +3,19 @@
 
 Writes
   tests/fixtures/tiny/audio_vae/            the tiny snapshot's audio VAE (release layout: config.json +
-                                            diffusion_pytorch_model.safetensors). spec/audio_vae.md 13.1
+                                            diffusion_pytorch_model.safetensors). docs/model/audio_vae.md 13.1
                                             `tiny_full` with latent_channels = 32 (= the tiny DiT's
                                             audio_in_channels), latent_dim 128 and 2 heads (head_dim 64
                                             pooled 2:1 to 32).
-  tests/fixtures/golden/audio_vae/model/    spec 13.1 `tiny_full` itself (latent_channels 8, head_dim 16).
-  tests/fixtures/golden/audio_vae/model_pool/  spec 13.3 (head_dim 10 pooled to 8: uneven, overlapping bins).
+  tests/fixtures/golden/audio_vae/model/    docs/model/audio_vae.md 13.1 `tiny_full` itself (latent_channels 8, head_dim 16).
+  tests/fixtures/golden/audio_vae/model_pool/  docs/model/audio_vae.md 13.3 (head_dim 10 pooled to 8: uneven, overlapping bins).
   tests/fixtures/golden/audio_vae/<case>.in/.out.safetensors   probe tensors (PROBE.md names):
       audio-decode: IN latents [B,C,T]        OUT sample [B,1,hop*T], sample_pre_clamp (conv_post output)
       audio-encode: IN sample [B,1,N]         OUT mean [B,C,ceil(N/hop)], logs (posterior log-std)
   tests/fixtures/golden/audio_vae/latent_norm.safetensors      pipeline (de)normalization with the tiny
       snapshot's latents_mean/std: z_norm -> z (decode side), mean -> mean_norm (encode side).
 
-Every parameter is randomized as spec 13.4 says (buffers `filter` and `zero_k_bias` keep their values).
+Every parameter is randomized as docs/model/audio_vae.md 13.4 says (buffers `filter` and `zero_k_bias` keep their values).
 Deterministic (fixed seeds); CPU; fp32.  Run:  nice python3 tools/reference/gen_audio_vae.py
 """
 import json
@@ -47,10 +47,10 @@ BASE = dict(
 TINY = dict(BASE, latent_dim=128, latent_channels=32, num_attention_heads=2,
             latents_mean=[round(-0.4 + 0.025 * i, 6) for i in range(32)],
             latents_std=[round(0.8 + 0.05 * ((7 * i) % 32), 6) for i in range(32)])
-# spec 13.1 tiny_full.
+# docs/model/audio_vae.md 13.1 tiny_full.
 TINY_FULL = dict(BASE, latent_dim=32, latent_channels=8, num_attention_heads=2,
                  latents_mean=[0.1 * i for i in range(8)], latents_std=[1.0 + 0.1 * i for i in range(8)])
-# spec 13.3: head_dim 10 pooled to 8 bins.
+# docs/model/audio_vae.md 13.3: head_dim 10 pooled to 8 bins.
 TINY_POOL = dict(TINY_FULL, latent_dim=40, num_attention_heads=4)
 
 
@@ -139,14 +139,14 @@ def main():
     save_file({"z_norm": z_norm, "z": z, "mean": enc_mean, "mean_norm": enc_norm.contiguous()},
               os.path.join(GOLD_DIR, "latent_norm.safetensors"))
 
-    # ---- spec 13.1 tiny_full (latent_channels 8) ----
+    # ---- docs/model/audio_vae.md 13.1 tiny_full (latent_channels 8) ----
     full = build(TINY_FULL, 200)
     save_model(full, os.path.join(GOLD_DIR, "model"))
     print(f"tiny_full: {sum(p.numel() for p in full.state_dict().values())} values")
     decode_case(full, "full_decode_t12", randn(2, 8, 12))
     encode_case(full, "full_encode_n123", randn(2, 1, 123, scale=0.5))
 
-    # ---- spec 13.3 uneven pooling ----
+    # ---- docs/model/audio_vae.md 13.3 uneven pooling ----
     pool = build(TINY_POOL, 300)
     save_model(pool, os.path.join(GOLD_DIR, "model_pool"))
     encode_case(pool, "pool_encode_n123", randn(2, 1, 123, scale=0.5))

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tiny MiniMax-H3 DiT fixtures (spec dit.md section 14, Config B with text_dim 16) and golden files.
+"""Tiny MiniMax-H3 DiT fixtures (docs/model/dit.md section 14, Config B with text_dim 16) and golden files.
 
 Writes, under tests/fixtures/:
   tiny/transformer/, tiny/transformer_ref/        diffusers layout, 2 shards + index + config.json
@@ -36,7 +36,7 @@ CONFIG_B = dict(
     norm_eps=1e-5, qk_norm_eps=1e-5, final_norm_eps=1e-5,
 )
 
-# spec 2.2: the fp32 tensors of the release; everything else is bf16.
+# docs/model/dit.md 2.2: the fp32 tensors of the release; everything else is bf16.
 FP32_NAMES = {
     "proj_in.weight", "proj_in.bias", "audio_proj_in.weight", "audio_proj_in.bias",
     "time_embedder.linear_1.weight", "time_embedder.linear_1.bias",
@@ -114,7 +114,7 @@ def write_diffusers(root, name, sd):
 
 
 def to_original(sd, cfg):
-    """Inverse of spec 2.4: rename, interleave q/k/v per head into qkv_proj, swap fc1 halves back."""
+    """Inverse of docs/model/dit.md 2.4: rename, interleave q/k/v per head into qkv_proj, swap fc1 halves back."""
     NH, D, FF = cfg["num_attention_heads"], cfg["attention_head_dim"], cfg["ffn_dim"]
     out = {}
     ren = {
@@ -249,7 +249,7 @@ def run(model, inp):
 
 
 def check_reference_errors(model, inp, gold):
-    """The error paths the C side rejects also raise in the reference (spec 3); the bad inputs are saved
+    """The error paths the C side rejects also raise in the reference (docs/model/dit.md 3); the bad inputs are saved
     as golden/dit/bad_<what>.in.safetensors for the CLI test."""
     bad = [
         ("position_ids_2col", "position_ids", inp["position_ids"][:, :2].contiguous()),

@@ -139,7 +139,7 @@ def make_inputs():
                 write_png(os.path.join(OUT, f"{name}_{which}.png"), pattern_image(w, h, seed))
     # Square, so its 2048-px short edge gives the smallest reference (2048x2048: 4096 DiT rows).
     write_png(os.path.join(OUT, "ref2va_image.png"), pattern_image(32, 32, 3))
-    # 2.0 s (h3's minimum reference clip, features.md 1.3) of a two-tone chord with a slow chirp and
+    # 2.0 s (h3's minimum reference clip, docs/model/features.md 1.3) of a two-tone chord with a slow chirp and
     # a little noise, mono 16-bit: both implementations duplicate mono onto the two channels.
     n = 64000
     t = np.arange(n) / 32000.0
@@ -214,7 +214,7 @@ def h3_args(name, case):
     args = ["-d", "tests/fixtures/tiny", "-p", case["prompt"], "--seed", str(case["seed"]),
             "--width", str(case["width"]), "--height", str(case["height"]),
             "--frames", str(COMMON["num_frames"]), "--steps", str(COMMON["evaluations"]), "--precision", "fp32"]
-    if case["width"] == 256 and case["height"] == 256:  # h3 halves the spatial RoPE there (features.md 5.7)
+    if case["width"] == 256 and case["height"] == 256:  # h3 halves the spatial RoPE there (docs/model/features.md 5.7)
         args += ["--use-reference-rope"]
     task = task_of(name)
     if task == "fl2va":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden fixtures for the pipeline around the DiT (../shared/spec/dit.md sections 5-8), made with the
+"""Golden fixtures for the pipeline around the DiT (docs/model/dit.md sections 5-8), made with the
 reference's own code: diffusers' MiniMaxH3Scheduler, the modular pipeline's layout builders and
 row-timestep planner, torch.randn with a torch.Generator, and the reference pipeline's core denoise
 steps (MiniMaxH3CoreDenoiseStep / FL2VACoreDenoiseStep / Ref2VACoreDenoiseStep) run on the tiny
@@ -308,7 +308,7 @@ def gen_euler(out):
             sch._step_index = None
             y[i] = sch.step(v[i].clone(), sch.timesteps[i], x[i].clone(), return_dict=False)[0]
         t[f"x_{n}_{int(s)}"], t[f"v_{n}_{int(s)}"], t[f"out_{n}_{int(s)}"] = x, v, y
-    # the spec's worked example (7.3)
+    # the worked example of docs/model/dit.md 7.3
     sch = MiniMaxH3Scheduler(shift=12.0)
     sch.set_timesteps(5)
     t["spec_x"] = torch.tensor([0.5, -1.25, 2.0])

@@ -12,7 +12,7 @@ Reference: transformers Qwen3VLForConditionalGeneration (eager attention) and th
 modular_pipelines/minimax_h3 helpers for the presentation. Deterministic (fixed seeds), CPU only.
 The Qwen3-VL video processor needs torchvision; put it on PYTHONPATH if the environment lacks it.
 
-Spec: ../shared/spec/text_encoder.md section 8, with text hidden_size 16 (= the tiny DiT's text_dim)
+Spec: docs/model/text_encoder.md section 8, with text hidden_size 16 (= the tiny DiT's text_dim)
 and 51 LM layers so hidden_states[50] is the raw output of layer index 49 (as in the release).
 """
 import json

@@ -3,7 +3,7 @@
 
 Loads the snapshot tokenizer exactly as MiniMax-H3 does (transformers AutoTokenizer -> Qwen2Tokenizer,
 backed by the Rust `tokenizers` library; offline, from tests/fixtures/skeleton/tokenizer) and encodes
-every case with add_special_tokens=False (spec text_encoder.md §1.2, §1.8).
+every case with add_special_tokens=False (docs/model/text_encoder.md §1.2, §1.8).
 
     nice python3 tools/reference/gen_tokenizer_cases.py            # writes tests/fixtures/golden/tokenizer/cases.json
     nice python3 tools/reference/gen_tokenizer_cases.py --random 20000 --seed 7 --out /tmp/random_cases.json
@@ -34,7 +34,7 @@ ADDED = [
     "<d>", "</d>", "<|cutoff|>", "<|lyrics_start|>", "<|lyrics_end|>", "<|caption_start|>", "<|caption_end|>",
 ]
 
-# The 25 White_Space code points, plus look-alikes that are NOT \s for the Rust regex (spec §1.5).
+# The 25 White_Space code points, plus look-alikes that are NOT \s for the Rust regex (docs/model/text_encoder.md §1.5).
 WHITESPACE = ["\t", "\n", "\x0b", "\x0c", "\r", " ", "\x85", "\xa0", "\u1680"] + \
     [chr(c) for c in range(0x2000, 0x200B)] + ["\u2028", "\u2029", "\u202f", "\u205f", "\u3000"]
 NOT_WHITESPACE = ["\u180e", "\u200b", "\ufeff", "\u200c", "\u200d", "\u2060"]
@@ -53,7 +53,7 @@ def load_tokenizer():
 
 def hand_cases():
     c = []
-    # spec §1.10 reference rows
+    # docs/model/text_encoder.md §1.10 reference rows
     c += ["A red fox walking through snow",
           "A red fox trotting through a snowy pine forest, snow crunching underfoot",
           "Hello, WORLD!  2026\n中文 café's", "🙂a!\n", "<|im_start|>",

@@ -2,7 +2,7 @@
 """Video VAE fixtures (AutoencoderKLMiniMaxH3, diffusers 0.42.1) for tests/test_video_vae.c.
 
 Writes, deterministically (fixed seeds, fp32 on the CPU):
-  tests/fixtures/golden/video_vae/model/vae/   the tiny test config of spec video_vae.md section 16,
+  tests/fixtures/golden/video_vae/model/vae/   the tiny test config of docs/model/video_vae.md section 16,
                                                every parameter randomized, release layout (2 shards + index)
   tests/fixtures/golden/video_vae/<case>.{in,out}.safetensors
       vae-decode cases: IN latents [1,C,L,h,w] (+ optional `tiling`), OUT sample [1,3,T,H,W]
@@ -113,7 +113,7 @@ def encode_case(model, name, shape, tiling, seed):
 
 
 def spec16_model():
-    """spec video_vae.md section 16: ratios 8 (spatial) / 4 (temporal), partial rotary with two
+    """docs/model/video_vae.md section 16: ratios 8 (spatial) / 4 (temporal), partial rotary with two
     frequencies per axis, both resnet kinds, all downsampler kinds, a level without downsampler."""
     m = AutoencoderKLMiniMaxH3(
         in_channels=3, out_channels=3, latent_channels=4,

@@ -1,7 +1,7 @@
 """Error of diffusers' own reduced-precision video VAE decode against its fp32 decode, on the fp32 goldens of
 tests/fixtures/golden/video_vae (the basis of the bf16-mode bound in tests/test_video_vae.c).
 
-The pipeline decodes under torch.autocast(float16) on CUDA (spec 11); here the same autocast runs on the CPU
+The pipeline decodes under torch.autocast(float16) on CUDA (docs/model/video_vae.md 11); here the same autocast runs on the CPU
 with float16 and bfloat16. Prints rel L2 and max |diff| on the decoded (normalized) pixels per case.
 Usage: nice python3 tools/reference/vae_autocast_error.py"""
 import os

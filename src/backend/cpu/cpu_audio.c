@@ -1,8 +1,8 @@
-/* CPU twins of the audio VAE ops (backend_audio.h; spec/audio_vae.md section 4).
+/* CPU twins of the audio VAE ops (backend_audio.h; docs/model/audio_vae.md section 4).
  * Convolutions are GEMMs through OpenBLAS: Conv1d = W[Cout, Cin*K] x im2col[Cin*K, tile] and
  * ConvTranspose1d = W^T[Cout*K, Cin] x X[Cin, tile] followed by a scatter-add (col2im). The column
  * buffers are tiled over time so a long clip never needs more than COL_FLOATS of scratch. The Snake
- * family is a plain OpenMP loop; the alias-free activation is fused and tiled (spec 4.9). */
+ * family is a plain OpenMP loop; the alias-free activation is fused and tiled (docs/model/audio_vae.md 4.9). */
 #include "cpu_audio.h"
 
 #include <cblas.h>
@@ -140,13 +140,13 @@ void cpu_snake_alias_free(h3_backend *be, float *y, const float *x, int B, int C
         const float *xr = x + r * L;
         float *yr = y + r * L;
         float v[2 * AF_TILE + H3_AF_TAPS];
-        /* the 2x signal samples this tile's outputs read (spec 4.8: 2t-5 .. 2t+6, edge-clamped) */
+        /* the 2x signal samples this tile's outputs read (docs/model/audio_vae.md 4.8: 2t-5 .. 2t+6, edge-clamped) */
         int64_t m_lo = 2 * t0 - 5 < 0 ? 0 : 2 * t0 - 5;
         int64_t m_hi = 2 * (t1 - 1) + 6 > L2 - 1 ? L2 - 1 : 2 * (t1 - 1) + 6;
         for (int64_t m = m_lo; m <= m_hi; m++) {
             int64_t j = m >> 1;
             float acc = 0.0f;
-            if ((m & 1) == 0) /* u[2j] = 2 sum_r f[2r+1] x[j+2-r] (spec 4.7) */
+            if ((m & 1) == 0) /* u[2j] = 2 sum_r f[2r+1] x[j+2-r] (docs/model/audio_vae.md 4.7) */
                 for (int rr = 0; rr < 6; rr++) acc += f[2 * rr + 1] * xr[clampi(j + 2 - rr, L)];
             else              /* u[2j+1] = 2 sum_r f[2r] x[j+3-r] */
                 for (int rr = 0; rr < 6; rr++) acc += f[2 * rr] * xr[clampi(j + 3 - rr, L)];

@@ -14,7 +14,7 @@
 #define PAR_MIN ((int64_t)1 << 15)
 
 /* Source index on an axis of length n for padded coordinate q (already shifted by the leading pad);
- * -1 = a zero sample. Reflect mirrors without repeating the edge (spec video_vae 4.1). */
+ * -1 = a zero sample. Reflect mirrors without repeating the edge (docs/model/video_vae.md 4.1). */
 static inline int64_t pad_index(int64_t q, int64_t n, int mode) {
     if (q >= 0 && q < n) return q;
     if (mode != H3_PAD_REFLECT) return -1;

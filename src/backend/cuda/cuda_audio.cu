@@ -159,7 +159,7 @@ extern "C" void cuda_snake(h3_backend *be, float *y, const float *x, int B, int 
 
 static __device__ __forceinline__ int64_t clampi(int64_t i, int64_t n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); }
 
-/* One block: AF_OUT outputs [t0, t1) of one row. The 2x signal samples they read (spec 4.8:
+/* One block: AF_OUT outputs [t0, t1) of one row. The 2x signal samples they read (docs/model/audio_vae.md 4.8:
  * 2t-5 .. 2t+6, edge-clamped) are formed once in shared memory, each as the twin forms it. */
 static __global__ void k_snake_alias_free(float *y, const float *x, int64_t L, int64_t tiles, int C,
                                           const float *freq, const float *inv, const float *filt) {
