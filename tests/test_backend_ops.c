@@ -268,6 +268,12 @@ static const bo_row rows[] = {
     {"rmsnorm", "(+gain) [bf16] 37966x5376", c_norm, {37966, 5376, 0}, BO, 0, PERF, NULL},
     {"adaln_modulate", "[bf16] 37966x5376", c_dit, {0, 37966, 5376, 3}, BO, 0, PERF, NULL},
     {"gated_residual", "[bf16] 37966x5376", c_dit, {1, 37966, 5376, 3}, BO, 0, PERF, NULL},
+    /* backend_check.h: the result checks after the DiT and each decoder (docs/robustness.md) */
+    {"count_nonfinite", "n=1 all finite", c_count_nonfinite, {1, 0, 0}, 0, 0, BO_ALL, NULL},
+    {"count_nonfinite", "n=1000003 (tail), 9 planted, finite extremes", c_count_nonfinite, {1000003, 9, 1}, 0, 0, BO_ALL, NULL},
+    {"count_nonfinite", "n=4097 (tail), 1 planted", c_count_nonfinite, {4097, 1, 1}, 0, 0, BO_ALL, NULL},
+    {"count_nonfinite", "n=20000000, 1000 planted (many blocks)", c_count_nonfinite, {20000000, 1000, 0}, 0, 0, CUDA_ONLY, NULL},
+    {"count_nonfinite", "latents 24x32x68x120 (release 544x960x124)", c_count_nonfinite, {24LL * 32 * 68 * 120, 0, 0}, 0, 0, PERF, NULL},
     {"copy", "device copy (ceiling) 37966x5376", c_copy, {37966LL * 5376}, 0, 0, PERF, NULL},
     {"rmsnorm", "128-wide rows (q/k) [bf16] 1594572x128", c_norm, {37966 * 42, 128, 1}, BO, 0, PERF, NULL},
     {"conv3d", "128->128 k3 1x544x960 (level 0)", c_conv3d, {K3_REFLECT(128, 1, 544, 960, 128), 1}, 0, 0, PERF, NULL},

@@ -2,6 +2,7 @@
  * tests/test_backend_ops.c. The double-precision references (CPU pass) evaluate sampled rows only (bo_step), so
  * the CPU pass stays quick at the CUDA cases' shapes. Reference tolerances: fp32 1e-5 (GEMM/attention: summation
  * order) or 1e-6 (element-wise, norms); H3_BF16_OUT 1e-2 (a few bf16 roundings of at most 2^-9 each). */
+#include "backend/backend_check.h"
 #include "backend/backend_dit.h"
 
 #define BO_REF_TOL(flags) (((flags) & H3_BF16_OUT) ? 1e-2 : 1e-6)
@@ -353,4 +354,28 @@ static void c_copy(bo_ctx *c, const bo_row *r) {
     BO_OP(c, be, h3_copy(be, PF(y), PF(x), (size_t)r->a[0] * sizeof(float)));
     bo_check(c, "y", y, 0.0, 0);
     bo_same(c, "y == x", y, x);
+}
+
+/* ---- h3_count_nonfinite (backend_check.h): a = n, how many NaN/+-Inf to plant (every k-th element from a
+ * tail-sized offset), and whether to plant huge finite values too (counted as finite). Both sides count the same
+ * buffer; the count must equal the planted number exactly, on every backend. ---- */
+static void c_count_nonfinite(bo_ctx *c, const bo_row *r) {
+    const int64_t n = r->a[0], bad = r->a[1];
+    float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) h[i] = frand() * 4.0f - 2.0f;
+    const int64_t step = bad > 0 ? n / bad : 0;
+    for (int64_t j = 0; j < bad; j++) {
+        const int64_t i = (j * step + 7 * j + 3) % n; /* distinct while 7 * bad < step */
+        h[i] = j % 3 == 0 ? NAN : j % 3 == 1 ? INFINITY : -INFINITY;
+    }
+    if (r->a[2] && n > 2) h[n - 1] = 3.4e38f, h[n - 2] = -3.4e38f, h[0] = 1e-45f; /* finite extremes: not counted */
+    bo_buf *x = bo_in(c, BO_F32, n, h);
+    free(h);
+    int64_t got[2] = {-2, -2};
+    bo_cost(c, NULL, 0, 4.0 * n);
+    BO_OP(c, be, got[c->side] = h3_count_nonfinite(be, PF(x), n));
+    if (c->perf) return;
+    char what[96];
+    snprintf(what, sizeof what, "counts %lld / %lld, planted %lld", (long long)got[0], (long long)got[1], (long long)bad);
+    bo_assert(c, "count", got[0] == bad && got[1] == bad, what);
 }
