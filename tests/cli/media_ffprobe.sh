@@ -42,39 +42,5 @@ awk -v v="$vd" -v a="$ad" 'BEGIN { exit !(v > 0.9166 && v < 0.9168 && a >= 0.925
 moov=$(grep -obUaF moov "$tmp/clip.mp4" | head -1 | cut -d: -f1)
 mdat=$(grep -obUaF mdat "$tmp/clip.mp4" | head -1 | cut -d: -f1)
 [ -n "$moov" ] && [ -n "$mdat" ] && [ "$moov" -lt "$mdat" ] && ok || bad "moov ($moov) is not before mdat ($mdat)"
-echo "RESULT $pass $fail"; exit 1
-fi
-ls -A "$tmp" | grep -q h3tmp && bad "temporary file left next to the MP4" || ok
-
-probe() { # stream selector, entries
-    ffprobe -v error -select_streams "$1" -count_frames -show_entries "stream=$2" -of default=nw=1 "$tmp/clip.mp4"
-}
-v=$(probe v:0 codec_name,pix_fmt,width,height,avg_frame_rate,nb_read_frames,duration,color_space)
-a=$(probe a:0 codec_name,profile,sample_rate,channels,duration)
-expect() { # text, line
-    grep -qxF -- "$2" <<<"$1" && ok || bad "ffprobe lacks '$2' in: $(tr '\n' ' ' <<<"$1")"
-}
-expect "$v" codec_name=h264
-expect "$v" pix_fmt=yuv420p
-expect "$v" width=64
-expect "$v" height=48
-expect "$v" avg_frame_rate=24/1
-expect "$v" nb_read_frames=22
-expect "$v" color_space=bt709
-expect "$a" codec_name=aac
-expect "$a" profile=LC
-expect "$a" sample_rate=32000
-expect "$a" channels=2
-# Durations: video 22/24 = 0.916667 s, audio 29600/32000 = 0.925 s; within one AAC frame (32 ms).
-vd=$(grep ^duration= <<<"$v" | cut -d= -f2); ad=$(grep ^duration= <<<"$a" | cut -d= -f2)
-awk -v v="$vd" -v a="$ad" 'BEGIN { exit !(v > 0.9166 && v < 0.9168 && a >= 0.925 && a < 0.925 + 0.032) }' \
-    && ok || bad "durations video $vd audio $ad"
-# The moov atom comes first (faststart), so the file plays while still downloading.
-head -c 64 "$tmp/clip.mp4" | grep -q moov && ok || { grep -c '' /dev/null; python3 - "$tmp/clip.mp4" <<'PY' && ok || bad "moov is not before mdat"
-import sys
-b = open(sys.argv[1], "rb").read()
-sys.exit(0 if 0 <= b.find(b"moov") < b.find(b"mdat") else 1)
-PY
-}
 echo "RESULT $pass $fail"
 [ "$fail" -eq 0 ]
