@@ -94,6 +94,15 @@ json_t *h3_json_load(const char *path, h3_err *e) {
     return root;
 }
 
+json_t *h3_json_load_in(const char *dir, const char *name, char *path, size_t cap, h3_err *e) {
+    int n = snprintf(path, cap, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= cap) {
+        h3_fail(e, "%s: folder path too long for %s", dir, name);
+        return NULL;
+    }
+    return h3_json_load(path, e);
+}
+
 json_t *h3_json_load_object(const char *path, h3_err *e) {
     json_t *root = h3_json_load(path, e);
     if (root && !json_is_object(root)) {

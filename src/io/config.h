@@ -28,6 +28,9 @@ json_t *h3_json_parse(const char *buf, size_t len, const char *path, h3_err *e);
 json_t *h3_json_load(const char *path, h3_err *e);
 /* The same, and the root must be a JSON object. */
 json_t *h3_json_load_object(const char *path, h3_err *e);
+/* h3_json_load of "<dir>/<name>", the path left in path[cap] for the caller's messages; a path that does not fit
+ * is an error, not a truncated name. */
+json_t *h3_json_load_in(const char *dir, const char *name, char *path, size_t cap, h3_err *e);
 
 /* Config field reader: every field has a range; an absent field takes def, or is an error when def is
  * H3_CFG_REQUIRED. After the first error every later call fails at once (rc stays -1), so a loader may read all

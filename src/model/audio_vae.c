@@ -114,9 +114,8 @@ const char *audio_vae_weights_path(const char *dir, char *out, size_t cap) {
 
 int audio_vae_config_load(const char *dir, audio_vae_config *cfg, h3_err *e) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
     memset(cfg, 0, sizeof *cfg);
-    json_t *root = h3_json_load(path, e);
+    json_t *root = h3_json_load_in(dir, "config.json", path, sizeof path, e);
     if (!root) return -1;
     int rc = audio_vae_config_parse(root, path, cfg, e);
     json_decref(root);

@@ -88,9 +88,8 @@ int dit_config_parse(const json_t *root, const char *path, dit_config *cfg, h3_e
 
 int dit_config_load(const char *dir, dit_config *cfg, h3_err *e) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
     memset(cfg, 0, sizeof *cfg);
-    json_t *root = h3_json_load(path, e);
+    json_t *root = h3_json_load_in(dir, "config.json", path, sizeof path, e);
     if (!root) return -1;
     int rc = dit_config_parse(root, path, cfg, e);
     json_decref(root);

@@ -146,9 +146,8 @@ done:
 
 int text_encoder_config_load(const char *dir, te_config *cfg, h3_err *e) {
     char path[4096];
-    snapshot_path(path, sizeof path, dir, "config.json");
     memset(cfg, 0, sizeof *cfg);
-    json_t *root = h3_json_load(path, e);
+    json_t *root = h3_json_load_in(dir, "config.json", path, sizeof path, e);
     if (!root) return -1;
     int rc = text_encoder_config_parse(root, path, cfg, e);
     json_decref(root);

@@ -134,9 +134,8 @@ int video_vae_config_parse(const json_t *root, const char *path, video_vae_confi
 
 int video_vae_config_load(const char *vae_dir, video_vae_config *c, h3_err *e) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", vae_dir);
     memset(c, 0, sizeof *c);
-    json_t *root = h3_json_load(path, e);
+    json_t *root = h3_json_load_in(vae_dir, "config.json", path, sizeof path, e);
     if (!root) return -1;
     int rc = video_vae_config_parse(root, path, c, e);
     json_decref(root);

@@ -117,9 +117,7 @@ void sched_step(const sched *s, int i, const float *v, float *x, int64_t n) {
 
 int sched_config_load(const char *dir, double *shift, h3_err *e) {
     char path[4096];
-    int n = snprintf(path, sizeof path, "%s/scheduler_config.json", dir);
-    if (n < 0 || (size_t)n >= sizeof path) return h3_fail(e, "%s: scheduler folder path too long", dir);
-    json_t *cfg = h3_json_load(path, e); /* regular files only, size-capped (docs/robustness.md) */
+    json_t *cfg = h3_json_load_in(dir, "scheduler_config.json", path, sizeof path, e); /* docs/robustness.md */
     if (!cfg) return -1;
     int rc = -1;
     json_t *cls = json_object_get(cfg, "_class_name"), *v = json_object_get(cfg, "shift");
