@@ -13,9 +13,33 @@ SESSION="$H3 generate -d $TINY --width 64 --height 32 --frames 120 --steps 2"
 session() {
     local name=$1 home=$2; shift 2
     mkdir -p "$home"
-    env HOME="$home" "$@" script -qec "$SESSION" /dev/null >"$tmp/$name.out" 2>&1
+    # exec: script(1) runs the command through $SHELL -c; a shell left waiting in between (dash, when $SHELL is
+    # unset or /bin/sh) would take the terminal's Ctrl-C itself and end the session
+    env HOME="$home" "$@" script -qec "exec $SESSION" /dev/null >"$tmp/$name.out" 2>&1
     echo $? >"$tmp/$name.rc"
 }
+# live NAME HOME: starts a session on a pty fed from a FIFO on fd 3 (send TEXT writes to it); finish closes it and
+# waits. Input goes in when the output shows the session is ready for it (wait_for), not after a guessed delay.
+live() {
+    local name=$1 home=$2
+    mkdir -p "$home"; rm -f "$tmp/$name.fifo"; mkfifo "$tmp/$name.fifo"
+    (env HOME="$home" timeout 120 script -qec "exec $SESSION" /dev/null <"$tmp/$name.fifo" >"$tmp/$name.out" 2>&1
+     echo $? >"$tmp/$name.rc") &
+    live_pid=$!
+    exec 3>"$tmp/$name.fifo"
+    live_name=$name
+}
+send() { printf "$1" >&3; }
+# wait_for EXTENDED-REGEX [N]: until the session's output has the pattern at least N times (60 s at most)
+wait_for() {
+    local i
+    for i in $(seq 1 600); do
+        [ "$(grep -aEo "$1" "$tmp/$live_name.out" 2>/dev/null | wc -l)" -ge "${2:-1}" ] && return 0
+        sleep 0.1
+    done
+    echo "note: timed out waiting for /$1/ in $live_name's output"; return 1
+}
+finish() { exec 3>&-; wait "$live_pid"; }
 # entries of a libedit history file (after its _HiStOrY_V2_ line), one per line, the space escape \040 decoded
 entries() { tail -n +2 "$1" | sed 's/\\040/ /g'; }
 
@@ -56,15 +80,21 @@ else
 fi
 # Ctrl-C at the prompt cancels the line being typed, the session goes on; during a generation it cancels the
 # generation cleanly (checked between phases and denoising steps; --steps 400 keeps the denoising busy long enough)
-{ printf '!seed 5\n'; sleep 1; printf 'partial line'; sleep 1; printf '\003'; sleep 1; printf '!seed 6\n'; sleep 1
-  printf '!quit\n'; } | session ctrlc "$tmp/home7"
+live ctrlc "$tmp/home7"
+wait_for 'h3> '; send '!seed 5\n'; wait_for 'seed 5 \(fixed\)'; wait_for 'h3> ' 2
+send 'partial line'; wait_for 'partial line'; send '\003'; wait_for 'h3> ' 3
+send '!seed 6\n'; wait_for 'seed 6 \(fixed\)'; send '!quit\n'; finish
 check "Ctrl-C at the prompt: the line is dropped, the session goes on and exits 0" \
-    '[ "$(cat $tmp/ctrlc.rc)" = 0 ] && grep -aq "seed 6 (fixed)" "$tmp/ctrlc.out" && ! grep -aq "^video-" "$tmp/ctrlc.out"'
+    '[ "$(cat $tmp/ctrlc.rc)" = 0 ] && grep -aq "seed 6 (fixed)" "$tmp/ctrlc.out" && ! grep -aq "^video-" "$tmp/ctrlc.out" &&
+     ! grep -aq "partial line!seed" "$tmp/ctrlc.out"'
 SESSION="$SESSION --steps 400 -o '' --dump-latents $tmp/c.safetensors"
-{ printf 'A red fox.\n'; sleep 4; printf '\003'; sleep 2; printf '!seed 8\n'; sleep 1; printf '!quit\n'; } | session gen "$tmp/home8"
+live gen "$tmp/home8"
+wait_for 'h3> '; send 'A red fox.\n'; wait_for 'denoise .* [1-9][0-9]*/400'; send '\003'
+wait_for 'h3> ' 2; send '!seed 8\n'; wait_for 'seed 8 \(fixed\)'; send '!quit\n'; finish
 check "Ctrl-C during a generation cancels it with one line, the session goes on (exit 0), nothing written" \
-    '[ "$(cat $tmp/gen.rc)" = 0 ] && grep -aq "h3: cancelled (Ctrl-C)" "$tmp/gen.out" && grep -aq "seed 8 (fixed)" "$tmp/gen.out" &&
-     grep -aq "0 generated, 0 failed" "$tmp/gen.out" && ! ls "$tmp"/c-*.safetensors >/dev/null 2>&1'
+    '[ "$(cat $tmp/gen.rc)" = 0 ] && grep -aq "h3: cancelled (Ctrl-C) during the denoising" "$tmp/gen.out" &&
+     grep -aq "seed 8 (fixed)" "$tmp/gen.out" && grep -aq "0 generated, 0 failed" "$tmp/gen.out" &&
+     ! ls "$tmp"/c*.safetensors >/dev/null 2>&1'
 SESSION="$H3 generate -d $TINY --width 64 --height 32 --frames 120 --steps 2"
 printf '!seed 9\n!quit\n' | HOME="$tmp/home6" $SESSION >"$tmp/pipe.out" 2>&1
 check "from a pipe: exit 0, no prompt, no history" \
