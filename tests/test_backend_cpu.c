@@ -209,13 +209,27 @@ static void test_nonfinite(h3_backend *be) {
     for (int i = 0; i < N; i++) x[i] = (float)(i % 7) - 3.0f;
     x[5] = 3.4028235e38f, x[6] = -3.4028235e38f, x[7] = 1e-45f;
     h3_err e = {{0}};
-    CHECK(h3_count_nonfinite(be, x, N) == 0 && h3_check_finite(be, x, N, "t", &e) == 0, "all finite: %s", e.msg);
+    CHECK(h3_count_nonfinite(be, x, H3_F32, N) == 0 && h3_check_finite(be, x, N, "t", &e) == 0, "all finite: %s", e.msg);
     x[0] = NAN, x[1000] = INFINITY, x[N - 1] = -INFINITY, x[77777] = -NAN;
-    CHECK(h3_count_nonfinite(be, x, N) == 4, "4 non-finite counted: %lld", (long long)h3_count_nonfinite(be, x, N));
-    CHECK(h3_count_nonfinite(be, x + 1, N - 2) == 2, "a sub-range: 2");
-    CHECK(h3_count_nonfinite(be, x, 0) == 0, "n = 0");
+    CHECK(h3_count_nonfinite(be, x, H3_F32, N) == 4, "4 non-finite counted: %lld", (long long)h3_count_nonfinite(be, x, H3_F32, N));
+    CHECK(h3_count_nonfinite(be, x + 1, H3_F32, N - 2) == 2, "a sub-range: 2");
+    CHECK(h3_count_nonfinite(be, x, H3_F32, 0) == 0, "n = 0");
     CHECK(h3_check_finite(be, x, N, "denoise: the latents", &e) == -1 &&
               strstr(e.msg, "denoise: the latents: 4 of 200003 values are not finite"), "message: %s", e.msg);
+    /* bf16: the same values rounded; the largest finite bf16 (0x7f7f) and a subnormal are not counted */
+    uint16_t *h = h3_alloc(be, sizeof(uint16_t) * N);
+    if (!h) {
+        CHECK(0, "alloc");
+        h3_free(be, x);
+        return;
+    }
+    for (int i = 0; i < N; i++) h[i] = h3_f32_to_bf16(x[i]);
+    h[5] = 0x7f7f, h[6] = 0xff7f, h[7] = 0x0001;
+    CHECK(h3_count_nonfinite(be, h, H3_BF16, N) == 4, "bf16: 4 non-finite counted: %lld",
+          (long long)h3_count_nonfinite(be, h, H3_BF16, N));
+    CHECK(h3_count_nonfinite(be, h + 1, H3_BF16, N - 2) == 2, "bf16: a sub-range: 2");
+    CHECK(h3_count_nonfinite(be, h, H3_F16, N) == -1, "another dtype: -1");
+    h3_free(be, h);
     h3_free(be, x);
 }
 

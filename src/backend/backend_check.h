@@ -5,13 +5,16 @@
 
 #include <stdint.h>
 
+#include "../core/dtype.h"
 #include "backend.h"
 
-/* How many of x[0..n) are not finite (NaN or +-Inf); x is backend memory. Synchronous (the count is on the host
- * when it returns); -1 when the backend could not run it (its failure is recorded, h3_backend_check says). */
-int64_t h3_count_nonfinite(h3_backend *be, const float *x, int64_t n);
+/* How many of x[0..n) are not finite (NaN or +-Inf); x is backend memory of dtype dt (H3_F32 or H3_BF16: the DiT's
+ * bf16 residual stream is checked block by block under --profile). Synchronous (the count is on the host when it
+ * returns); -1 when the backend could not run it (its failure is recorded, h3_backend_check says) or dt is another
+ * dtype. */
+int64_t h3_count_nonfinite(h3_backend *be, const void *x, h3_dtype dt, int64_t n);
 
-/* 0 when x[0..n) is all finite; else -1 with "WHAT: N of M values are not finite (NaN or Inf): ..." in e. */
+/* 0 when the fp32 x[0..n) is all finite; else -1 with "WHAT: N of M values are not finite (NaN or Inf): ..." in e. */
 int h3_check_finite(h3_backend *be, const float *x, int64_t n, const char *what, h3_err *e);
 
 #endif

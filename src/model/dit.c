@@ -23,6 +23,7 @@
 
 #include "../backend/backend_bench.h"
 #include "../backend/backend_bf16.h"
+#include "../backend/backend_check.h"
 #include "../backend/backend_dit.h"
 #include "../io/config.h"
 #include "../io/safetensors.h"
@@ -1129,6 +1130,21 @@ static int64_t next_active_block(const dit_model *m, int64_t b) {
     return -1;
 }
 
+/* --profile (docs/robustness.md "Flags, numbers, results and messages"): the residual stream after block b, rows
+ * [0, S) of X (bf16 or fp32 as the model runs), counted on the device; the first block with a non-finite value is
+ * named, so that broken weights are found where they are. */
+static int check_block_output(dit_model *m, int64_t b, const void *X, int64_t S, h3_err *e) {
+    const int64_t n = S * m->cfg.hidden_size;
+    const int64_t bad = h3_count_nonfinite(m->be, X, m->bf16 ? H3_BF16 : H3_F32, n);
+    if (bad < 0)
+        return h3_backend_check(m->be, e) ? -1 : h3_fail(e, "DiT block %lld: the non-finite check could not run", (long long)b);
+    if (bad)
+        return h3_fail(e, "DiT block %lld (from 0, of %lld): its output has %lld of %lld values not finite (NaN or Inf): broken "
+                          "weights or inputs in or before this block", (long long)b, (long long)m->cfg.num_layers,
+                       (long long)bad, (long long)n);
+    return 0;
+}
+
 int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *audio_out, h3_err *e) {
     if (validate_inputs(m, in, e, 0) != 0) return -1;
     const dit_config *c = &m->cfg;
@@ -1214,6 +1230,9 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
                 norm1_ready = next;
             }
             if (m->stream && dit_stream_unbind(m, b, next_active_block(m, b), e) != 0) stream_failed = 1;
+            if (in->check_blocks && !stream_failed &&
+                check_block_output(m, b, reduced ? (const void *)red.X : X, reduced ? red.S_red : S, e) != 0)
+                stream_failed = 1; /* the error names the block; the forward stops like a failed stream */
         }
         if (reduced)
             h3_bf16_rows_expand_delta(be, (h3_bf16 *)X, red.X, red.base, red.parent, S, red.prefix, H, in->reduce_scale);

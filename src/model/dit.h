@@ -113,6 +113,9 @@ typedef struct dit_inputs {
     int            reduce_begin, reduce_end;
     float          reduce_scale;
     int64_t        reduce_frames, reduce_h, reduce_w;
+    /* --profile: count the non-finite values of the residual stream after every block (one device reduction and
+     * sync per block); the first block with any stops the forward with an error naming it */
+    int            check_blocks;
 } dit_inputs;
 
 /* --core-reuse (docs/model/features.md 5.4): what a forward does with the transformer core (every active block).

@@ -178,6 +178,7 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
             .reduce_end = a->reduce_early_passes && i < a->reduce_early_passes ? a->reduce_early_end : a->reduce_end,
             .reduce_scale = a->reduce_scale,
             .reduce_frames = L->num_latent_frames, .reduce_h = L->latent_height / 2, .reduce_w = L->latent_width / 2,
+            .check_blocks = a->check_blocks,
         };
         const float sv_i = a->video_sched->sigmas[i], sa_i = a->audio_sched->sigmas[i];
         if (denoise_pass_is_fresh(i, steps, reuse)) {

@@ -39,6 +39,7 @@ typedef struct denoise_args {
     float         reduce_scale;
     float         rope_spatial_scale; /* docs/model/features.md 5.7: every row's h and w RoPE coordinates times this (0.5 at a
                                          256x256 render canvas); 0 or 1: the released coordinates */
+    int           check_blocks;  /* --profile: every DiT block's output checked for non-finite values (dit_inputs) */
     denoise_progress_fn progress;
     void         *progress_user;
 } denoise_args;

@@ -893,7 +893,7 @@ static int phase_dit(gen *s, h3_err *e) {
     if (noise_prepare_rows(&nr, vrows, arows, e)) goto done;
     denoise_args da = {.L = L, .text = s->text, .video_sched = &vs, .audio_sched = &as, .video_rows = vrows,
                        .audio_rows = arows, .progress = denoise_progress, .progress_user = s, .reuse = s->r->reuse,
-                       .layers = s->r->layers, .core_reuse = s->r->core_reuse,
+                       .layers = s->r->layers, .core_reuse = s->r->core_reuse, .check_blocks = s->r->profile,
                        .release_adaln = 0 /* done below, in the tables' load phase (docs/model/dit.md 4.5: 39% of the weights) */};
     if (g->width == 256 && g->height == 256 && !s->r->reference_rope) { /* docs/model/features.md 5.7 */
         da.rope_spatial_scale = 0.5f;

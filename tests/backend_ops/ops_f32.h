@@ -357,8 +357,8 @@ static void c_copy(bo_ctx *c, const bo_row *r) {
 }
 
 /* ---- h3_count_nonfinite (backend_check.h): a = n, how many NaN/+-Inf to plant (every k-th element from a
- * tail-sized offset), and whether to plant huge finite values too (counted as finite). Both sides count the same
- * buffer; the count must equal the planted number exactly, on every backend. ---- */
+ * tail-sized offset), whether to plant huge finite values too (counted as finite), and the dtype (0 fp32, 1 bf16).
+ * Both sides count the same buffer; the count must equal the planted number exactly, on every backend. ---- */
 static void c_count_nonfinite(bo_ctx *c, const bo_row *r) {
     const int64_t n = r->a[0], bad = r->a[1];
     float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
@@ -368,12 +368,16 @@ static void c_count_nonfinite(bo_ctx *c, const bo_row *r) {
         const int64_t i = (j * step + 7 * j + 3) % n; /* distinct while 7 * bad < step */
         h[i] = j % 3 == 0 ? NAN : j % 3 == 1 ? INFINITY : -INFINITY;
     }
-    if (r->a[2] && n > 2) h[n - 1] = 3.4e38f, h[n - 2] = -3.4e38f, h[0] = 1e-45f; /* finite extremes: not counted */
-    bo_buf *x = bo_in(c, BO_F32, n, h);
+    const int bf16 = r->a[3] != 0;
+    if (r->a[2] && n > 2) /* finite extremes (the largest finite value of the dtype, a subnormal): not counted */
+        h[n - 1] = bf16 ? 3.38e38f : 3.4e38f, h[n - 2] = bf16 ? -3.38e38f : -3.4e38f, h[0] = bf16 ? 1e-40f : 1e-45f;
+    if (bf16) /* rounded to bf16 in place (inf and NaN stay non-finite), packed into the first half */
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)h)[i] = h3_f32_to_bf16(h[i]);
+    bo_buf *x = bo_in(c, bf16 ? BO_BF16 : BO_F32, n, h);
     free(h);
     int64_t got[2] = {-2, -2};
-    bo_cost(c, NULL, 0, 4.0 * n);
-    BO_OP(c, be, got[c->side] = h3_count_nonfinite(be, PF(x), n));
+    bo_cost(c, NULL, 0, (bf16 ? 2.0 : 4.0) * n);
+    BO_OP(c, be, got[c->side] = h3_count_nonfinite(be, x->p[c->side], bf16 ? H3_BF16 : H3_F32, n));
     if (c->perf) return;
     char what[96];
     snprintf(what, sizeof what, "counts %lld / %lld, planted %lld", (long long)got[0], (long long)got[1], (long long)bad);

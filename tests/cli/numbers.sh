@@ -185,5 +185,12 @@ out=$("$H3" generate -d "$tmp/nan" "${G[@]}" --dump-latents "$tmp/out/n.safetens
 check "a NaN weight: exit 1, the phase named, nothing written" \
     '[ $rc = 1 ] && tail -1 <<<"$out" | grep -q "denoise: the video latents after the DiT: [0-9]* of [0-9]* values are not finite" &&
      [ -z "$(ls -A "$tmp/out")" ]'
+# --profile checks the residual stream after every block: the first block whose output went non-finite is named
+for prec in bf16 fp32; do
+    out=$("$H3" generate -d "$tmp/nan" "${G[@]}" --precision $prec --profile --dump-latents "$tmp/out/n.safetensors" 2>&1); rc=$?
+    check "a NaN weight, --profile, $prec: exit 1, block 1 named, nothing written" \
+        '[ $rc = 1 ] && tail -1 <<<"$out" | grep -q "denoise step 1/2: DiT block 1 (from 0, of [0-9]*): its output has [0-9]* of [0-9]* values not finite" &&
+         [ -z "$(ls -A "$tmp/out")" ]'
+done
 
 echo "RESULT $pass $fail"

@@ -312,7 +312,7 @@ static void test_nonfinite(void) {
             if (marks[i] < n) x[marks[i]] = bad[i];
         if (n > 100) x[n / 4] = 3.4028235e38f; /* finite extremes are not counted */
         float *dx = dev_f(x, n);
-        int64_t want = h3_count_nonfinite(cpu, x, n), got = h3_count_nonfinite(gpu, dx, n);
+        int64_t want = h3_count_nonfinite(cpu, x, H3_F32, n), got = h3_count_nonfinite(gpu, dx, H3_F32, n);
         printf("  count_nonfinite n=%-8lld cpu %lld cuda %lld\n", (long long)n, (long long)want, (long long)got);
         CHECK(got == want && want >= 1, "count_nonfinite n=%lld: cuda %lld, cpu %lld", (long long)n, (long long)got,
               (long long)want);
@@ -320,7 +320,7 @@ static void test_nonfinite(void) {
         free(x);
     }
     float *z = dev_f((const float[]){1.0f, 2.0f}, 2);
-    CHECK(h3_count_nonfinite(gpu, z, 2) == 0 && h3_count_nonfinite(gpu, z, 0) == 0, "all finite / empty: 0");
+    CHECK(h3_count_nonfinite(gpu, z, H3_F32, 2) == 0 && h3_count_nonfinite(gpu, z, H3_F32, 0) == 0, "all finite / empty: 0");
     h3_free(gpu, z);
 }
 

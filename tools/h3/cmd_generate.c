@@ -51,7 +51,7 @@ static void usage(FILE *f) {
             "                           block by block into two GPU slots while the previous block computes (docs/model/features.md\n"
             "                           7.3; same output; automatic with --backend cuda when the resident DiT does not fit)\n"
             "  --backend cpu|cuda       [cpu]    --threads N   CPU threads [all cores]\n"
-            "  --profile                per-phase time and peak memory report\n"
+            "  --profile                per-phase time and peak memory report; each DiT block's output checked for NaN/Inf\n"
             "  --info                   describe and check the snapshot (h3 info) first; without -p nothing else\n"
             "  --use-reference-rope     at a 256x256 render canvas keep the released spatial RoPE (default: its h/w\n"
             "                           coordinates halved against lattice artefacts, docs/model/features.md 5.7)\n"

@@ -6,6 +6,7 @@
 
 #include "../backend.h"
 
-int64_t cpu_count_nonfinite(h3_backend *be, const float *x, int64_t n);
+/* bf16: x holds bf16 values (uint16), else fp32 */
+int64_t cpu_count_nonfinite(h3_backend *be, const void *x, int bf16, int64_t n);
 
 #endif

@@ -10,7 +10,7 @@ extern "C" {
 #endif
 #include "../backend.h"
 
-int64_t cuda_count_nonfinite(h3_backend *be, const float *x, int64_t n);
+int64_t cuda_count_nonfinite(h3_backend *be, const void *x, int bf16, int64_t n);
 
 #ifdef __cplusplus
 }
