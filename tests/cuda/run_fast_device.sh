@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the bf16 fast path: new-op parity (test_cuda_bf16), the older op suite, one
+# One device call for the bf16 fast path: every op's parity (test_backend_ops), one
 # full-width DiT block CUDA vs CPU, the tiny random forward, h3 bench (DiT), then the tiny end to end.
 # Usage (device): bash tests/cuda/run_fast_device.sh [build dir, default .dev-main] [what: all|dit|vae]
 set -u
@@ -20,8 +20,7 @@ run() { # name, command...
     grep -E 'FAIL|RESULT|h3:|cuda backend' "$OUTD/$name.log" | head -20
 }
 if [ "$WHAT" = all ] || [ "$WHAT" = dit ]; then
-    run test_cuda_bf16 "$B/tests/cuda/test_cuda_bf16"
-    run test_cuda_ops "$B/tests/cuda/test_cuda_ops"
+    run test_backend_ops "$B/tests/test_backend_ops"
     run dit_block_parity "$B/tests/cuda/dit_block_cuda" parity 300
     run test_cuda_bench "$B/tests/cuda/test_cuda_bench"
     run bench_dit "$B/h3" bench --backend cuda --what dit --repeats 2

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One device call with everything issue 7 reports: the CUDA parity suites (bf16 activation ops, core
-# and DiT ops, text/audio/conv twins, the wgmma attention kernel, the batched video decoder, one
+# One device call with everything issue 7 reports: the CUDA parity suites (every op through test_backend_ops,
+# the wgmma attention kernel, the batched video decoder, one
 # full-width DiT block, the random tiny forward), h3 bench (DiT and video decode at the three shapes),
 # the 4-evaluation t2va pipeline at 544x960x124 on random release-shaped weights (generate
 # --random-weights --profile), the tiny end to end (run_e2e_device.sh), and the same-run diffusers
 # baseline (tools/reference/cuda_baseline_pipeline.py, diffusers source carried in $REF); also the FP8 ops
-# (test_cuda_fp8), the DiT with --quant fp8 and the pipeline as an interactive session of two prompts (warm); and
+# (in test_backend_ops), the DiT with --quant fp8 and the pipeline as an interactive session of two prompts (warm); and
 # --ssd-streaming (test_cuda_stream, the DiT bench and the one-shot pipeline with the blocks streamed); and the sustained
 # GEMM / attention floor of a forward (bench_cuda_ops sustained).
 # Usage (device): bash tests/cuda/run_final_device.sh [build dir, default .dev-main] [diffusers src dir]
@@ -19,9 +19,9 @@ export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
 T="$O/tests.log"
 : >"$T"
-for t in test_cuda_bf16 test_cuda_ops test_cuda_ops2 vae_decode_cuda test_cuda_bench test_cuda_fp8 test_cuda_upload test_cuda_stream; do
+for t in test_backend_ops vae_decode_cuda test_cuda_bench test_cuda_upload test_cuda_stream; do
     s=$(date +%s)
-    "$B/tests/cuda/$t" >>"$T" 2>&1
+    if [ $t = test_backend_ops ]; then "$B/tests/$t" >>"$T" 2>&1; else "$B/tests/cuda/$t" >>"$T" 2>&1; fi
     echo "== $t: rc $? ($(( $(date +%s) - s )) s) $(grep '^RESULT' "$T" | tail -1)"
 done
 s=$(date +%s); "$B/tests/cuda/test_flash_sm90" quick >>"$T" 2>&1; echo "== test_flash_sm90 quick: rc $? ($(( $(date +%s) - s )) s) $(grep '^RESULT' "$T" | tail -1)"

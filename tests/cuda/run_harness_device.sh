@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The backend-ops harness on the GPU machine (docs/testing.md): tests/test_backend_ops's CPU pass and CUDA pass
-# (one line per case, then RESULT <passed> <failed>), and, while the old suites it replaces are kept, their RESULT
-# lines from the same build: test_cuda_ops, test_cuda_ops2, test_cuda_bf16, test_cuda_fp8. Builds nothing: build
+# (one line per case, then RESULT <passed> <failed>); with "perf", the CUDA --perf timings. Builds nothing: build
 # here with `make CUDA=1 MEDIA=0 BUILD=build-cuda cuda-tests` (and `bash tools/dev_stage.sh build-cuda .dev-main`
 # for a small carry), then carry the build dir. Logs under $OUT (or ./harness-logs).
 # Usage (device): bash tests/cuda/run_harness_device.sh [build dir, default build-cuda] [perf]
@@ -20,12 +19,6 @@ echo "== test_backend_ops (CPU pass, then CUDA pass vs the CPU twin)"
 "$bin" >"$out/test_backend_ops.log" 2>&1 || rc=1
 grep -E '^\[(cpu|cuda)\] .*: (ok|FAIL) \(|^FAIL|^note|^== backend|^RESULT' "$out/test_backend_ops.log"
 grep -q '^== backend cuda ' "$out/test_backend_ops.log" || { echo "run_harness_device: no CUDA pass ran"; rc=1; }
-for t in test_cuda_ops test_cuda_ops2 test_cuda_bf16 test_cuda_fp8; do
-    [ -x "$B/tests/cuda/$t" ] || continue
-    echo "== $t (the old suite)"
-    "$B/tests/cuda/$t" >"$out/$t.log" 2>&1 || rc=1
-    grep -E '^FAIL|^RESULT' "$out/$t.log"
-done
 if [ "${2:-}" = perf ]; then
     echo "== test_backend_ops --perf --backend cuda"
     "$bin" --perf --backend cuda >"$out/test_backend_ops_perf.log" 2>&1 || rc=1
