@@ -169,18 +169,7 @@ fi
 
 # ---- 7. non-finite results ----
 snap "$tmp/nan"; rm "$tmp/nan/transformer"; cp -r "$TINY/transformer" "$tmp/nan/"
-python3 - "$tmp/nan/transformer" <<'PY'
-import json, struct, sys, os
-d = sys.argv[1]  # every value of block 1's FFN output weight set to a bf16 NaN
-for name in sorted(os.listdir(d)):
-    if not name.endswith(".safetensors"): continue
-    p = os.path.join(d, name); b = bytearray(open(p, "rb").read())
-    n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
-    t = h.get("transformer_blocks.1.ff.net.2.weight")
-    if t:
-        lo, hi = t["data_offsets"]; b[8 + n + lo:8 + n + hi] = b"\xc0\x7f" * ((hi - lo) // 2)
-        open(p, "wb").write(b)
-PY
+python3 "$(dirname "$0")/lib/plant_nan.py" "$tmp/nan/transformer"
 out=$("$H3" generate -d "$tmp/nan" "${G[@]}" --dump-latents "$tmp/out/n.safetensors" 2>&1); rc=$?
 check "a NaN weight: exit 1, the phase named, nothing written" \
     '[ $rc = 1 ] && tail -1 <<<"$out" | grep -q "denoise: the video latents after the DiT: [0-9]* of [0-9]* values are not finite" &&
