@@ -2,6 +2,8 @@
 #   make CUDA=1   adds the CUDA backend (nvcc: sm_80, sm_90a, compute_90 PTX; cuBLASLt/cuDNN), into build-cuda/
 #   make MEDIA=0  builds without FFmpeg (media commands then fail with a clear error), into build-nomedia/
 #   make SAN=1    builds with ASan/UBSan into build-san/
+#   make install PREFIX=/usr/local [DESTDIR=...]   installs include/h3.h, libh3.so (soname libh3.so.$(H3_SOVERSION)),
+#                 libh3.a, lib/pkgconfig/h3.pc and bin/h3; make uninstall removes them (docs/api.md)
 # Each configuration has its own default build folder (make does not track flags, so one folder per set of
 # flags keeps a CPU build's objects out of a CUDA link); BUILD=DIR overrides it.
 CC      ?= cc
@@ -19,7 +21,8 @@ ifeq ($(SAN),1)
 else
   OPT     = -O2 -march=x86-64-v3 -mtune=generic
 endif
-CFLAGS  += $(CFLAGS_BASE) $(OPT) -Isrc -Iinclude
+# -fPIC: the objects also make libh3.so; -fvisibility=hidden: only what include/h3.h marks H3_PUBLIC is exported
+CFLAGS  += $(CFLAGS_BASE) $(OPT) -fPIC -fvisibility=hidden -Isrc -Iinclude
 # OpenBLAS's OpenMP build shares one thread pool with our OpenMP loops (the pthread build and
 # OpenMP spin against each other); fall back to the default libopenblas when it is absent.
 OPENBLAS_OMP ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
@@ -32,7 +35,7 @@ endif
 LDLIBS  = $(BLAS) -ljansson -lutf8proc -lm -lpthread
 LDFLAGS += -fopenmp $(LDSAN)
 
-SRC := $(wildcard src/core/*.c src/io/*.c src/backend/*.c src/backend/cpu/*.c src/model/*.c src/pipeline/*.c)
+SRC := $(wildcard src/core/*.c src/io/*.c src/backend/*.c src/backend/cpu/*.c src/model/*.c src/pipeline/*.c src/api/*.c)
 ifeq ($(MEDIA),1)
   SRC    += $(wildcard src/media/*.c)
   LDLIBS += -lavformat -lavcodec -lswscale -lswresample -lavutil
@@ -65,12 +68,50 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test clean fuzz bench cuda-tests
-all: $(BUILD)/h3 $(TEST_BIN)
+.PHONY: all test clean fuzz bench cuda-tests install uninstall examples
+all: $(BUILD)/h3 $(TEST_BIN) $(BUILD)/libh3.so
 
 $(BUILD)/libh3.a: $(OBJ)
 	@mkdir -p $(dir $@)
+	rm -f $@
 	ar rcs $@ $^
+
+# The shared library: the same objects; tools/libh3.map exports h3_* only (the linker's own symbols stay local),
+# -fvisibility=hidden keeps the internal h3_* functions out (docs/api.md "Symbols").
+H3_SOVERSION = 1
+$(BUILD)/libh3.so: $(OBJ) tools/libh3.map
+	$(CC) -shared -Wl,-soname,libh3.so.$(H3_SOVERSION) -Wl,--version-script=tools/libh3.map -Wl,--no-undefined \
+	  $(LDFLAGS) -o $@.$(H3_SOVERSION) $(OBJ) $(LDLIBS)
+	ln -sf libh3.so.$(H3_SOVERSION) $@
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+H3_VERSION = $(shell sed -n 's/^\#define H3_VERSION_STRING "\(.*\)"/\1/p' include/h3.h)
+# pkg-config (written at install, for its PREFIX): Libs links libh3.so; Libs.private is what a static link
+# (pkg-config --static) adds
+H3_PC = 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' 'Name: h3' \
+  'Description: native inference engine for MiniMax-H3 (text/image to video + audio)' 'Version: $(H3_VERSION)' \
+  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lh3' 'Libs.private: -fopenmp $(LDLIBS)'
+
+install: $(BUILD)/h3 $(BUILD)/libh3.a $(BUILD)/libh3.so
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/h3.h $(DESTDIR)$(PREFIX)/include/h3.h
+	install -m 644 $(BUILD)/libh3.a $(DESTDIR)$(PREFIX)/lib/libh3.a
+	install -m 755 $(BUILD)/libh3.so.$(H3_SOVERSION) $(DESTDIR)$(PREFIX)/lib/libh3.so.$(H3_SOVERSION)
+	ln -sf libh3.so.$(H3_SOVERSION) $(DESTDIR)$(PREFIX)/lib/libh3.so
+	printf '%s\n' $(H3_PC) >$(DESTDIR)$(PREFIX)/lib/pkgconfig/h3.pc
+	install -m 755 $(BUILD)/h3 $(DESTDIR)$(PREFIX)/bin/h3
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/h3.h $(DESTDIR)$(PREFIX)/lib/libh3.a $(DESTDIR)$(PREFIX)/lib/libh3.so \
+	  $(DESTDIR)$(PREFIX)/lib/libh3.so.$(H3_SOVERSION) $(DESTDIR)$(PREFIX)/lib/pkgconfig/h3.pc $(DESTDIR)$(PREFIX)/bin/h3
+
+# examples/ built against this build tree's libh3.so (tests/cli/api.sh builds them against an installed copy)
+EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+examples: $(EXAMPLE_BIN)
+$(BUILD)/examples/%: examples/%.c include/h3.h $(BUILD)/libh3.so
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -O2 -Iinclude -o $@ $< -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD)) -lh3
 
 $(BUILD)/h3: $(TOOL_OBJ) $(BUILD)/libh3.a
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libh3.a $(LDLIBS) $(TOOL_LIBS)
@@ -100,7 +141,7 @@ $(BUILD)/%.o: %.c
 NVCC_ARCH ?= -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
 $(BUILD)/%.o: %.cu $(wildcard src/backend/cuda/*.h src/backend/*.h src/core/*.h src/io/*.h)
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 $(NVCC_ARCH) -std=c++17 --fmad=false -Isrc -DH3_CUDA -Xcompiler -fPIC -c -o $@ $<
+	$(NVCC) -O3 $(NVCC_ARCH) -std=c++17 --fmad=false -Isrc -DH3_CUDA -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -c -o $@ $<
 
 test: all
 	H3_BUILD=$(BUILD) bash tests/run_tests.sh

@@ -9,6 +9,7 @@
 #include "generate.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -36,6 +37,17 @@
 #include "presentation.h"
 #include "progress.h"
 #include "sched.h"
+
+/* One message line to the request's log callback (request.h); library code prints nothing itself. */
+__attribute__((format(printf, 2, 3))) static void gen_log(const h3_request *r, const char *fmt, ...) {
+    if (!r->log) return;
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    r->log(r->log_user, 0, line);
+}
 
 /* --random-weights: one seed per model, from the request's seed */
 enum { RANDOM_TEXT = 0x7e47, RANDOM_DIT = 0xd17, RANDOM_AUDIO = 0xa0d10, RANDOM_VIDEO = 0x71de0 };
@@ -164,7 +176,7 @@ static void resident_keep(resident *r, void **slot, char *slot_key, void *p, con
  * 80 GB card (measured on the H200: the kept models peaked at 87.5 GiB beside the random text encoder). Not after a
  * generation showed that they do not fit (auto_off). H3_SESSION_GPU_GIB=N pretends an N GiB GPU (tests). */
 #define AUTO_HEADROOM ((int64_t)60 << 30)
-static int resident_auto_room(const resident *r, h3_backend *be, const dit_model *m, int random_weights) {
+static int resident_auto_room(const h3_request *q, const resident *r, h3_backend *be, const dit_model *m, int random_weights) {
     if (r->auto_off) return 0;
     const char *gib = getenv("H3_SESSION_GPU_GIB");
     int64_t total;
@@ -181,8 +193,8 @@ static int resident_auto_room(const resident *r, h3_backend *be, const dit_model
     }
     const int64_t w = (int64_t)dit_gpu_weight_bytes(dit_get_config(m), dit_get_mode(m), &e);
     if (total >= w + AUTO_HEADROOM) return 1;
-    fprintf(stderr, "h3: session: the transformer and the video decoder are not kept between generations: the GPU has "
-                    "%.1f GiB, keeping them takes the transformer's %.1f GiB + %.0f (!resident on keeps them anyway)\n",
+    gen_log(q, "session: the transformer and the video decoder are not kept between generations: the GPU has "
+                    "%.1f GiB, keeping them takes the transformer's %.1f GiB + %.0f (!resident on keeps them anyway)",
             total / 1073741824.0, w / 1073741824.0, AUTO_HEADROOM / 1073741824.0);
     return 0;
 }
@@ -205,13 +217,13 @@ static int resident_auto_fits(const gen *s, h3_backend *be, resident *r) {
     h3_memory_stats ms;
     h3_err e;
     if (h3_memory_query(be, &ms, &e) != 0) {
-        fprintf(stderr, "h3: session: the transformer and the video decoder are not kept: %s\n", e.msg);
+        gen_log(s->r, "session: the transformer and the video decoder are not kept: %s", e.msg);
         return 0;
     }
     const int64_t margin = (int64_t)2 << 30;
     if ((int64_t)ms.available_bytes >= r->auto_need + margin) return 1;
-    fprintf(stderr, "h3: session: the transformer and the video decoder are not kept between generations: %.1f GiB would "
-                    "be left beside them, the phases needed up to %.1f GiB (+2; !resident on keeps them anyway)\n",
+    gen_log(s->r, "session: the transformer and the video decoder are not kept between generations: %.1f GiB would "
+                    "be left beside them, the phases needed up to %.1f GiB (+2; !resident on keeps them anyway)",
             ms.available_bytes / 1073741824.0, r->auto_need / 1073741824.0);
     return 0;
 }
@@ -261,7 +273,7 @@ static void pin_prefetch_join(pin_prefetch *p) {
 static h3_backend *phase_backend(gen *s, const char *phase, int has_cuda_twins, const char *why_not) {
     h3_backend *be = has_cuda_twins ? s->be : s->cpu;
     int moved = be != s->be;
-    fprintf(stderr, "h3: %s on %s%s%s%s\n", phase, h3_backend_name(be), moved ? " (" : "", moved ? why_not : "",
+    gen_log(s->r, "%s on %s%s%s%s", phase, h3_backend_name(be), moved ? " (" : "", moved ? why_not : "",
             moved ? ")" : "");
     return be;
 }
@@ -556,7 +568,7 @@ static int phase_text(gen *s, h3_err *e) {
         if (copy_rows(&cc->pres, cc->text, cc->text_dim, &s->pres, &s->text))
             return h3_fail(e, "out of memory for the cached prompt embedding");
         s->T = s->pres.L, s->text_dim = cc->text_dim;
-        fprintf(stderr, "h3: conditioning cached (the same prompt, text encoder and conditions as the previous generation)\n");
+        gen_log(s->r, "conditioning cached (the same prompt, text encoder and conditions as the previous generation)");
         return 0;
     }
     h3_backend *be = phase_backend(s, s->task == H3_T2VA ? "text encoder" : "text encoder + vision tower", 1, "");
@@ -571,7 +583,7 @@ static int phase_text(gen *s, h3_err *e) {
         tokenizer_free(res->tok);
         res->tok = NULL;
     }
-    if (te) fprintf(stderr, "h3: text encoder resident (kept from the previous generation)\n");
+    if (te) gen_log(s->r, "text encoder resident (kept from the previous generation)");
     if (!tok) { /* first: CPU work only, while the backend's cuBLASLt warm-up thread runs (cuda_backend.cu) */
         begin_on(s, "load tokenizer", be, 0);
         tok = tokenizer_load(dir, e);
@@ -755,7 +767,7 @@ done:
 static int denoise_progress(void *user, int step, int steps) {
     gen *s = user;
     progress_update(&s->pg, step + 1);
-    if (s->r->cancel && *s->r->cancel) {
+    if ((s->r->cancel && *s->r->cancel) || s->pg.stopped) {
         h3_fail(&s->pv_err, "cancelled (Ctrl-C) during the denoising, after step %d of %d", step + 1, steps);
         return 1;
     }
@@ -770,7 +782,7 @@ static int dit_mode(gen *s, h3_backend *be, const dit_config *dc, size_t kept) {
     const int mode = s->r->bf16 ? DIT_BF16 : 0;
     if (be->kind == H3_BACKEND_CPU) { /* the CPU reads every weight from the file mapping anyway */
         if (s->r->ssd_streaming)
-            fprintf(stderr, "h3: --ssd-streaming: no effect on the CPU backend (its weights are the file mapping)\n");
+            gen_log(s->r, "--ssd-streaming: no effect on the CPU backend (its weights are the file mapping)");
         return mode;
     }
     if (s->r->ssd_streaming) return mode | DIT_STREAM;
@@ -784,8 +796,8 @@ static int dit_mode(gen *s, h3_backend *be, const dit_config *dc, size_t kept) {
     const double avail = (double)ms.available_bytes + (double)kept;
     double need;
     if (!dit_should_stream(dc, mode, S, avail, &need)) return mode;
-    fprintf(stderr, "h3: the resident transformer needs ~%.1f GiB, the GPU has %.1f GiB available: streaming its "
-                    "blocks (--ssd-streaming, docs/model/features.md 7.3)\n", need / (1u << 30), avail / (1u << 30));
+    gen_log(s->r, "the resident transformer needs ~%.1f GiB, the GPU has %.1f GiB available: streaming its "
+                    "blocks (--ssd-streaming, docs/model/features.md 7.3)", need / (1u << 30), avail / (1u << 30));
     return mode | DIT_STREAM;
 }
 
@@ -823,7 +835,7 @@ static int phase_dit(gen *s, h3_err *e) {
              s->r->quant_fp8 ? "fp8" : "none", s->r->layers, (mode & DIT_STREAM) != 0);
     model_key(s, dir, settings, RANDOM_DIT, key);
     dit_model *m = res ? resident_take(res, (void **)&res->dit, res->dit_key, key, free_dit) : NULL;
-    if (m) fprintf(stderr, "h3: transformer resident (kept from the previous generation)\n");
+    if (m) gen_log(s->r, "transformer resident (kept from the previous generation)");
     if (!m && !(m = dit_make(s, be, dir, mode, e))) return -1;
     const dit_config *c = dit_get_config(m);
     int rc = -1, n_inf;
@@ -897,8 +909,8 @@ static int phase_dit(gen *s, h3_err *e) {
                        .release_adaln = 0 /* done below, in the tables' load phase (docs/model/dit.md 4.5: 39% of the weights) */};
     if (g->width == 256 && g->height == 256 && !s->r->reference_rope) { /* docs/model/features.md 5.7 */
         da.rope_spatial_scale = 0.5f;
-        fprintf(stderr, "h3: 256x256: spatial RoPE coordinates halved against lattice artefacts (docs/model/features.md 5.7; "
-                        "--use-reference-rope keeps the released ones)\n");
+        gen_log(s->r, "256x256: spatial RoPE coordinates halved against lattice artefacts (docs/model/features.md 5.7; "
+                        "--use-reference-rope keeps the released ones)");
     }
     if (s->r->token_reduction) {
         if (denoise_token_reduction(&da, c->num_layers, e)) {
@@ -909,16 +921,16 @@ static int phase_dit(gen *s, h3_err *e) {
         if (da.reduce_early_passes)
             snprintf(early, sizeof early, " (%d..%d for the first %d passes)", da.reduce_begin, da.reduce_early_end - 1,
                      da.reduce_early_passes);
-        fprintf(stderr, "h3: --token-reduction: blocks %d..%d on paired video tokens%s, restore scale %g\n",
+        gen_log(s->r, "--token-reduction: blocks %d..%d on paired video tokens%s, restore scale %g",
                 da.reduce_begin, da.reduce_end - 1, early, (double)da.reduce_scale);
         if (g->width == 256 && g->height == 256)
-            fprintf(stderr, "h3: warning: --token-reduction at 256x256: keep it off at 256 square (docs/model/features.md 5.5)\n");
+            gen_log(s->r, "warning: --token-reduction at 256x256: keep it off at 256 square (docs/model/features.md 5.5)");
         if (s->r->layers <= 40 && s->r->reuse >= 3)
-            fprintf(stderr, "h3: warning: --token-reduction with --layers %d and --reuse %d rings and ghosts "
-                            "(docs/model/features.md 5.5)\n", s->r->layers, s->r->reuse);
+            gen_log(s->r, "warning: --token-reduction with --layers %d and --reuse %d rings and ghosts "
+                            "(docs/model/features.md 5.5)", s->r->layers, s->r->reuse);
     }
     if (!denoise_model_ready(m, &da)) { /* a kept model lacks this schedule's AdaLN tables (weights released) */
-        fprintf(stderr, "h3: the resident transformer has no AdaLN tables for these timesteps: loading it again\n");
+        gen_log(s->r, "the resident transformer has no AdaLN tables for these timesteps: loading it again");
         dit_free(m);
         if (!(m = dit_make(s, be, dir, dit_mode(s, be, &dc, 0), e))) goto done;
         c = dit_get_config(m);
@@ -945,8 +957,8 @@ static int phase_dit(gen *s, h3_err *e) {
     progress_end(&s->pg);
     dit_get_stream_stats(m, &st1);
     if (st1.slot_bytes > 0) /* docs/model/features.md 7.3's report: what the slots copied during the loop */
-        fprintf(stderr, "h3: --ssd-streaming: %lld block copies, %.2f GB from host memory, %.2f s of host time in the "
-                        "copy calls (waits for a free slot included), slots %.2f GiB\n", (long long)(st1.fills - st0.fills),
+        gen_log(s->r, "--ssd-streaming: %lld block copies, %.2f GB from host memory, %.2f s of host time in the "
+                        "copy calls (waits for a free slot included), slots %.2f GiB", (long long)(st1.fills - st0.fills),
                 (st1.bytes - st0.bytes) / 1e9, st1.host_seconds - st0.host_seconds, st1.slot_bytes / (double)(1u << 30));
     if (!s->pv_borrowed) video_vae_free(s->pv);
     s->pv = NULL, s->pv_borrowed = 0;
@@ -955,7 +967,7 @@ static int phase_dit(gen *s, h3_err *e) {
         int n = 0, off = 0;
         for (int b = 0; b < c->num_layers; b++)
             if (dit_layer_skipped(m, b) && off < (int)sizeof list - 8) off += snprintf(list + off, sizeof list - off, "%s%d", n++ ? ", " : "", b);
-        if (n) fprintf(stderr, "h3: --layers %d: skipped blocks %s\n", s->r->layers, list);
+        if (n) gen_log(s->r, "--layers %d: skipped blocks %s", s->r->layers, list);
     }
     size_t nv = (size_t)VIDEO_CHANNELS * g->num_latent_frames * g->latent_height * g->latent_width;
     s->video_latents = malloc(sizeof(float) * nv);
@@ -981,7 +993,7 @@ done:
     sched_free(&vs);
     sched_free(&as);
     /* released before the decoders load, unless --resident keeps it (the session default: when it has the room) */
-    if (rc == 0 && res && (s->r->resident != H3_RESIDENT_AUTO || resident_auto_room(res, be, m, s->r->random_weights)))
+    if (rc == 0 && res && (s->r->resident != H3_RESIDENT_AUTO || resident_auto_room(s->r, res, be, m, s->r->random_weights)))
         resident_keep(res, (void **)&res->dit, res->dit_key, m, key, free_dit);
     else
         dit_free(m);
@@ -1028,6 +1040,8 @@ static int phase_audio(gen *s, h3_err *e) {
         goto done;
     rc = 0;
     progress_end(&s->pg);
+    if (s->r->on_audio && s->r->on_audio(s->r->sink_user, s->audio, s->audio + s->samples, s->samples, H3_MEDIA_SAMPLE_RATE))
+        rc = h3_fail(e, "the audio sink cancelled the generation");
 done:
     free(z);
     if (rc == 0 && res) resident_keep(res, (void **)&res->avae, res->avae_key, m, key, free_avae);
@@ -1059,6 +1073,8 @@ static int frame_sink(void *ctx, int64_t index, const float *frame, h3_err *e) {
         h3_preview p = {dst, s->out_w, s->out_h, 0, s->r->steps, index};
         if (s->r->preview(s->r->preview_user, &p)) return h3_fail(e, "--show: the preview callback cancelled the generation");
     }
+    if (s->r->on_frame && s->r->on_frame(s->r->sink_user, dst, s->out_w, s->out_h, index, s->nframes))
+        return h3_fail(e, "the frame sink cancelled the generation");
     if (s->mp4) { /* frames arrive in order; audio interleaved by time as h3_write_mp4 does */
         if (index != s->mp4_frames) return h3_fail(e, "video decoder delivered frame %lld out of order", (long long)index);
         h3_frames_view one = {.frames = 1, .height = s->out_h, .width = s->out_w, .f32 = dst};
@@ -1083,7 +1099,7 @@ static int phase_video(gen *s, h3_err *e) {
     resident *res = s->res;
     video_vae *v = res ? resident_take(res, (void **)&res->vvae, res->vvae_key, key, free_vvae) : NULL;
     if (v) {
-        fprintf(stderr, "h3: video VAE decoder resident (kept from the previous generation)\n");
+        gen_log(s->r, "video VAE decoder resident (kept from the previous generation)");
     } else if (s->r->random_weights) {
         video_vae_config vc;
         begin_on(s, "make random video VAE", be, 0);
@@ -1358,9 +1374,25 @@ void h3_gen_ctx_free(h3_gen_ctx *c) {
     free(c);
 }
 
+/* --profile: progress_report's table, line by line through the request's log */
+static void profile_log(gen *s) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return;
+    progress_report(&s->pg, m);
+    fclose(m);
+    for (char *line = buf, *nl; line && *line; line = nl + 1) {
+        if (!(nl = strchr(line, '\n'))) nl = line + strlen(line) - 1;
+        else *nl = 0;
+        if (s->r->log) s->r->log(s->r->log_user, 1, line);
+    }
+    free(buf);
+}
+
 /* request.h's cancel flag, checked between phases: -1 with "cancelled (Ctrl-C) before PHASE" */
 static int cancelled(const gen *s, const char *next, h3_err *e) {
-    return s->r->cancel && *s->r->cancel ? h3_fail(e, "cancelled (Ctrl-C) before the %s", next) : 0;
+    return (s->r->cancel && *s->r->cancel) || s->pg.stopped ? h3_fail(e, "cancelled (Ctrl-C) before the %s", next) : 0;
 }
 
 int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
@@ -1371,7 +1403,8 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     memset(&s, 0, sizeof s);
     s.r = r;
     s.task = h3_request_task(r);
-    progress_init(&s.pg, stderr, 0);
+    progress_init(&s.pg, r->progress_out, 0);
+    s.pg.cb = r->progress, s.pg.cb_user = r->progress_user;
     if (resolve_geometry(&s, e)) { /* flags and input media: the user's input is at fault */
         cond_set_free(&s.cond);
         return H3_GENERATE_BAD_INPUT;
@@ -1416,16 +1449,16 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
         snprintf(canvas, sizeof canvas, "%dx%d (rendered at %dx%d)", s.out_w, s.out_h, s.g.width, s.g.height);
     else
         snprintf(canvas, sizeof canvas, "%dx%d", s.g.width, s.g.height);
-    fprintf(stderr, "h3: %s %s, %d frames (%d latent), %d audio latents, %d steps, seed %llu, %s on %s\n",
+    gen_log(r, "%s %s, %d frames (%d latent), %d audio latents, %d steps, seed %llu, %s on %s%s",
             s.task == H3_T2VA ? "t2va" : s.task == H3_FL2VA ? "fl2va" : "ref2va", canvas, s.g.num_frames,
             s.g.num_latent_frames, s.g.num_audio_latents, r->steps, (unsigned long long)r->seed,
-            r->bf16 ? "bf16" : "fp32", h3_backend_name(s.be));
+            r->bf16 ? "bf16" : "fp32", h3_backend_name(s.be), r->backend_note ? r->backend_note : "");
     if (r->reuse > 1) {
-        fprintf(stderr, "h3: --reuse %d: %d model evaluations for %d passes\n", r->reuse,
+        gen_log(r, "--reuse %d: %d model evaluations for %d passes", r->reuse,
                 denoise_fresh_passes(r->steps, r->reuse), r->steps);
         if (r->steps >= 2 && r->steps <= 7)
-            fprintf(stderr, "h3: warning: --reuse %d with %d steps: keep reuse at 1 for 7 steps or fewer "
-                            "(docs/model/features.md 5.1)\n", r->reuse, r->steps);
+            gen_log(r, "warning: --reuse %d with %d steps: keep reuse at 1 for 7 steps or fewer "
+                            "(docs/model/features.md 5.1)", r->reuse, r->steps);
     }
     pin_prefetch pf = {0};
     int rc = cancelled(&s, "text encoder", e);
@@ -1444,7 +1477,7 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     if (!rc) rc = phase_video(&s, e);
     if (!rc) rc = cancelled(&s, "outputs", e);
     if (!rc) rc = phase_outputs(&s, e);
-    if (!rc && r->profile) progress_report(&s.pg, stderr);
+    if (!rc && r->profile) profile_log(&s);
     if (rc && s.bad_input) rc = H3_GENERATE_BAD_INPUT;
     /* the session default: a failed generation (out of memory, say) keeps nothing; one that shows no room keeps
      * nothing from then on */

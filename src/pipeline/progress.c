@@ -34,8 +34,8 @@ void progress_reset_peak_rss(void) {
 void progress_init(progress *p, FILE *out, int quiet) {
     memset(p, 0, sizeof *p);
     p->out = out;
-    p->quiet = quiet;
-    p->tty = isatty(fileno(out));
+    p->quiet = quiet || !out;
+    p->tty = out && isatty(fileno(out));
 }
 
 static void fmt_time(double s, char *buf, size_t cap) {
@@ -73,6 +73,10 @@ static void draw(progress *p, int final) {
     p->last_print = now;
 }
 
+static void tell(progress *p, int event) {
+    if (p->cb && p->cb(p->cb_user, event, p->name, p->done, p->total, progress_now() - p->start)) p->stopped = 1;
+}
+
 void progress_begin(progress *p, const char *name, int64_t total) {
     snprintf(p->name, sizeof p->name, "%s", name);
     p->total = total;
@@ -89,10 +93,12 @@ void progress_begin(progress *p, const char *name, int64_t total) {
         if (h3_memory_query(p->device, &ms, &e) == 0) p->base_dev = (int64_t)ms.peak_bytes; /* = the use now */
     }
     if (!p->quiet && p->tty) draw(p, 0);
+    tell(p, 0);
 }
 
 void progress_update(progress *p, int64_t done) {
     p->done = done;
+    tell(p, 1);
     if (p->quiet) return;
     if (p->tty) {
         if (progress_now() - p->last_print > 0.1 || done == p->total) draw(p, 0);
@@ -108,6 +114,7 @@ void progress_update(progress *p, int64_t done) {
 void progress_end(progress *p) {
     if (p->total > 0) p->done = p->total;
     if (!p->quiet) draw(p, 1);
+    tell(p, 2);
     if (p->nphases < PROGRESS_MAX_PHASES) {
         progress_phase *ph = &p->phases[p->nphases++];
         snprintf(ph->name, sizeof ph->name, "%s", p->name);

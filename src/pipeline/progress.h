@@ -27,9 +27,15 @@ typedef struct progress {
     progress_phase phases[PROGRESS_MAX_PHASES];
     int    nphases;
     struct h3_backend *device; /* optional: a CUDA backend whose memory peak each phase records */
+    /* optional: told every begin (event 0), update (1) and end (2); a nonzero return sets stopped (the pipeline then
+     * stops as for the request's cancel flag) */
+    int  (*cb)(void *user, int event, const char *phase, int64_t done, int64_t total, double elapsed);
+    void  *cb_user;
+    int    stopped;
     int64_t base_dev;          /* the running phase's base_dev */
 } progress;
 
+/* out NULL: nothing drawn (the phases are still timed and measured) */
 void progress_init(progress *p, FILE *out, int quiet);
 /* Starts a phase of `total` units (0 = indeterminate). */
 void progress_begin(progress *p, const char *name, int64_t total);

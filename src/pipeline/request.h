@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../core/error.h"
 
@@ -78,6 +79,23 @@ typedef struct h3_request {
      * (sessions: Ctrl-C). NULL: never. */
     const volatile sig_atomic_t *cancel;
     void       *preview_user;
+    /* Where the pipeline's messages go (src/api/, include/h3.h): library code prints nothing itself.
+     * log: one line per call, without a newline; kind 0 a message (the CLI prefixes "h3: "), 1 a line of the
+     * --profile table (printed as is); NULL drops them. */
+    void      (*log)(void *user, int kind, const char *line);
+    void       *log_user;
+    /* progress.c's bar (a TTY) or ~10 % lines are drawn on this stream; NULL: none drawn */
+    FILE       *progress_out;
+    /* every phase's begin (event 0), updates (1) and end (2); nonzero cancels as *cancel does (progress.h) */
+    int       (*progress)(void *user, int event, const char *phase, int64_t done, int64_t total, double elapsed);
+    void       *progress_user;
+    /* sinks: every final frame ([height][width][3] in [0, 1], the output canvas, in order) and the audio
+     * (planar stereo, H3_MEDIA_SAMPLE_RATE, delivered once, after the audio decoder); nonzero cancels */
+    int       (*on_frame)(void *user, const float *rgb, int width, int height, int64_t index, int64_t frames);
+    int       (*on_audio)(void *user, const float *left, const float *right, int64_t samples, int sample_rate);
+    void       *sink_user;
+    /* appended to the generation's header line after the backend's name (--backend auto's choice, src/api/) */
+    const char *backend_note;
 } h3_request;
 
 /* Defaults: seed 42, 20 steps, bf16, output "h3.mp4". */

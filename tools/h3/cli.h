@@ -5,6 +5,9 @@
 /* Prints "h3: MESSAGE" on stderr and returns 2 (the exit code for bad input). */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The pipeline's log (request.h's log): "h3: LINE" for messages, the --profile table's lines as they are, on stderr. */
+void cli_log(void *user, int kind, const char *line);
+
 int cmd_info(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_generate(int argc, char **argv);

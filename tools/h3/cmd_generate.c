@@ -104,6 +104,7 @@ static int flag_error(const char *a) {
 int cmd_generate(int argc, char **argv) {
     h3_request r;
     h3_request_init(&r);
+    r.log = cli_log, r.progress_out = stderr; /* the pipeline prints nothing itself */
     int seed_given = 0, output_given = 0, show = 0, zoom = 2, info = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -17,6 +17,11 @@ int cli_error(const char *fmt, ...) {
     return 2;
 }
 
+void cli_log(void *user, int kind, const char *line) {
+    (void)user;
+    fprintf(stderr, kind == 0 ? "h3: %s\n" : "%s\n", line);
+}
+
 static const struct {
     const char *name;
     int (*fn)(int, char **);

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# libh3's public API (include/h3.h, docs/api.md): `make install` into a temporary prefix, only h3_* exported from
+# libh3.so, examples/generate.c built against the installed copy through pkg-config and run on the tiny snapshot
+# (the MP4 part needs FFmpeg), and the API's messages (bad input, status codes).
+set -u
+source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
+build=$(dirname "$H3")
+prefix=$tmp/prefix
+make -s install BUILD="$build" PREFIX="$prefix" >"$tmp/install.log" 2>&1
+check "make install (log: $(tail -2 "$tmp/install.log"))" \
+    '[ -f $prefix/include/h3.h ] && [ -f $prefix/lib/libh3.a ] && [ -L $prefix/lib/libh3.so ] && [ -f $prefix/lib/libh3.so.1 ] && [ -f $prefix/lib/pkgconfig/h3.pc ] && [ -x $prefix/bin/h3 ]'
+check "soname libh3.so.1" 'readelf -d "$prefix/lib/libh3.so.1" | grep -q "SONAME.*libh3.so.1"'
+nm -D --defined-only "$prefix/lib/libh3.so" | awk '{print $3}' | sort >"$tmp/exported"
+check "only h3_* exported ($(grep -v '^h3_' "$tmp/exported" | head -3 | tr '\n' ' '))" \
+    '[ -s "$tmp/exported" ] && ! grep -qv "^h3_" "$tmp/exported"'
+grep -oE 'H3_PUBLIC [a-z0-9_ *]*h3_[a-z0-9_]+\(' include/h3.h | sed 's/.*[ *]\(h3_[a-z0-9_]*\)(/\1/' | sort >"$tmp/declared"
+check "exported = declared in h3.h ($(diff "$tmp/declared" "$tmp/exported" | tr '\n' ' '))" 'cmp -s "$tmp/declared" "$tmp/exported"'
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+cc -std=c11 -Wall -Wextra -Werror examples/generate.c $(pkg-config --cflags --libs h3) -o "$tmp/generate" 2>"$tmp/cc.err"
+check "examples/generate.c builds against the installed library ($(head -3 "$tmp/cc.err"))" '[ -x "$tmp/generate" ]'
+export LD_LIBRARY_PATH=$prefix/lib
+out=$("$tmp/generate" "$tmp/nowhere" "$tmp/x.mp4" 2>&1); rc=$?
+check "a missing snapshot: exit 2, the API's message ($out)" '[ $rc = 2 ] && grep -q "bad input: snapshot_dir .*nowhere: not a directory" <<<"$out"'
+out=$(H3_EXAMPLE_SIZE=100x64 "$tmp/generate" "$TINY" "$tmp/x.mp4" 2>&1); rc=$?
+check "a bad canvas: exit 2 in the API's terms ($(tail -1 <<<"$out"))" \
+    '[ $rc = 2 ] && grep -q "generate: bad input: width 100 height 64: both must be multiples of 32" <<<"$out" && [ ! -e "$tmp/x.mp4" ]'
+if "$H3" generate -d "$TINY" -p x -o "$tmp/probe.mp4" --width 64 --height 32 --steps 1 2>&1 | grep -q "MEDIA=0"; then
+    echo "(MEDIA=0 build: the example's MP4 run skipped)"
+else
+    out=$(H3_EXAMPLE_SIZE=64x32 H3_EXAMPLE_STEPS=2 "$tmp/generate" "$TINY" "$tmp/fox.mp4" "A red fox." 2>&1); rc=$?
+    check "the example generates an MP4 on the tiny snapshot ($(tail -1 <<<"$out"))" \
+        '[ $rc = 0 ] && [ -s "$tmp/fox.mp4" ] && grep -q "wrote $tmp/fox.mp4 on cpu" <<<"$out"'
+    check "backend auto on a CPU build says why (the generation's first line)" \
+        'grep -q "on cpu (auto: no CUDA in this build)" <<<"$out" || ldd "$prefix/lib/libh3.so" | grep -q libcudart'
+    "$H3" generate -d "$TINY" -p "A red fox." --width 64 --height 32 --steps 2 -o "$tmp/cli.mp4" 2>/dev/null
+    check "the example's MP4 = h3 generate's with the same settings" 'cmp -s "$tmp/fox.mp4" "$tmp/cli.mp4"'
+fi
+make -s uninstall BUILD="$build" PREFIX="$prefix" >/dev/null 2>&1
+check "make uninstall removes every installed file ($(find "$prefix" -type f | head -3))" '[ -z "$(find "$prefix" -type f -o -type l)" ]'
+echo "RESULT $pass $fail"
