@@ -1130,19 +1130,23 @@ static int64_t next_active_block(const dit_model *m, int64_t b) {
     return -1;
 }
 
-/* --profile (docs/robustness.md "Flags, numbers, results and messages"): the residual stream after block b, rows
- * [0, S) of X (bf16 or fp32 as the model runs), counted on the device; the first block with a non-finite value is
- * named, so that broken weights are found where they are. */
-static int check_block_output(dit_model *m, int64_t b, const void *X, int64_t S, h3_err *e) {
-    const int64_t n = S * m->cfg.hidden_size;
-    const int64_t bad = h3_count_nonfinite(m->be, X, m->bf16 ? H3_BF16 : H3_F32, n);
-    if (bad < 0)
-        return h3_backend_check(m->be, e) ? -1 : h3_fail(e, "DiT block %lld: the non-finite check could not run", (long long)b);
-    if (bad)
-        return h3_fail(e, "DiT block %lld (from 0, of %lld): its output has %lld of %lld values not finite (NaN or Inf): broken "
-                          "weights or inputs in or before this block", (long long)b, (long long)m->cfg.num_layers,
-                       (long long)bad, (long long)n);
-    return 0;
+/* --profile (docs/robustness.md "Flags, numbers, results and messages"): the residual stream after every block is
+ * counted on the device into that block's counter, without a sync; the counters are read once after the last
+ * block and the first block whose output has a non-finite value is named, so that broken weights are found where
+ * they are. tally[b] counts rows [0, S) of block b's output X (bf16 or fp32 as the model runs). */
+static int check_block_tallies(dit_model *m, const uint64_t *tally_dev, const int64_t *rows, h3_err *e) {
+    const int64_t L = m->cfg.num_layers;
+    uint64_t *tally = calloc((size_t)L, sizeof *tally);
+    if (!tally) return h3_fail(e, "dit: out of memory (the per-block non-finite counters)");
+    h3_download(m->be, tally, tally_dev, (size_t)L * sizeof *tally);
+    int rc = h3_backend_check(m->be, e);
+    for (int64_t b = 0; b < L && rc == 0; b++)
+        if (tally[b])
+            rc = h3_fail(e, "DiT block %lld (from 0, of %lld): its output has %llu of %lld values not finite (NaN or Inf): "
+                            "broken weights or inputs in or before this block", (long long)b, (long long)L,
+                         (unsigned long long)tally[b], (long long)(rows[b] * m->cfg.hidden_size));
+    free(tally);
+    return rc;
 }
 
 int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *audio_out, h3_err *e) {
@@ -1206,6 +1210,17 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
             goto done;
         }
         int reduced = 0, stream_failed = 0;
+        uint64_t *tally = NULL;    /* --profile: per-block non-finite counters, backend memory (zeroed) */
+        int64_t *tally_rows = NULL; /* the rows each block's counter covers */
+        if (in->check_blocks) {
+            tally = h3_alloc(be, (size_t)L * sizeof *tally);
+            tally_rows = calloc((size_t)L, sizeof *tally_rows);
+            if (!tally || !tally_rows) {
+                h3_free(be, tally), free(tally_rows), h3_free(be, X0);
+                dit_reduce_free(m, &red);
+                goto oom;
+            }
+        }
         int64_t norm1_ready = -1; /* bf16: the block whose norm1 output the last block left in s16.n (-1: none) */
         for (int64_t b = 0; b < L && !stream_failed; b++) {
             if (reduce && b == in->reduce_begin) { /* docs/model/features.md 5.5: enter, the full rows kept in X as the bypass */
@@ -1230,10 +1245,19 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
                 norm1_ready = next;
             }
             if (m->stream && dit_stream_unbind(m, b, next_active_block(m, b), e) != 0) stream_failed = 1;
-            if (in->check_blocks && !stream_failed &&
-                check_block_output(m, b, reduced ? (const void *)red.X : X, reduced ? red.S_red : S, e) != 0)
-                stream_failed = 1; /* the error names the block; the forward stops like a failed stream */
+            if (tally && !stream_failed) {
+                tally_rows[b] = reduced ? red.S_red : S;
+                if (h3_tally_nonfinite(be, tally + b, reduced ? (const void *)red.X : X, m->bf16 ? H3_BF16 : H3_F32,
+                                       tally_rows[b] * H) != 0) {
+                    if (h3_backend_check(be, e) == 0)
+                        h3_fail(e, "DiT block %lld: the non-finite check could not run", (long long)b);
+                    stream_failed = 1;
+                }
+            }
         }
+        if (tally && !stream_failed && check_block_tallies(m, tally, tally_rows, e) != 0)
+            stream_failed = 1; /* the error names the block; the forward stops like a failed stream */
+        h3_free(be, tally), free(tally_rows);
         if (reduced)
             h3_bf16_rows_expand_delta(be, (h3_bf16 *)X, red.X, red.base, red.parent, S, red.prefix, H, in->reduce_scale);
         dit_reduce_free(m, &red);

@@ -383,3 +383,36 @@ static void c_count_nonfinite(bo_ctx *c, const bo_row *r) {
     snprintf(what, sizeof what, "counts %lld / %lld, planted %lld", (long long)got[0], (long long)got[1], (long long)bad);
     bo_assert(c, "count", got[0] == bad && got[1] == bad, what);
 }
+
+/* ---- h3_tally_nonfinite (backend_check.h): the same planted buffer as count_nonfinite's case, counted twice into
+ * the second of two zeroed device counters and read back after a sync: the second must be 2 x planted (the count is
+ * added, not stored), the first untouched; exact on every backend. ---- */
+static void c_tally_nonfinite(bo_ctx *c, const bo_row *r) {
+    const int64_t n = r->a[0], bad = r->a[1];
+    const int bf16 = r->a[3] != 0;
+    float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++) h[i] = frand() * 4.0f - 2.0f;
+    const int64_t step = bad > 0 ? n / bad : 0;
+    for (int64_t j = 0; j < bad; j++) h[(j * step + 7 * j + 3) % n] = j % 2 ? NAN : -INFINITY;
+    if (bf16)
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)h)[i] = h3_f32_to_bf16(h[i]);
+    bo_buf *x = bo_in(c, bf16 ? BO_BF16 : BO_F32, n, h);
+    free(h);
+    bo_buf *tally = bo_track(c, BO_I32, 4); /* two uint64 counters, zeroed by h3_alloc */
+    int rc[2] = {-2, -2};
+    bo_cost(c, NULL, 0, 2 * (bf16 ? 2.0 : 4.0) * n);
+    BO_OP(c, be, {
+        uint64_t *t = (uint64_t *)tally->p[c->side] + 1;
+        rc[c->side] = h3_tally_nonfinite(be, t, x->p[c->side], bf16 ? H3_BF16 : H3_F32, n);
+        if (!rc[c->side]) rc[c->side] = h3_tally_nonfinite(be, t, x->p[c->side], bf16 ? H3_BF16 : H3_F32, n);
+    });
+    if (c->perf) return;
+    for (int s = 0; s < 2; s++) {
+        uint64_t *got = bo_get(c, tally, s);
+        char what[128];
+        snprintf(what, sizeof what, "side %d: rc %d, counters %llu %llu, planted %lld (x2 expected in the second)", s,
+                 rc[s], (unsigned long long)got[0], (unsigned long long)got[1], (long long)bad);
+        bo_assert(c, "tally", rc[s] == 0 && got[0] == 0 && got[1] == 2 * (uint64_t)bad, what);
+        free(got);
+    }
+}

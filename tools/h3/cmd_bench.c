@@ -110,7 +110,7 @@ static int64_t *i64_fill(int64_t n, int64_t v) {
 /* ---- DiT ---- */
 
 static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, int64_t T, const float *ts,
-                           int repeats, int bf16, const int *reduce, bench_result *r, h3_err *e) {
+                           int repeats, int bf16, const int *reduce, int check_blocks, bench_result *r, h3_err *e) {
     const dit_config *c = dit_get_config(m);
     int rc = -1;
     int64_t *text_tags = i64_fill(T, 1);
@@ -141,7 +141,7 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
                      .timestep = tvals, .K = K, .S = L->S, .timestep_indices = tix,
                      .token_tags = L->token_tags, .position_ids = L->position_ids,
                      .video_indices = L->video_indices, .audio_indices = L->audio_indices,
-                     .text_indices = L->text_indices};
+                     .text_indices = L->text_indices, .check_blocks = check_blocks};
     if (reduce) { /* --token-reduction B:E: blocks B..E-1 on the pooled target video (docs/model/features.md 5.5) */
         in.reduce_begin = reduce[0], in.reduce_end = reduce[1], in.reduce_scale = 1.0f;
         in.reduce_frames = s->F, in.reduce_h = s->lh / 2, in.reduce_w = s->lw / 2;
@@ -194,7 +194,7 @@ done:
     return rc;
 }
 
-static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, int stream, const int *reduce,
+static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, int stream, const int *reduce, int check_blocks,
                      const bench_shape *shapes, int n, int64_t T, int repeats, bench_result *res, h3_err *e) {
     dit_config cfg;
     if (dit_config_load(config_dir, &cfg, e) != 0) return -1;
@@ -232,7 +232,7 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, 
            stream ? "; --ssd-streaming: the blocks' linears in host memory, two slots on the backend" : "");
     fflush(stdout);
     int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) rc = bench_dit_shape(be, m, &shapes[i], T, ts, repeats, bf16, reduce, &res[i], e);
+    for (int i = 0; i < n && rc == 0; i++) rc = bench_dit_shape(be, m, &shapes[i], T, ts, repeats, bf16, reduce, check_blocks, &res[i], e);
     dit_free(m);
     return rc;
 }
@@ -337,7 +337,8 @@ static void usage(void) {
     fprintf(stderr,
             "usage: h3 bench [--backend cuda|cpu] [--shapes WxHxF,...] [--text T] [--repeats N] [--vae-repeats N]\n"
             "                [--precision bf16|fp32] [--quant none|fp8] [--token-reduction B:E] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
-            "                [--vae-batch N,...] [--ssd-streaming 0|1]\n"
+            "                [--vae-batch N,...] [--ssd-streaming 0|1] [--check-blocks 0|1]\n"
+            "--check-blocks 1: the per-block non-finite check h3 generate --profile runs (its cost)\n"
             "defaults: --backend cuda --shapes 512x512x22,544x960x124,1344x768x124 --text 256 --repeats 2\n"
             "          --vae-repeats 1 --precision bf16 --what dit,vae\n"
             "          --config tests/fixtures/skeleton/transformer --vae-config tests/fixtures/skeleton/vae\n");
@@ -355,7 +356,7 @@ int cmd_bench(int argc, char **argv) {
     const char *backend = "cuda", *shapes_arg = "512x512x22,544x960x124,1344x768x124", *precision = "bf16";
     const char *what = "dit,vae", *config = "tests/fixtures/skeleton/transformer";
     const char *vae_config = "tests/fixtures/skeleton/vae", *text_arg = "256", *rep_arg = "2", *vrep_arg = "1";
-    const char *vbatch_arg = NULL, *quant = "none", *reduce_arg = NULL, *stream_arg = "0";
+    const char *vbatch_arg = NULL, *quant = "none", *reduce_arg = NULL, *stream_arg = "0", *check_arg = "0";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -375,6 +376,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--vae-config")) dst = &vae_config;
         else if (!strcmp(a, "--vae-batch")) dst = &vbatch_arg;
         else if (!strcmp(a, "--ssd-streaming")) dst = &stream_arg;
+        else if (!strcmp(a, "--check-blocks")) dst = &check_arg;
         else return cli_error("bench: unknown argument '%s' (see h3 bench --help)", a);
         if (i + 1 >= argc) return cli_error("bench: %s needs a value", a);
         *dst = argv[++i];
@@ -392,6 +394,9 @@ int cmd_bench(int argc, char **argv) {
     if (strcmp(stream_arg, "0") && strcmp(stream_arg, "1"))
         return cli_error("bench: --ssd-streaming must be 0 or 1, got '%s'", stream_arg);
     const int stream = !strcmp(stream_arg, "1");
+    if (strcmp(check_arg, "0") && strcmp(check_arg, "1"))
+        return cli_error("bench: --check-blocks must be 0 or 1, got '%s'", check_arg);
+    const int check_blocks = !strcmp(check_arg, "1");
     if (stream && fp8) return cli_error("bench: --ssd-streaming 1 cannot be combined with --quant fp8");
     int reduce[2] = {0, 0}, nreduce = 0;
     if (reduce_arg) {
@@ -456,7 +461,7 @@ int cmd_bench(int argc, char **argv) {
     bench_result res[BENCH_MAX_SHAPES];
     memset(res, 0, sizeof res);
     int rc = 0;
-    if (do_dit && bench_dit(be, config, bf16, fp8, stream, nreduce ? reduce : NULL, shapes, n, T, repeats, res, &e) != 0) {
+    if (do_dit && bench_dit(be, config, bf16, fp8, stream, nreduce ? reduce : NULL, check_blocks, shapes, n, T, repeats, res, &e) != 0) {
         fprintf(stderr, "h3: bench: DiT: %s\n", e.msg);
         rc = 1;
     }

@@ -1,6 +1,7 @@
 // CUDA twin of h3_count_nonfinite (backend_check.h): each thread counts the non-finite floats of its grid-stride
 // slice (exponent bits all set, as the CPU twin tests them), the block adds its threads' counts in shared memory and
-// one atomicAdd per block adds them into a device counter, which is copied back after a stream sync. A bf16 value is
+// one atomicAdd per block adds them into a device counter, which is copied back after a stream sync (count) or left
+// on the device for the caller to read later (tally). A bf16 value is
 // the top half of an fp32 one: the same exponent mask, 16 bits down.
 #include "cuda_check.h"
 
@@ -28,14 +29,29 @@ static __global__ void k_count_nonfinite(const T *x, int64_t n, unsigned long lo
     if (threadIdx.x == 0 && part[0]) atomicAdd(count, part[0]);
 }
 
+static void launch_count(cuda_impl *c, const void *x, int bf16, int64_t n, unsigned long long *count) {
+    if (bf16) k_count_nonfinite<uint16_t><<<cuda_blocks(n, 256), 256, 0, c->stream>>>((const uint16_t *)x, n, count);
+    else k_count_nonfinite<float><<<cuda_blocks(n, 256), 256, 0, c->stream>>>((const float *)x, n, count);
+}
+
+extern "C" int cuda_tally_nonfinite(h3_backend *be, uint64_t *tally, const void *x, int bf16, int64_t n) {
+    if (n <= 0) return 0;
+    launch_count(cuda_of(be), x, bf16, n, (unsigned long long *)tally);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) {
+        cuda_record_error(be, "tally_nonfinite", cudaGetErrorString(err));
+        return -1;
+    }
+    return 0;
+}
+
 extern "C" int64_t cuda_count_nonfinite(h3_backend *be, const void *x, int bf16, int64_t n) {
     if (n <= 0) return 0;
     cuda_impl *c = cuda_of(be);
     unsigned long long *count = (unsigned long long *)cuda_scratch(be, sizeof *count), host = 0;
     if (!count) return -1;
     CUDA_OK(be, cudaMemsetAsync(count, 0, sizeof *count, c->stream));
-    if (bf16) k_count_nonfinite<uint16_t><<<cuda_blocks(n, 256), 256, 0, c->stream>>>((const uint16_t *)x, n, count);
-    else k_count_nonfinite<float><<<cuda_blocks(n, 256), 256, 0, c->stream>>>((const float *)x, n, count);
+    launch_count(c, x, bf16, n, count);
     CUDA_LAUNCHED(be, "count_nonfinite");
     cudaError_t err = cudaMemcpyAsync(&host, count, sizeof host, cudaMemcpyDeviceToHost, c->stream);
     if (err == cudaSuccess) err = cudaStreamSynchronize(c->stream);

@@ -11,6 +11,7 @@ extern "C" {
 #include "../backend.h"
 
 int64_t cuda_count_nonfinite(h3_backend *be, const void *x, int bf16, int64_t n);
+int     cuda_tally_nonfinite(h3_backend *be, uint64_t *tally, const void *x, int bf16, int64_t n);
 
 #ifdef __cplusplus
 }
