@@ -2,7 +2,7 @@
 # Installs the Debian packages h3 builds and tests with (idempotent; needs root or sudo).
 set -euo pipefail
 pkgs="build-essential pkg-config libopenblas-dev libopenblas-openmp-dev libjansson-dev libutf8proc-dev libedit-dev \
-      libavformat-dev libavcodec-dev libswscale-dev libswresample-dev libavutil-dev ffmpeg"
+      libavformat-dev libavcodec-dev libswscale-dev libswresample-dev libavutil-dev libjpeg62-turbo-dev ffmpeg"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

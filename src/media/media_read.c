@@ -8,6 +8,7 @@
  *     resampled to 32 kHz (torchaudio there, libswresample here: see docs/media.md).
  *   utils load_image: PIL open, EXIF transpose, convert("RGB"). */
 #include "media_internal.h"
+#include "media_jpeg.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -541,30 +542,47 @@ typedef struct image_state {
     int           got;
 } image_state;
 
-static int image_on_video(decode_ctx *d, AVFrame *f, h3_err *e)
+/* out takes rgb (w x h, malloc'd), turned upright by its EXIF orientation as load_image's ImageOps.exif_transpose
+ * does; rgb is freed on failure. */
+static int oriented_image(uint8_t *rgb, int w, int h, int orient, const char *name, h3_image *out, h3_err *e)
 {
-    image_state *s = d->video_user;
-    if (f->width <= 0 || f->height <= 0) return h3_fail(e, "%s: picture has no size", d->in->name);
-    size_t n = (size_t)f->width * f->height * 3;
-    uint8_t *rgb = malloc(n), *turned = NULL;
-    if (!rgb) return h3_fail(e, "%s: out of memory for a %dx%d image", d->in->name, f->width, f->height);
-    if (frame_to_rgb(&s->cv, f, rgb, d->in->name, e)) { free(rgb); return -1; }
-    int orient = exif_orientation(f);   /* load_image's ImageOps.exif_transpose */
-    int w = f->width, h = f->height;
     if (orient != 1) {
-        turned = malloc(n);
-        if (!turned) { free(rgb); return h3_fail(e, "%s: out of memory", d->in->name); }
+        uint8_t *turned = malloc((size_t)w * h * 3);
+        if (!turned) { free(rgb); return h3_fail(e, "%s: out of memory", name); }
         orient_rgb(rgb, w, h, orient, turned);
         free(rgb);
         rgb = turned;
         if (orient >= 5) { int t = w; w = h; h = t; }
     }
-    s->out->rgb = rgb;
-    s->out->width = w;
-    s->out->height = h;
+    out->rgb = rgb;
+    out->width = w;
+    out->height = h;
+    return 0;
+}
+
+static int image_on_video(decode_ctx *d, AVFrame *f, h3_err *e)
+{
+    image_state *s = d->video_user;
+    if (f->width <= 0 || f->height <= 0) return h3_fail(e, "%s: picture has no size", d->in->name);
+    size_t n = (size_t)f->width * f->height * 3;
+    uint8_t *rgb = malloc(n);
+    if (!rgb) return h3_fail(e, "%s: out of memory for a %dx%d image", d->in->name, f->width, f->height);
+    if (frame_to_rgb(&s->cv, f, rgb, d->in->name, e)) { free(rgb); return -1; }
+    if (oriented_image(rgb, f->width, f->height, exif_orientation(f), d->in->name, s->out, e)) return -1;
     s->got = 1;
     d->video_done = 1;   /* first picture only */
     return 0;
+}
+
+/* Whether the image at path (or data) starts with a JPEG's signature. */
+static int jpeg_still(const char *path, const void *data, size_t size)
+{
+    uint8_t b[3];
+    if (!path) return media_is_jpeg(data, size);
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f) fclose(f);
+    return media_is_jpeg(b, n);
 }
 
 /* A PNG's size from its IHDR (the first 24 bytes), so a valid picture beyond the size limit is named as such: the
@@ -591,11 +609,18 @@ static int read_image(const char *path, const void *data, size_t size, const cha
                       const h3_read_opts *opts, h3_image *out, h3_err *e)
 {
     memset(out, 0, sizeof *out);
-    int64_t pw, ph;
-    if (png_size(path, data, size, &pw, &ph) && pw * ph > max_pixels_of(opts))
-        return h3_fail(e, "%s: %lldx%lld = %lld pixels exceed the decoder's size limit of %lld pixels (not a corrupt file)",
-                       path ? path : name ? name : "<memory>", (long long)pw, (long long)ph, (long long)(pw * ph),
-                       (long long)max_pixels_of(opts));
+    int64_t pw, ph; /* each < 2^32, so the product fits in 64 unsigned bits */
+    if (png_size(path, data, size, &pw, &ph) && (uint64_t)pw * (uint64_t)ph > (uint64_t)max_pixels_of(opts))
+        return h3_fail(e, "%s: %lldx%lld = %llu pixels exceed the decoder's size limit of %lld pixels (not a corrupt file)",
+                       path ? path : name ? name : "<memory>", (long long)pw, (long long)ph,
+                       (unsigned long long)pw * (unsigned long long)ph, (long long)max_pixels_of(opts));
+    if (jpeg_still(path, data, size)) { /* libjpeg, as PIL (docs/media.md); CMYK/YCCK go on to FFmpeg */
+        const char *label = path ? path : name ? name : "<memory>";
+        uint8_t *rgb;
+        int w, h, orient;
+        int r = media_jpeg_decode(path, data, size, label, max_pixels_of(opts), &rgb, &w, &h, &orient, e);
+        if (r <= 0) return r ? -1 : oriented_image(rgb, w, h, orient, label, out, e);
+    }
     media_in in;
     if (media_open(&in, path, data, size, name, IMAGE_FORMATS, "image", "PNG, JPEG, WebP", e)) return -1;
     decode_ctx d = {.in = &in, .vsi = first_stream(in.fc, AVMEDIA_TYPE_VIDEO), .asi = -1};

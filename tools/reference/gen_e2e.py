@@ -86,6 +86,11 @@ CASES = {
     "fl2va_small": dict(task="fl2va", seed=77, height=64, width=96, frame_stride=31, pixel_step=2,
                         prompt="The lantern flickers, then the room fades to blue as rain starts outside.",
                         first=(120, 80, 5), last=(96, 64, 6)),
+    # fl2va_jpeg: fl2va_small's request with its keyframes saved as JPEG (q90, 4:2:0), the form users' keyframes
+    # mostly have: h3 decodes them with libjpeg as PIL does (docs/media.md)
+    "fl2va_jpeg": dict(task="fl2va", seed=77, height=64, width=96, frame_stride=31, pixel_step=2, ext="jpg",
+                       prompt="The lantern flickers, then the room fades to blue as rain starts outside.",
+                       first=(120, 80, 5), last=(96, 64, 6)),
     "ref2va": dict(seed=31337, height=32, width=64, frame_stride=13, pixel_step=1,
                    prompt="<Picture 1> sings along with <Audio 1> on a small stage, warm spotlight."),
 }
@@ -97,6 +102,15 @@ CASES = {
 def write_png(path, rgb):
     Image.fromarray(rgb, "RGB").save(path + ".tmp.png", optimize=True)
     os.replace(path + ".tmp.png", path)
+
+
+def write_jpeg(path, rgb):
+    Image.fromarray(rgb, "RGB").save(path + ".tmp.jpg", quality=90, subsampling=2)
+    os.replace(path + ".tmp.jpg", path)
+
+
+def keyframe(name, which):
+    return f"{name}_{which}.{CASES[name].get('ext', 'png')}"
 
 
 def pattern_image(width, height, seed):
@@ -136,7 +150,10 @@ def make_inputs():
         for which in ("first", "last"):
             if which in case:
                 w, h, seed = case[which]
-                write_png(os.path.join(OUT, f"{name}_{which}.png"), pattern_image(w, h, seed))
+                if case.get("ext", "png") == "jpg":
+                    write_jpeg(os.path.join(OUT, f"{name}_{which}.jpg"), pattern_image(w, h, seed))
+                else:
+                    write_png(os.path.join(OUT, f"{name}_{which}.png"), pattern_image(w, h, seed))
     # Square, so its 2048-px short edge gives the smallest reference (2048x2048: 4096 DiT rows).
     write_png(os.path.join(OUT, "ref2va_image.png"), pattern_image(32, 32, 3))
     # 2.0 s (h3's minimum reference clip, docs/model/features.md 1.3) of a two-tone chord with a slow chirp and
@@ -218,7 +235,7 @@ def h3_args(name, case):
         args += ["--use-reference-rope"]
     task = task_of(name)
     if task == "fl2va":
-        args += ["--first-frame", f"{REL_OUT}/{name}_first.png", "--last-frame", f"{REL_OUT}/{name}_last.png"]
+        args += ["--first-frame", f"{REL_OUT}/{keyframe(name, 'first')}", "--last-frame", f"{REL_OUT}/{keyframe(name, 'last')}"]
     elif task == "ref2va":
         args += ["--ref-image", f"{REL_OUT}/ref2va_image.png", "--ref-audio", f"{REL_OUT}/ref2va_audio.wav"]
     return args
@@ -230,8 +247,8 @@ def run_case(pipe, name, debug_dir):
                   num_frames=COMMON["num_frames"], num_inference_steps=COMMON["evaluations"] + 1,
                   generator=torch.Generator().manual_seed(case["seed"]), output_type="pt")
     if task == "fl2va":
-        kwargs["image"] = Image.open(os.path.join(OUT, f"{name}_first.png")).convert("RGB")
-        kwargs["last_image"] = Image.open(os.path.join(OUT, f"{name}_last.png")).convert("RGB")
+        kwargs["image"] = Image.open(os.path.join(OUT, keyframe(name, "first"))).convert("RGB")
+        kwargs["last_image"] = Image.open(os.path.join(OUT, keyframe(name, "last"))).convert("RGB")
     elif task == "ref2va":
         wav, rate = read_wav_s16(os.path.join(OUT, "ref2va_audio.wav"))
         kwargs["references"] = [MiniMaxH3ImageReference.from_file(os.path.join(OUT, "ref2va_image.png")),
@@ -295,8 +312,8 @@ def run_case(pipe, name, debug_dir):
                      "transformers": transformers.__version__, "pillow": PIL.__version__},
     }
     if task == "fl2va":
-        settings["image"] = f"{REL_OUT}/{name}_first.png"
-        settings["last_image"] = f"{REL_OUT}/{name}_last.png"
+        settings["image"] = f"{REL_OUT}/{keyframe(name, 'first')}"
+        settings["last_image"] = f"{REL_OUT}/{keyframe(name, 'last')}"
     if task == "ref2va":
         settings["references"] = [
             {"kind": "image", "path": f"{REL_OUT}/ref2va_image.png", "loader": "MiniMaxH3ImageReference.from_file"},
