@@ -157,6 +157,11 @@ static void test_refusals(void) {
     refused(b, n, "t.f32 is listed twice", "a duplicate name");
     memcpy(b, orig, n), b[at + 8 + 2] = 0;
     refused(b, n, "NUL byte", "a NUL inside a tensor name");
+    /* a name holding a newline is quoted (\x0a), so the message stays one line (found by fuzz_gguf) */
+    size_t kb = find(orig, n, "h3.test.bool");
+    CHECK(kb > 0, "h3.test.bool found");
+    memcpy(b, orig, n), b[kb + 8 + 2] = '\n', b[kb + 8 + 12 + 4] = 2;
+    refused(b, n, "key h3\\x0atest.bool: a bool of value 2", "a bool of 2 under a key with a newline");
     free(orig), free(b);
 }
 

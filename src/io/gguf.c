@@ -2,6 +2,8 @@
  * bytes left, so no count or length read from the file can make it allocate or read more than the file holds. */
 #include "gguf.h"
 
+#include "../core/text.h"
+
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +38,7 @@ typedef struct cursor {
 } cursor;
 
 static int take(cursor *c, void *dst, size_t n, const char *what) {
-    if (c->left < n) return h3_fail(c->e, "%s: truncated GGUF header (%s needs %zu bytes, %zu left)", c->name, what, n, c->left);
+    if (c->left < n) return h3_fail(c->e, "%s: truncated GGUF header (%s needs %zu bytes, %zu left)", c->name, h3_quote(what), n, c->left);
     if (dst) memcpy(dst, c->p, n); /* little-endian host (x86-64, aarch64): GGUF is little-endian */
     c->p += n, c->left -= n;
     return 0;
@@ -49,9 +51,9 @@ static int take_u64(cursor *c, uint64_t *v, const char *what) { return take(c, v
 static int take_string(cursor *c, char **out, uint64_t max, const char *what) {
     uint64_t n = 0;
     if (take_u64(c, &n, what)) return -1;
-    if (n > c->left) return h3_fail(c->e, "%s: %s: a string of %llu bytes runs past the end of the file", c->name, what, (unsigned long long)n);
-    if (n > max) return h3_fail(c->e, "%s: %s: a string of %llu bytes (at most %llu)", c->name, what, (unsigned long long)n, (unsigned long long)max);
-    if (memchr(c->p, 0, (size_t)n)) return h3_fail(c->e, "%s: %s: the string holds a NUL byte", c->name, what);
+    if (n > c->left) return h3_fail(c->e, "%s: %s: a string of %llu bytes runs past the end of the file", c->name, h3_quote(what), (unsigned long long)n);
+    if (n > max) return h3_fail(c->e, "%s: %s: a string of %llu bytes (at most %llu)", c->name, h3_quote(what), (unsigned long long)n, (unsigned long long)max);
+    if (memchr(c->p, 0, (size_t)n)) return h3_fail(c->e, "%s: %s: the string holds a NUL byte", c->name, h3_quote(what));
     if (out) {
         if (!(*out = malloc((size_t)n + 1))) return h3_fail(c->e, "%s: out of memory", c->name);
         memcpy(*out, c->p, (size_t)n);
@@ -81,7 +83,7 @@ static int take_scalar(cursor *c, uint32_t t, gguf_kv *kv, const char *key) {
     if (t == GGUF_KV_I8) u = (uint64_t)(int64_t)(int8_t)u;
     if (t == GGUF_KV_I16) u = (uint64_t)(int64_t)(int16_t)u;
     if (t == GGUF_KV_I32) u = (uint64_t)(int64_t)(int32_t)u;
-    if (t == GGUF_KV_BOOL && u > 1) return h3_fail(c->e, "%s: key %s: a bool of value %llu (0 or 1)", c->name, key, (unsigned long long)u);
+    if (t == GGUF_KV_BOOL && u > 1) return h3_fail(c->e, "%s: key %s: a bool of value %llu (0 or 1)", c->name, h3_quote(key), (unsigned long long)u);
     if (kv) {
         kv->u = u;
         if (t == GGUF_KV_F32) { float f; memcpy(&f, b, 4); kv->f = f; }
@@ -92,23 +94,23 @@ static int take_scalar(cursor *c, uint32_t t, gguf_kv *kv, const char *key) {
 
 /* An array's items (skipped; their types and lengths checked), nested at most GGUF_MAX_ARRAY_DEPTH deep. */
 static int skip_array(cursor *c, uint32_t et, uint64_t count, int depth, const char *key) {
-    if (depth > GGUF_MAX_ARRAY_DEPTH) return h3_fail(c->e, "%s: key %s: arrays nested deeper than %d", c->name, key, GGUF_MAX_ARRAY_DEPTH);
+    if (depth > GGUF_MAX_ARRAY_DEPTH) return h3_fail(c->e, "%s: key %s: arrays nested deeper than %d", c->name, h3_quote(key), GGUF_MAX_ARRAY_DEPTH);
     const size_t sz = kv_scalar_size(et);
     if (sz) {
-        if (count > c->left / sz) return h3_fail(c->e, "%s: key %s: an array of %llu items runs past the end of the file", c->name, key, (unsigned long long)count);
+        if (count > c->left / sz) return h3_fail(c->e, "%s: key %s: an array of %llu items runs past the end of the file", c->name, h3_quote(key), (unsigned long long)count);
         if (et == GGUF_KV_BOOL)
             for (uint64_t i = 0; i < count; i++)
-                if (c->p[i] > 1) return h3_fail(c->e, "%s: key %s: item %llu is a bool of value %u (0 or 1)", c->name, key, (unsigned long long)i, c->p[i]);
+                if (c->p[i] > 1) return h3_fail(c->e, "%s: key %s: item %llu is a bool of value %u (0 or 1)", c->name, h3_quote(key), (unsigned long long)i, c->p[i]);
         return take(c, NULL, (size_t)(count * sz), key);
     }
     if (et == GGUF_KV_STRING) {
-        if (count > c->left / 8) return h3_fail(c->e, "%s: key %s: an array of %llu strings runs past the end of the file", c->name, key, (unsigned long long)count);
+        if (count > c->left / 8) return h3_fail(c->e, "%s: key %s: an array of %llu strings runs past the end of the file", c->name, h3_quote(key), (unsigned long long)count);
         for (uint64_t i = 0; i < count; i++)
             if (take_string(c, NULL, UINT64_MAX, key)) return -1;
         return 0;
     }
     if (et == GGUF_KV_ARRAY) {
-        if (count > c->left / 12) return h3_fail(c->e, "%s: key %s: an array of %llu arrays runs past the end of the file", c->name, key, (unsigned long long)count);
+        if (count > c->left / 12) return h3_fail(c->e, "%s: key %s: an array of %llu arrays runs past the end of the file", c->name, h3_quote(key), (unsigned long long)count);
         for (uint64_t i = 0; i < count; i++) {
             uint32_t t2 = 0;
             uint64_t n2 = 0;
@@ -116,7 +118,7 @@ static int skip_array(cursor *c, uint32_t et, uint64_t count, int depth, const c
         }
         return 0;
     }
-    return h3_fail(c->e, "%s: key %s: array items of unknown type %u", c->name, key, et);
+    return h3_fail(c->e, "%s: key %s: array items of unknown type %u", c->name, h3_quote(key), et);
 }
 
 static int parse_kv(cursor *c, gguf_kv *kv) {
@@ -128,7 +130,7 @@ static int parse_kv(cursor *c, gguf_kv *kv) {
         if (take_u32(c, &kv->elem_type, kv->key) || take_u64(c, &kv->count, kv->key)) return -1;
         return skip_array(c, kv->elem_type, kv->count, 1, kv->key);
     }
-    if (!kv_scalar_size(kv->type)) return h3_fail(c->e, "%s: key %s: unknown value type %u", c->name, kv->key, kv->type);
+    if (!kv_scalar_size(kv->type)) return h3_fail(c->e, "%s: key %s: unknown value type %u", c->name, h3_quote(kv->key), kv->type);
     return take_scalar(c, kv->type, kv, kv->key);
 }
 
@@ -136,13 +138,13 @@ static int parse_tensor(cursor *c, gguf_tensor *t) {
     if (take_string(c, &t->name, GGUF_MAX_NAME, "a tensor name")) return -1;
     uint32_t nd = 0;
     if (take_u32(c, &nd, t->name)) return -1;
-    if (nd < 1 || nd > GGUF_MAX_DIMS) return h3_fail(c->e, "%s: tensor %s: %u dimensions (1 to %d)", c->name, t->name, nd, GGUF_MAX_DIMS);
+    if (nd < 1 || nd > GGUF_MAX_DIMS) return h3_fail(c->e, "%s: tensor %s: %u dimensions (1 to %d)", c->name, h3_quote(t->name), nd, GGUF_MAX_DIMS);
     t->ndim = (int)nd;
     uint64_t ne[GGUF_MAX_DIMS], count = 1;
     for (uint32_t i = 0; i < nd; i++) {
         if (take_u64(c, &ne[i], t->name)) return -1;
         if (ne[i] == 0 || ne[i] > ((uint64_t)1 << 40) || count > ((uint64_t)1 << 48) / ne[i])
-            return h3_fail(c->e, "%s: tensor %s: dimension %u is %llu (positive, and at most 2^48 values in all)", c->name, t->name, i, (unsigned long long)ne[i]);
+            return h3_fail(c->e, "%s: tensor %s: dimension %u is %llu (positive, and at most 2^48 values in all)", c->name, h3_quote(t->name), i, (unsigned long long)ne[i]);
         count *= ne[i];
         t->shape[nd - 1 - i] = (int64_t)ne[i]; /* GGUF lists the innermost dimension first */
     }
@@ -150,9 +152,9 @@ static int parse_tensor(cursor *c, gguf_tensor *t) {
     int64_t be, bb;
     const char *tn;
     if (!gguf_type_block(t->type, &be, &bb, &tn))
-        return h3_fail(c->e, "%s: tensor %s: ggml type %u is not one h3 reads (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)", c->name, t->name, t->type);
+        return h3_fail(c->e, "%s: tensor %s: ggml type %u is not one h3 reads (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)", c->name, h3_quote(t->name), t->type);
     if (ne[0] % (uint64_t)be)
-        return h3_fail(c->e, "%s: tensor %s: its rows of %llu values are not whole %s blocks of %lld", c->name, t->name, (unsigned long long)ne[0], tn, (long long)be);
+        return h3_fail(c->e, "%s: tensor %s: its rows of %llu values are not whole %s blocks of %lld", c->name, h3_quote(t->name), (unsigned long long)ne[0], tn, (long long)be);
     t->bytes = count / (uint64_t)be * (uint64_t)bb;
     return 0;
 }
@@ -176,21 +178,21 @@ static int check_layout(gguf_file *f, const char *name, h3_err *e) {
         gguf_tensor *t = &f->tensors[i];
         s[i] = t;
         if (t->offset % f->alignment)
-            rc = h3_fail(e, "%s: tensor %s: offset %llu is not a multiple of the alignment %u", name, t->name, (unsigned long long)t->offset, f->alignment);
+            rc = h3_fail(e, "%s: tensor %s: offset %llu is not a multiple of the alignment %u", name, h3_quote(t->name), (unsigned long long)t->offset, f->alignment);
         else if (t->offset > data || t->bytes > data - t->offset)
-            rc = h3_fail(e, "%s: tensor %s: bytes [%llu, %llu) of the data area run past its end (%llu bytes: truncated file?)", name, t->name,
+            rc = h3_fail(e, "%s: tensor %s: bytes [%llu, %llu) of the data area run past its end (%llu bytes: truncated file?)", name, h3_quote(t->name),
                          (unsigned long long)t->offset, (unsigned long long)(t->offset + t->bytes), (unsigned long long)data);
     }
     if (!rc) {
         qsort(s, (size_t)f->n_tensors, sizeof *s, by_offset);
         for (int64_t i = 1; i < f->n_tensors && !rc; i++)
             if (s[i]->offset < s[i - 1]->offset + s[i - 1]->bytes)
-                rc = h3_fail(e, "%s: tensors %s and %s overlap in the data area", name, s[i - 1]->name, s[i]->name);
+                rc = h3_fail(e, "%s: tensors %s and %s overlap in the data area", name, h3_quote(s[i - 1]->name), h3_quote(s[i]->name));
     }
     if (!rc) {
         qsort(s, (size_t)f->n_tensors, sizeof *s, by_name);
         for (int64_t i = 1; i < f->n_tensors && !rc; i++)
-            if (!strcmp(s[i]->name, s[i - 1]->name)) rc = h3_fail(e, "%s: tensor %s is listed twice", name, s[i]->name);
+            if (!strcmp(s[i]->name, s[i - 1]->name)) rc = h3_fail(e, "%s: tensor %s is listed twice", name, h3_quote(s[i]->name));
     }
     free(s);
     return rc;
