@@ -159,7 +159,8 @@ int dit_expected_tensors(const dit_config *c, h3_expect_list *l, h3_err *e) {
         rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TH), "time_embedder.proj_in.bias");
         rc |= h3_expect_add(l, H3_F32, 2, SHAPE(TD, TH), "time_embedder.proj_out.weight");
         rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TD), "time_embedder.proj_out.bias");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(c->rope_freq_dim), "rope.inv_freq");
+        if (!c->qkv_stacked) /* single files: diffusers recomputes the table from the config, and so does h3 */
+            rc |= h3_expect_add(l, H3_F32, 1, SHAPE(c->rope_freq_dim), "rope.inv_freq");
         for (int b = 0; b < c->num_refiner_layers + c->num_layers && !rc; b++) {
             int ref = b < c->num_refiner_layers;
             char p[96];
@@ -218,6 +219,11 @@ static const char *source_name(const dit_model *m) { return m->st ? st_set_path(
  * index there, else -1). */
 static int get_view_at(dit_model *m, const char *name, h3_tensor *view, int *mem_index, h3_err *e) {
     *mem_index = -1;
+    if (m->st && m->name_prefix[0]) {
+        char full[256];
+        snprintf(full, sizeof full, "%s%s", m->name_prefix, name);
+        return st_set_get(m->st, full, view, e);
+    }
     if (m->st) return st_set_get(m->st, name, view, e);
     for (int i = 0; i < m->mem_names.n; i++)
         if (!strcmp(m->mem_names.v[i].name, name)) {
@@ -401,7 +407,9 @@ static int load_block(dit_model *m, const h3_expect_list *ex, dit_block_w *b, in
     if (!(b->attn.norm_k = load_vec(m, ex, NAME(orig ? "attn.k_norm.weight" : "attn.norm_k.weight"), e))) return -1;
     const int streamed = !refiner && m->stream; /* --ssd-streaming: host sources, bound to a slot per forward */
     if (!(b->attn.to_out = load_w(m, ex, NAME(orig ? "attn.out_proj.weight" : "attn.to_out.0.weight"), e))) return -1;
-    if (orig) {
+    if (orig && c->qkv_stacked) { /* [q; k; v]: the diffusers layout's planar matrix (docs/checkpoints.md) */
+        if (!(b->attn.qkv_planar = load_w(m, ex, NAME("attn.qkv_proj.weight"), e))) return -1;
+    } else if (orig) {
         if (!(b->attn.qkv = load_w(m, ex, NAME("attn.qkv_proj.weight"), e))) return -1;
     } else if (m->bf16 && m->be->kind != H3_BACKEND_CPU && !streamed) {
         char q[192], k[192], v[192];
@@ -490,7 +498,7 @@ static int load_all(dit_model *m, h3_err *e) {
     for (int i = 0; i < c->num_layers; i++)
         if (load_block(m, &ex, &m->blocks[i], 0, i, e) != 0) goto done;
     dit_rope_inv_freq(m->inv_freq, c->rope_freq_dim, c->rope_theta);
-    if (orig) {
+    if (orig && !c->qkv_stacked) {
         /* The original checkpoint ships the table it used (docs/model/dit.md 2.4, trap 27); use its bits. */
         h3_tensor view;
         if (get_view(m, "rope.inv_freq", &view, e) != 0) goto done;
@@ -533,6 +541,53 @@ dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e) {
         return NULL;
     }
     return m;
+}
+
+dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *file, int mode, h3_err *e) {
+    static const char *const prefixes[] = {"", "model.diffusion_model.", "diffusion_model."};
+    dit_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        h3_fail(e, "out of memory");
+        return NULL;
+    }
+    m->be = be;
+    if (dit_config_load(dir, &m->cfg, e) != 0) goto fail;
+    if (m->cfg.original_layout) {
+        h3_fail(e, "%s: a single-file transformer needs the diffusers config (MiniMaxH3Transformer3DModel), not the "
+                   "original one", dir);
+        goto fail;
+    }
+    if (mode & DIT_STREAM) {
+        h3_fail(e, "%s: --ssd-streaming cannot be combined with a single-file transformer yet", file);
+        goto fail;
+    }
+    if (set_mode(m, mode, e) != 0 || !(m->st = st_set_open(file, e))) goto fail;
+    /* the layout by its key names, as diffusers tells a MiniMax-H3 single file (docs/checkpoints.md) */
+    const char *found = NULL;
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !found; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "%stoken_refiner.blocks.0.attn.qkv_proj.weight", prefixes[i]);
+        if (st_set_entry(m->st, key, NULL)) found = prefixes[i];
+    }
+    if (!found) {
+        h3_fail(e, "%s: not a MiniMax-H3 single-file transformer (no tensor token_refiner.blocks.0.attn.qkv_proj.weight, "
+                   "with or without a model.diffusion_model. or diffusion_model. prefix)", file);
+        goto fail;
+    }
+    char pruned[128];
+    snprintf(pruned, sizeof pruned, "%sadaln_t_table", found);
+    if (st_set_entry(m->st, pruned, NULL)) {
+        h3_fail(e, "%s: a pruned MiniMax-H3 checkpoint (adaln_t_table in place of time_embedder): not supported, as in "
+                   "diffusers; use an unpruned file", file);
+        goto fail;
+    }
+    snprintf(m->name_prefix, sizeof m->name_prefix, "%s", found);
+    m->cfg.original_layout = 1, m->cfg.qkv_stacked = 1;
+    if (load_all(m, e) != 0) goto fail;
+    return m;
+fail:
+    dit_free(m);
+    return NULL;
 }
 
 dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, h3_err *e) {
@@ -789,6 +844,10 @@ static void attention(dit_model *m, const dit_attn_w *w, const float *n, int64_t
         h3_matmul_rows(m->be, s->q, n, rows, w->qkv, I, D, 3 * D, 0, flags);
         h3_matmul_rows(m->be, s->k, n, rows, w->qkv, I, D, 3 * D, D, flags);
         h3_matmul_rows(m->be, s->v, n, rows, w->qkv, I, D, 3 * D, 2 * D, flags);
+    } else if (w->qkv_planar) { /* [q; k; v] rows (a single file's qkv_proj) */
+        h3_matmul_rows(m->be, s->q, n, rows, w->qkv_planar, I, I, 3 * I, 0, flags);
+        h3_matmul_rows(m->be, s->k, n, rows, w->qkv_planar, I, I, 3 * I, I, flags);
+        h3_matmul_rows(m->be, s->v, n, rows, w->qkv_planar, I, I, 3 * I, 2 * I, flags);
     } else {
         h3_matmul_rows(m->be, s->q, n, rows, w->to_q, I, I, I, 0, flags);
         h3_matmul_rows(m->be, s->k, n, rows, w->to_k, I, I, I, 0, flags);

@@ -28,6 +28,7 @@ typedef struct dit_config {
     float rope_theta;           /* 10000 */
     float norm_eps, qk_norm_eps, final_norm_eps;
     int   original_layout;      /* 1: FL2VA/Ref2VA names (fused qkv_proj, [gate;value] fc1) */
+    int   qkv_stacked;          /* with original_layout: qkv_proj rows [q; k; v] (single files), not per head */
 } dit_config;
 
 /* dir: a transformer folder (diffusers `transformer/` or original `FL2VA/transformer/`). */
@@ -53,6 +54,10 @@ enum { DIT_BF16 = 1, DIT_STREAM = 2 };
 
 /* Loads (mmap, zero-copy on the CPU) a transformer folder in either layout, `mode` as above. */
 dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e);
+/* The same with the weights from a single-file transformer (docs/checkpoints.md "Single files": the original module
+ * names in one safetensors file, qkv_proj stacked [q; k; v], an optional "model.diffusion_model." or
+ * "diffusion_model." prefix) and the config of dir, a diffusers transformer folder. */
+dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *file, int mode, h3_err *e);
 void       dit_free(dit_model *m);
 const dit_config *dit_get_config(const dit_model *m);
 /* The mode the model was loaded in (DIT_BF16, DIT_STREAM). */

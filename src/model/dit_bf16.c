@@ -58,7 +58,7 @@ static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int
     int64_t H = c->hidden_size, I = (int64_t)NH * D, ld = 3 * I;
     h3_bf16 *q = s->big, *k, *v;
     int64_t hs;
-    if (c->original_layout) { /* original layout: per-head [q k v] rows, so per-head [q k v] columns (docs/model/dit.md 2.4) */
+    if (c->original_layout && !c->qkv_stacked) { /* original layout: per-head [q k v] rows, so per-head [q k v] columns (docs/model/dit.md 2.4) */
         lin16(m, s, s->big, ld, n, H, rows, w->qkv, &w->f8_qkv, 0);
         k = q + D, v = q + 2 * D, hs = 3 * D;
     } else {

@@ -27,6 +27,29 @@ for prec in fp32 bf16; do
     run_ok "ref2va Ref2VA $prec" --model $TINY/Ref2VA --in $G/ref2va.in.safetensors --out "$tmp/r_o_$prec.st" --precision $prec
     cmp -s "$tmp/r_d_$prec.st" "$tmp/r_o_$prec.st" && ok || bad "ref2va $prec: layouts differ"
 done
+# single-file transformers (docs/checkpoints.md; tools/reference/gen_single_file.py, checked there against diffusers'
+# from_single_file): the snapshot's weights in the published single files' layout, plain and under ComfyUI's
+# model.diffusion_model. prefix, write the very bytes the snapshot does, in both precisions
+SF=tests/fixtures/single_file
+for prec in fp32 bf16; do
+    for f in tiny_transformer tiny_transformer_prefixed; do
+        run_ok "single file $f $prec" --model $TINY --transformer $SF/$f.safetensors --in $G/t2va.in.safetensors \
+            --out "$tmp/sf_${f}_$prec.st" --precision $prec
+        cmp -s "$tmp/t2va_d_$prec.st" "$tmp/sf_${f}_$prec.st" && ok || bad "single file $f $prec: differs from the snapshot"
+    done
+done
+run_bad "a pruned single file" "a pruned MiniMax-H3 checkpoint (adaln_t_table" --model $TINY \
+    --transformer $SF/pruned.safetensors --in $G/t2va.in.safetensors
+run_bad "not a MiniMax-H3 transformer" "not a MiniMax-H3 single-file transformer" --model $TINY \
+    --transformer $TINY/audio_vae/diffusion_pytorch_model.safetensors --in $G/t2va.in.safetensors
+run_bad "single file with the original config" "needs the diffusers config" --model $TINY/FL2VA \
+    --transformer $SF/tiny_transformer.safetensors --in $G/t2va.in.safetensors
+run_bad "single file, missing" "nofile.safetensors" --model $TINY --transformer "$tmp/nofile.safetensors" \
+    --in $G/t2va.in.safetensors
+"$H3" probe sigmas --model $TINY --transformer $SF/tiny_transformer.safetensors --in $G/t2va.in.safetensors \
+    --out "$tmp/s.st" 2>"$tmp/err"
+[ $? = 2 ] && grep -q -- "--transformer is an option of the dit op only" "$tmp/err" && ok || bad "--transformer on sigmas: $(cat "$tmp/err")"
+
 run_ok "transformer folder" --model $TINY/transformer --in $G/fl2va.in.safetensors --out "$tmp/f.st"
 run_ok "original folder" --model $TINY/FL2VA/transformer --in $G/fl2va.in.safetensors --out "$tmp/fo.st"
 cmp -s "$tmp/f.st" "$tmp/fo.st" && ok || bad "fl2va: folder layouts differ"

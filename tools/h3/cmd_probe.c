@@ -82,6 +82,7 @@ int probe_output_f32(probe_ctx *p, const char *name, const float *data, int ndim
 static void probe_usage(FILE *f) {
     fprintf(f, "usage: h3 probe OP --model DIR --in IN.safetensors --out OUT.safetensors\n"
                "                [--component transformer|transformer_ref] [--precision fp32|bf16]\n"
+               "                [--transformer FILE]   (dit: the weights from a single-file transformer)\n"
                "                [--backend cpu|cuda]\nops:");
     for (size_t i = 0; i < sizeof probe_ops / sizeof probe_ops[0]; i++) fprintf(f, " %s", probe_ops[i].name);
     fprintf(f, "\n");
@@ -102,6 +103,7 @@ int cmd_probe(int argc, char **argv) {
         else if (!strcmp(a, "--in")) dst = &in_path;
         else if (!strcmp(a, "--out")) dst = &out_path;
         else if (!strcmp(a, "--component")) dst = &p.component;
+        else if (!strcmp(a, "--transformer")) dst = &p.transformer;
         else if (!strcmp(a, "--precision")) dst = &precision;
         else if (!strcmp(a, "--backend")) dst = &backend;
         else return cli_error("probe: unknown option '%s'", a);
@@ -117,6 +119,7 @@ int cmd_probe(int argc, char **argv) {
     if (strcmp(precision, "fp32") && strcmp(precision, "bf16"))
         return cli_error("probe: --precision must be fp32 or bf16, got '%s'", precision);
     p.bf16 = !strcmp(precision, "bf16");
+    if (p.transformer && strcmp(p.op, "dit")) return cli_error("probe: --transformer is an option of the dit op only");
     if (p.component && strcmp(p.component, "transformer") && strcmp(p.component, "transformer_ref"))
         return cli_error("probe: --component must be transformer or transformer_ref, got '%s'", p.component);
     h3_backend_kind kind;

@@ -13,6 +13,7 @@ typedef struct probe_ctx {
     const char *op;
     const char *model;      /* --model snapshot dir */
     const char *component;  /* --component (NULL if not given) */
+    const char *transformer; /* --transformer FILE: dit's weights from a single file (docs/checkpoints.md) */
     int         bf16;       /* --precision bf16 */
     st_set     *in;         /* --in */
     st_writer  *out;        /* collected outputs, saved atomically to --out by the driver */

@@ -96,7 +96,8 @@ int probe_dit(probe_ctx *p, h3_err *e) {
     dit_tensors dt = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
     dit_inputs in;
     if (dit_inputs_from_tensors(&cfg, &dt, 0, &in, e) != 0) goto done; /* shapes first: no model load on bad input */
-    if (!(m = dit_load(p->be, dir, p->bf16, e))) goto done;
+    if (!(m = p->transformer ? dit_load_single_file(p->be, dir, p->transformer, p->bf16, e) : dit_load(p->be, dir, p->bf16, e)))
+        goto done;
     int64_t B = t[0]->shape[0];
     int64_t VP = t[0]->shape[2], CA = cfg.audio_in_channels;
     video = malloc((size_t)(B * in.Nv * VP + 1) * sizeof(float));
