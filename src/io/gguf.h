@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "../core/error.h"
+#include "../core/tensor.h"
 
 /* ggml tensor types h3 reads (the ids are ggml's) */
 typedef enum {
@@ -74,5 +75,10 @@ const void        *gguf_data(const gguf_file *f, const gguf_tensor *t);
  * reference arithmetic (docs/checkpoints.md): bit-identical to ggml's dequantize_row_* and the gguf package's.
  * n must be a multiple of the type's block. 0, or -1 for a type h3 does not read. */
 int gguf_dequantize(uint32_t type, const void *src, float *dst, int64_t n);
+
+/* Tensor t of f (gguf_open) as a view of dtype want (H3_F32, or H3_BF16: each dequantized value rounded to nearest
+ * even, as torch's .to(torch.bfloat16) does; a BF16 tensor is copied as it is) in a malloc'd buffer, *buf, which
+ * the caller frees after the view. */
+int gguf_view_as(const gguf_file *f, const gguf_tensor *t, h3_dtype want, h3_tensor *view, void **buf, h3_err *e);
 
 #endif

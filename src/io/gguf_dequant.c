@@ -2,6 +2,7 @@
  * the fp16 block scales widened exactly, each product formed in fp32 in ggml's order (for the k-quants the
  * sub-block scale d * sc first, then times the code, minus dmin * m), compiled without FMA contraction
  * (-ffp-contract=off), so every value is bit-identical to ggml's dequantize_row_* and the gguf package's numpy. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/dtype.h"
@@ -143,5 +144,35 @@ int gguf_dequantize(uint32_t type, const void *src, float *dst, int64_t n) {
         default: return -1;
         }
     }
+    return 0;
+}
+
+int gguf_view_as(const gguf_file *f, const gguf_tensor *t, h3_dtype want, h3_tensor *view, void **buf, h3_err *e) {
+    *buf = NULL;
+    if (want != H3_F32 && want != H3_BF16)
+        return h3_fail(e, "%s: tensor %s: internal: a %s view was asked for", f->path, t->name, h3_dtype_name(want));
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    float *y = malloc((size_t)n * sizeof *y);
+    if (!y) return h3_fail(e, "%s: tensor %s: out of memory dequantizing %lld values", f->path, t->name, (long long)n);
+    const void *src = gguf_data(f, t);
+    if (!src || gguf_dequantize(t->type, src, y, n) != 0) {
+        free(y);
+        return h3_fail(e, "%s: tensor %s: cannot be dequantized", f->path, t->name);
+    }
+    void *data = y;
+    if (want == H3_BF16) { /* in place: element i's 2 bytes land before element i + 1 is read */
+        uint16_t *h = (uint16_t *)y;
+        for (int64_t i = 0; i < n; i++) h[i] = h3_f32_to_bf16(y[i]);
+        data = realloc(y, n > 0 ? (size_t)n * 2 : 1);
+        if (!data) data = y;
+    }
+    memset(view, 0, sizeof *view);
+    view->dtype = want;
+    view->ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++) view->shape[d] = t->shape[d];
+    view->data = data;
+    view->owns_data = 0;
+    *buf = data;
     return 0;
 }

@@ -26,6 +26,7 @@
 #include "../backend/backend_check.h"
 #include "../backend/backend_dit.h"
 #include "../io/config.h"
+#include "../io/gguf.h"
 #include "../io/safetensors.h"
 #include "dit_internal.h"
 
@@ -213,7 +214,23 @@ static int keep_tensor(dit_model *m, h3_tensor *t, int is_view) {
     return 0;
 }
 
-static const char *source_name(const dit_model *m) { return m->st ? st_set_path(m->st) : "random weights"; }
+static const char *source_name(const dit_model *m) {
+    return m->st ? st_set_path(m->st) : m->gguf ? m->gguf->path : "random weights";
+}
+
+/* A GGUF tensor dequantized into the dtype the model expects (docs/checkpoints.md), its buffer kept with the model. */
+static int gguf_view(dit_model *m, const char *name, h3_dtype want, h3_tensor *view, h3_err *e) {
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", m->name_prefix, name);
+    const gguf_tensor *t = gguf_find(m->gguf, full);
+    if (!t) return h3_fail(e, "%s: tensor '%s' not found", m->gguf->path, full);
+    void **v = realloc(m->gguf_bufs, (size_t)(m->n_gguf_bufs + 1) * sizeof *v);
+    if (!v) return h3_fail(e, "out of memory");
+    m->gguf_bufs = v;
+    if (gguf_view_as(m->gguf, t, want, view, &m->gguf_bufs[m->n_gguf_bufs], e) != 0) return -1;
+    m->n_gguf_bufs++;
+    return 0;
+}
 
 /* A view of a stored tensor: from the shards, or from dit_new_random's memory (*mem_index = its
  * index there, else -1). */
@@ -235,9 +252,10 @@ static int get_view_at(dit_model *m, const char *name, h3_tensor *view, int *mem
     return h3_fail(e, "random weights: tensor '%s' not found", name);
 }
 
-static int get_view(dit_model *m, const char *name, h3_tensor *view, h3_err *e) {
+/* want: the dtype a GGUF tensor is dequantized into (the stored dtype of every other source) */
+static int get_view(dit_model *m, const char *name, h3_dtype want, h3_tensor *view, h3_err *e) {
     int i;
-    return get_view_at(m, name, view, &i, e);
+    return m->gguf ? gguf_view(m, name, want, view, e) : get_view_at(m, name, view, &i, e);
 }
 
 /* Looks a tensor up, checks its shape against the expected list and makes it backend resident. */
@@ -246,7 +264,8 @@ static int lookup_checked(dit_model *m, const h3_expect_list *ex, const char *na
                           h3_err *e) {
     const h3_expect *x = h3_expect_find(ex, name);
     if (!x) return h3_fail(e, "internal: tensor '%s' not in the expected list", name);
-    if (get_view_at(m, name, view, mi, e) != 0) return -1;
+    *mi = -1;
+    if (m->gguf ? gguf_view(m, name, x->dtype, view, e) != 0 : get_view_at(m, name, view, mi, e) != 0) return -1;
     return h3_expect_check(x, view->dtype, view->ndim, view->shape, source_name(m), e);
 }
 
@@ -306,9 +325,9 @@ static float *load_vec(dit_model *m, const h3_expect_list *ex, const char *name,
     int64_t n = h3_tensor_numel(w);
     float *host = malloc((size_t)n * sizeof(float));
     h3_tensor view;
-    if (!host || get_view(m, name, &view, e) != 0) {
+    if (!host || get_view(m, name, w->dtype, &view, e) != 0) {
+        if (!host) h3_fail(e, "out of memory");
         free(host);
-        h3_fail(e, "out of memory");
         return NULL;
     }
     h3_convert_to_f32(host, view.data, view.dtype, (size_t)n);
@@ -457,7 +476,7 @@ void dit_rope_inv_freq(float *out, int F, float theta) {
 /* Loads every weight of m->cfg from m->st or m->mem. */
 static int load_all(dit_model *m, h3_err *e) {
     const dit_config *c = &m->cfg;
-    h3_expect_list ex = {.max = m->st ? st_set_count(m->st) : 0}; /* more tensors than stored: rejected early */
+    h3_expect_list ex = {.max = m->st ? st_set_count(m->st) : m->gguf ? (int)m->gguf->n_tensors : 0}; /* more tensors than stored: rejected early */
     int rc = -1;
     if (c->rope_freq_dim > 64) {
         h3_fail(e, "rope_freq_dim %d is larger than this engine supports (64)", c->rope_freq_dim);
@@ -501,7 +520,7 @@ static int load_all(dit_model *m, h3_err *e) {
     if (orig && !c->qkv_stacked) {
         /* The original checkpoint ships the table it used (docs/model/dit.md 2.4, trap 27); use its bits. */
         h3_tensor view;
-        if (get_view(m, "rope.inv_freq", &view, e) != 0) goto done;
+        if (get_view(m, "rope.inv_freq", H3_F32, &view, e) != 0) goto done;
         if (view.dtype != H3_F32 || view.ndim != 1 || view.shape[0] != c->rope_freq_dim) {
             h3_fail(e, "%s: tensor 'rope.inv_freq' must be F32 [%d]", source_name(m), c->rope_freq_dim);
             goto done;
@@ -543,6 +562,15 @@ dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e) {
     return m;
 }
 
+/* Whether file starts with GGUF's magic. */
+static int is_gguf(const char *file) {
+    char b[4] = {0};
+    FILE *f = fopen(file, "rb");
+    size_t n = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f) fclose(f);
+    return n == 4 && !memcmp(b, "GGUF", 4);
+}
+
 dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *file, int mode, h3_err *e) {
     static const char *const prefixes[] = {"", "model.diffusion_model.", "diffusion_model."};
     dit_model *m = calloc(1, sizeof *m);
@@ -561,13 +589,18 @@ dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *fil
         h3_fail(e, "%s: --ssd-streaming cannot be combined with a single-file transformer yet", file);
         goto fail;
     }
-    if (set_mode(m, mode, e) != 0 || !(m->st = st_set_open(file, e))) goto fail;
+    if (set_mode(m, mode, e) != 0) goto fail;
+    if (is_gguf(file)) { /* a GGUF repackaging of the same layout (docs/checkpoints.md "GGUF") */
+        if (!(m->gguf = gguf_open(file, e))) goto fail;
+    } else if (!(m->st = st_set_open(file, e))) {
+        goto fail;
+    }
     /* the layout by its key names, as diffusers tells a MiniMax-H3 single file (docs/checkpoints.md) */
     const char *found = NULL;
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !found; i++) {
         char key[128];
         snprintf(key, sizeof key, "%stoken_refiner.blocks.0.attn.qkv_proj.weight", prefixes[i]);
-        if (st_set_entry(m->st, key, NULL)) found = prefixes[i];
+        if (m->st ? st_set_entry(m->st, key, NULL) != NULL : gguf_find(m->gguf, key) != NULL) found = prefixes[i];
     }
     if (!found) {
         h3_fail(e, "%s: not a MiniMax-H3 single-file transformer (no tensor token_refiner.blocks.0.attn.qkv_proj.weight, "
@@ -576,7 +609,7 @@ dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *fil
     }
     char pruned[128];
     snprintf(pruned, sizeof pruned, "%sadaln_t_table", found);
-    if (st_set_entry(m->st, pruned, NULL)) {
+    if (m->st ? st_set_entry(m->st, pruned, NULL) != NULL : gguf_find(m->gguf, pruned) != NULL) {
         h3_fail(e, "%s: a pruned MiniMax-H3 checkpoint (adaln_t_table in place of time_embedder): not supported, as in "
                    "diffusers; use an unpruned file", file);
         goto fail;
@@ -681,6 +714,9 @@ void dit_free(dit_model *m) {
     free(m->skip);
     h3_free(m->be, m->core_res);
     st_set_free(m->st);
+    gguf_close(m->gguf);
+    for (int i = 0; i < m->n_gguf_bufs; i++) free(m->gguf_bufs[i]);
+    free(m->gguf_bufs);
     for (int i = 0; m->mem && i < m->mem_names.n; i++) {
         if (m->mem[i] && m->mem_on_backend && m->mem_on_backend[i]) h3_free(m->be, m->mem[i]->data);
         h3_tensor_free(m->mem[i]);

@@ -74,6 +74,9 @@ struct dit_model {
     int         bf16;
     int         fp8;  /* dit_quantize_fp8 ran: the main blocks' linears are FP8 W8A8 (backend_fp8.h) */
     st_set     *st;
+    struct gguf_file *gguf;     /* a GGUF single file (dit_load_single_file), instead of st */
+    void      **gguf_bufs;      /* its tensors dequantized (gguf_view_as), freed with the model */
+    int         n_gguf_bufs;
     char        name_prefix[32]; /* single files: what every stored name starts with ("" or "model.diffusion_model.") */
     h3_expect_list mem_names; /* dit_new_random: weights held in memory instead of st */
     h3_tensor    **mem;

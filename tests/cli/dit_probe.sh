@@ -38,6 +38,18 @@ for prec in fp32 bf16; do
         cmp -s "$tmp/t2va_d_$prec.st" "$tmp/sf_${f}_$prec.st" && ok || bad "single file $f $prec: differs from the snapshot"
     done
 done
+# a GGUF repackaging of the same file (gen_gguf_transformer.py: Q8_0/Q4_0/Q5_0/Q4_1/Q5_1, F16, BF16, F32 tensors):
+# dequantized at load with ggml's arithmetic into the snapshot's dtypes, it runs to the very bytes of the safetensors
+# file holding the gguf package's dequantization of each tensor
+for prec in fp32 bf16; do
+    run_ok "GGUF single file $prec" --model $TINY --transformer $SF/tiny_transformer.gguf --in $G/t2va.in.safetensors \
+        --out "$tmp/gguf_$prec.st" --precision $prec
+    run_ok "its dequantized safetensors $prec" --model $TINY --transformer $SF/tiny_transformer_from_gguf.safetensors \
+        --in $G/t2va.in.safetensors --out "$tmp/gguf_ref_$prec.st" --precision $prec
+    cmp -s "$tmp/gguf_$prec.st" "$tmp/gguf_ref_$prec.st" && ok || bad "GGUF $prec: differs from the gguf package's dequantization"
+done
+head -c 20000 $SF/tiny_transformer.gguf >"$tmp/cut.gguf"
+run_bad "a truncated GGUF" "cut.gguf" --model $TINY --transformer "$tmp/cut.gguf" --in $G/t2va.in.safetensors
 run_bad "a pruned single file" "a pruned MiniMax-H3 checkpoint (adaln_t_table" --model $TINY \
     --transformer $SF/pruned.safetensors --in $G/t2va.in.safetensors
 run_bad "not a MiniMax-H3 transformer" "not a MiniMax-H3 single-file transformer" --model $TINY \
