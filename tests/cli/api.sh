@@ -43,7 +43,9 @@ else
     check "frames.c: every frame and the audio through the sinks ($(tail -1 <<<"$out"))" \
         '[ $rc = 0 ] && grep -qE "^([0-9]+) of \1 frames 64x32, [1-9][0-9]* audio samples at 32000 Hz, on (cpu|cuda)$" <<<"$out"'
     "$H3" generate -d "$TINY" -p "A red fox." --width 64 --height 32 --steps 2 -o '' --frames-dir "$tmp/cli_frames" \
-        --wav "$tmp/cli.wav" 2>/dev/null
+        --wav "$tmp/cli.wav" 2>"$tmp/cli_frames.err"
+    check "h3 generate's default backend is auto: on a CPU build the first line says why" \
+        'grep -q "bf16 on cpu (auto: no CUDA in this build)$" "$tmp/cli_frames.err" || ldd "$H3" | grep -q libcudart'
     n=$(ls "$tmp/cli_frames" | grep -c '^frame_[0-9]*\.png$'); same=0
     for f in "$tmp"/cli_frames/frame_*.png; do cmp -s "$f" "$tmp/sink/$(basename "$f")" && same=$((same + 1)); done
     check "frames.c's frames = h3 generate --frames-dir's ($same of $n PNGs identical)" \
@@ -53,6 +55,18 @@ else
     check "frames.c: an output folder that does not exist fails with the writer's message ($(tail -1 "$tmp/f.err"))" \
         '[ $rc != 0 ] && grep -q "nowhere" "$tmp/f.err"'
 fi
+# the CLI's --backend auto (its default) and --device: a device other than 0 that is no usable GPU is refused with
+# one line, exit 2, under auto too; --backend cpu takes only device 0 (docs/api.md "Backend auto")
+if ! ldd "$H3" | grep -q libcudart; then
+    out=$("$H3" generate -d "$TINY" -p x -o '' --dump-latents "$tmp/d.safetensors" --device 1 2>&1); rc=$?
+    check "--device 1 on a CPU build: exit 2, one line ($out)" \
+        '[ $rc = 2 ] && [ "$out" = "h3: generate: --device 1: not a usable GPU (no CUDA in this build)" ] && [ ! -e "$tmp/d.safetensors" ]'
+fi
+out=$("$H3" generate -d "$TINY" -p x -o '' --dump-latents "$tmp/d.safetensors" --backend cpu --device 2 2>&1); rc=$?
+check "--backend cpu --device 2: exit 2, one line ($out)" \
+    '[ $rc = 2 ] && [ "$out" = "h3: generate: --device 2: a GPU index, with --backend cuda or auto" ]'
+check "--help: --backend cpu|cuda|auto with auto the default, --device N" \
+    '"$H3" generate --help | grep -q -- "--backend cpu|cuda|auto .*" && "$H3" generate --help | grep -q -- "--device N"'
 make -s uninstall BUILD="$build" PREFIX="$prefix" >/dev/null 2>&1
 check "make uninstall removes every installed file ($(find "$prefix" -type f | head -3))" '[ -z "$(find "$prefix" -type f -o -type l)" ]'
 echo "RESULT $pass $fail"

@@ -50,7 +50,7 @@ static void usage(FILE *f) {
             "                           7.3; same output; automatic with --backend cuda when the resident DiT does not fit)\n"
             "  --backend cpu|cuda|auto  auto: CUDA when this build has it and GPU --device is usable, else the CPU\n"
             "                           with a note saying why [auto]    --threads N   CPU threads [all cores]\n"
-            "  --device N               the CUDA device index (nvidia-smi's order unless CUDA_VISIBLE_DEVICES) [0]\n"
+            "  --device N               the CUDA runtime's device index (after CUDA_VISIBLE_DEVICES) [0]\n"
             "  --profile                per-phase time and peak memory report; each DiT block's output checked for NaN/Inf\n"
             "  --info                   describe and check the snapshot (h3 info) first; without -p nothing else\n"
             "  --use-reference-rope     at a 256x256 render canvas keep the released spatial RoPE (default: its h/w\n"
