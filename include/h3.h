@@ -45,6 +45,11 @@ extern "C" {
 H3_PUBLIC const char *h3_version(void);
 /* the H3_API_VERSION the library was built with */
 H3_PUBLIC int h3_api_version(void);
+/* 1 when this build reads and writes media files through FFmpeg (MP4, PNG, WAV and the inputs' formats); 0 for a
+ * MEDIA=0 build, which reads PPM keyframes and writes only h3_params.dump_latents */
+H3_PUBLIC int h3_has_media(void);
+/* h3_params.seconds as a frame count: round(seconds x 24), half to even (before the 17n+5 alignment) */
+H3_PUBLIC int h3_frames_of_seconds(double seconds);
 
 /* ---- status codes ---- */
 typedef enum h3_status {
@@ -78,7 +83,9 @@ typedef struct h3_engine_options {
     const char *backend;        /* "auto" (default: CUDA when this build has it and a usable GPU is present, else the
                                    CPU; the reason is in h3_engine_backend_note and the generation's first log line),
                                    "cpu" or "cuda" */
-    int         device;         /* CUDA device index; this version drives device 0 only (CUDA_VISIBLE_DEVICES picks) */
+    int         device;         /* CUDA device index [0] (the runtime's order, after CUDA_VISIBLE_DEVICES); a device
+                                   other than 0 that is not a usable GPU is refused (H3_ERR_BAD_INPUT), with "auto" too;
+                                   with "cpu" only 0 */
     int         threads;        /* CPU threads, 0 = all cores */
     const char *precision;      /* "bf16" (default, as the release runs) or "fp32" (the reference) */
     const char *quant;          /* "none" (default) or "fp8": the DiT blocks' linears as FP8 W8A8 (bf16 only) */
@@ -121,6 +128,15 @@ H3_PUBLIC int h3_engine_started(const h3_engine *eng);
 
 /* Changes the memory mode for the next generations; H3_MEMORY_PHASES frees the kept models now. */
 H3_PUBLIC int h3_engine_set_memory(h3_engine *eng, int memory);
+/* Changes h3_engine_options.ssd_streaming for the next generations (0: automatic on CUDA, 1: on); refused with
+ * quant "fp8" (the FP8 blocks are made resident). */
+H3_PUBLIC int h3_engine_set_ssd_streaming(h3_engine *eng, int on);
+
+/* The tasks; the inputs of h3_params choose one (t2va: none, fl2va: first/last keyframe, ref2va: references). */
+enum { H3_TASK_T2VA = 0, H3_TASK_FL2VA = 1, H3_TASK_REF2VA = 2 };
+/* H3_OK when the snapshot holds the transformer the task runs on (ref2va: transformer_ref/ at the root), else
+ * H3_ERR_BAD_INPUT with h3_engine_error naming the missing folder. */
+H3_PUBLIC int h3_engine_has_task(h3_engine *eng, int task);
 /* What is kept between generations: a description into buf ("prompt embedding (N rows); transformer (...)") and
  * the number of models; h3_engine_drop_models frees all of it. */
 H3_PUBLIC int h3_engine_cached_models(const h3_engine *eng, char *buf, size_t cap);

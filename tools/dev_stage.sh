@@ -13,10 +13,13 @@ for f in "$B"/tests/cuda/*; do [ -x "$f" ] && [ -f "$f" ] && cp "$f" "$D/tests/c
 # the backend-ops harness (tests/cuda/run_harness_device.sh)
 [ -x "$B/tests/test_backend_ops" ] && cp "$B/tests/test_backend_ops" "$D/tests/" && strip "$D/tests/test_backend_ops"
 strip "$D/h3" "$D"/tests/cuda/*
-# the public library and the examples built against it (make CUDA=1 BUILD=... examples), for the API checks
+# libh3.so and examples/ built against it (tests/cuda/run_api_device.sh), when BUILD has the library
 if [ -f "$B/libh3.so.1" ]; then
-    cp "$B/libh3.so.1" "$D/lib/" && strip "$D/lib/libh3.so.1"
-    for f in "$B"/examples/*; do [ -x "$f" ] && [ -f "$f" ] && mkdir -p "$D/examples" && cp "$f" "$D/examples/" && strip "$D/examples/$(basename "$f")"; done
+    cp "$B/libh3.so.1" "$D/" && ln -sf libh3.so.1 "$D/libh3.so" && mkdir -p "$D/examples"
+    for ex in examples/*.c; do
+        cc -std=c11 -O2 -Iinclude "$ex" -L"$D" -lh3 -Wl,-rpath,'$ORIGIN/..:$ORIGIN/../lib' -o "$D/examples/$(basename "$ex" .c)"
+    done
+    strip "$D/libh3.so.1" "$D"/examples/*
 fi
 cp -L /usr/lib/x86_64-linux-gnu/libutf8proc.so.2 /lib/x86_64-linux-gnu/libjansson.so.4 "$D/lib/"
 # the session's line editor (EDIT=1) and what it needs

@@ -36,6 +36,7 @@ static const char *const words[][2] = {
     {"--ref-audio", "refs (audio)"},       {"--ref-*", "refs"},
     {"--precision", "precision"},          {"--quant", "quant"},
     {"--backend", "backend"},              {"--threads", "threads"},
+    {"--device", "device"},
     {"--token-reduction", "token_reduction"}, {"--ssd-streaming", "ssd_streaming"},
     {"--use-reference-rope", "reference_rope"}, {"--resident", "memory"},
     {"--random-weights", "random_weights"}, {"--profile", "profile"},

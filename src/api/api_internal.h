@@ -53,7 +53,7 @@ int  api_status_of(int rc, const char *msg, int cancelled);
 /* The message in the API's terms: the CLI's flags named by the h3_params / h3_engine_options fields (in place). */
 void api_reword(char *msg, size_t cap);
 
-/* --backend auto: 1 = CUDA (this build has it and device 0 is usable), 0 = the CPU with why filled. */
-int  api_backend_auto(char *why, size_t cap);
+/* --backend auto: 1 = CUDA (this build has it and GPU `device` is usable), 0 = the CPU with why filled. */
+int  api_backend_auto(int device, char *why, size_t cap);
 
 #endif

@@ -17,6 +17,8 @@ const char *h3_version(void) {
 }
 
 int h3_api_version(void) { return H3_API_VERSION; }
+int h3_has_media(void) { return h3_media_available(); }
+int h3_frames_of_seconds(double seconds) { return h3_seconds_to_frames(seconds); }
 
 const char *h3_status_name(int status) {
     static const char *const names[] = {"ok", "bad input", "out of memory", "i/o", "backend", "cancelled", "failed"};
@@ -57,15 +59,23 @@ static int open_options(h3_engine *eng, const h3_engine_options *o, h3_err *e) {
     if (p->memory < H3_MEMORY_PHASES || p->memory > H3_MEMORY_AUTO)
         return h3_fail(e, "memory must be H3_MEMORY_PHASES, H3_MEMORY_RESIDENT or H3_MEMORY_AUTO, got %d", p->memory);
     if (p->threads < 0 || p->threads > 4096) return h3_fail(e, "--threads must be 0..4096 (0: all cores), got %d", p->threads);
-    if (p->device != 0)
-        return h3_fail(e, "device %d: this version drives CUDA device 0 only (CUDA_VISIBLE_DEVICES chooses it)", p->device);
+    if (p->device < 0 || p->device > 1023) return h3_fail(e, "--device must be 0..1023, got %d", p->device);
     if (!strcmp(b, "cpu")) {
         eng->cuda = 0;
-    } else if (!strcmp(b, "cuda")) {
-        eng->cuda = 1; /* a CPU build refuses it with the request's own check, when generating */
-    } else if (!strcmp(b, "auto")) {
-        eng->cuda = api_backend_auto(eng->note, sizeof eng->note);
-        if (!eng->cuda) snprintf(eng->header_note, sizeof eng->header_note, " (auto: %s)", eng->note);
+        if (p->device) return h3_fail(e, "--device %d: a GPU index, with --backend cuda or auto", p->device);
+    } else if (!strcmp(b, "cuda") || !strcmp(b, "auto")) {
+        char why[API_NOTE_CAP];
+        int usable = api_backend_auto(p->device, why, sizeof why);
+        /* a GPU other than 0 is asked for by name: when it cannot run, that is the caller's mistake, not a reason
+         * to fall back to the CPU */
+        if (p->device && !usable) return h3_fail(e, "--device %d: not a usable GPU (%s)", p->device, why);
+        if (!strcmp(b, "cuda")) {
+            eng->cuda = 1; /* a CPU build refuses it with the request's own check; a failing GPU 0 when starting */
+        } else {
+            eng->cuda = usable;
+            snprintf(eng->note, sizeof eng->note, "%s", usable ? "" : why);
+            if (!eng->cuda) snprintf(eng->header_note, sizeof eng->header_note, " (auto: %s)", eng->note);
+        }
     } else {
         return h3_fail(e, "--backend must be auto, cpu or cuda, got '%.64s'", b);
     }
@@ -98,7 +108,7 @@ int h3_engine_open(const char *snapshot_dir, const h3_engine_options *o, h3_engi
     snprintf(eng->dir, sizeof eng->dir, "%s", snapshot_dir);
     h3_request r;
     h3_request_init(&r);
-    r.cuda = eng->cuda, r.threads = eng->opt.threads;
+    r.cuda = eng->cuda, r.threads = eng->opt.threads, r.device = eng->opt.device;
     if (!(eng->ctx = h3_gen_ctx_new(&r, &e))) return fail_with(eng, H3_ERR_OUT_OF_MEMORY, &e);
     eng->opened = 1;
     return fail_with(eng, H3_OK, &e);
@@ -145,6 +155,29 @@ int h3_engine_set_memory(h3_engine *eng, int memory) {
     eng->opt.memory = memory;
     if (memory == H3_MEMORY_PHASES && eng->opened) h3_gen_ctx_drop_models(eng->ctx);
     pthread_mutex_unlock(&eng->lock);
+    return fail_with(eng, H3_OK, &e);
+}
+
+int h3_engine_set_ssd_streaming(h3_engine *eng, int on) {
+    h3_err e = {{0}};
+    if (on != 0 && on != 1) return h3_fail(&e, "ssd_streaming must be 0 or 1, got %d", on), fail_with(eng, H3_ERR_BAD_INPUT, &e);
+    if (on && eng->quant_fp8)
+        return h3_fail(&e, "--ssd-streaming cannot be combined with --quant fp8 (the FP8 blocks are made resident)"),
+               fail_with(eng, H3_ERR_BAD_INPUT, &e);
+    pthread_mutex_lock(&eng->lock);
+    eng->opt.ssd_streaming = on;
+    pthread_mutex_unlock(&eng->lock);
+    return fail_with(eng, H3_OK, &e);
+}
+
+int h3_engine_has_task(h3_engine *eng, int task) {
+    if (!eng->opened) return not_opened(eng);
+    h3_err e = {{0}};
+    char dir[API_PATH_CAP];
+    if (task < H3_TASK_T2VA || task > H3_TASK_REF2VA)
+        return h3_fail(&e, "task must be H3_TASK_T2VA, H3_TASK_FL2VA or H3_TASK_REF2VA, got %d", task),
+               fail_with(eng, H3_ERR_BAD_INPUT, &e);
+    if (snapshot_dit_dir(eng->dir, task == H3_TASK_REF2VA, dir, sizeof dir, &e)) return fail_with(eng, H3_ERR_BAD_INPUT, &e);
     return fail_with(eng, H3_OK, &e);
 }
 

@@ -99,6 +99,7 @@ int api_request_from(const h3_engine *eng, const h3_params *p, h3_request *r, ap
     r->profile = p->profile;
     /* the engine's settings */
     r->cuda = eng->cuda;
+    r->device = eng->opt.device;
     r->threads = eng->opt.threads;
     r->bf16 = eng->bf16;
     r->quant_fp8 = eng->quant_fp8;

@@ -22,7 +22,9 @@
 
 #include <omp.h>
 
-h3_backend *h3_backend_new(h3_backend_kind kind, int nthreads, h3_err *e) {
+h3_backend *h3_backend_new(h3_backend_kind kind, int nthreads, h3_err *e) { return h3_backend_new_on(kind, nthreads, 0, e); }
+
+h3_backend *h3_backend_new_on(h3_backend_kind kind, int nthreads, int device, h3_err *e) {
     h3_backend *be = calloc(1, sizeof *be);
     if (!be) {
         h3_fail(e, "out of memory");
@@ -32,11 +34,12 @@ h3_backend *h3_backend_new(h3_backend_kind kind, int nthreads, h3_err *e) {
     be->nthreads = nthreads > 0 ? nthreads : omp_get_max_threads();
     if (kind == H3_BACKEND_CUDA) {
 #ifdef H3_CUDA
-        if (cuda_backend_init(be, e) != 0) {
+        if (cuda_backend_init(be, device, e) != 0) {
             free(be);
             return NULL;
         }
 #else
+        (void)device;
         free(be);
         h3_fail(e, "--backend cuda: this binary was built without CUDA (rebuild with make CUDA=1)");
         return NULL;

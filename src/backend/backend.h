@@ -34,6 +34,8 @@ enum { H3_BF16_OUT = 1, H3_F16_IN = 2 };
 
 /* nthreads <= 0: all cores. Fails for CUDA when the binary was built without CUDA. */
 h3_backend *h3_backend_new(h3_backend_kind kind, int nthreads, h3_err *e);
+/* The same on CUDA device `device` (h3_backend_new: device 0); the CPU ignores it. */
+h3_backend *h3_backend_new_on(h3_backend_kind kind, int nthreads, int device, h3_err *e);
 void        h3_backend_free(h3_backend *be);
 const char *h3_backend_name(const h3_backend *be);
 /* First failure since the backend was made (the ops are void: a CUDA/cuBLASLt error, or an op

@@ -1304,7 +1304,7 @@ static int phase_encode(gen *s, h3_err *e) {
 
 /* ---- the backends, made once per context (a session keeps them between generations) ---- */
 struct h3_gen_ctx {
-    int         cuda, threads;   /* the backend every request of this context must ask for */
+    int         cuda, threads, device; /* the backend every request of this context must ask for */
     h3_backend *be, *cpu;        /* NULL until started; cpu == be with --backend cpu */
     resident    res;             /* --resident / the session default: the models kept between requests (on be / cpu) */
     cond_cache  cc;              /* the last request's conditioning (host memory) */
@@ -1318,6 +1318,7 @@ h3_gen_ctx *h3_gen_ctx_new(const h3_request *r, h3_err *e) {
     }
     c->cuda = r->cuda;
     c->threads = r->threads;
+    c->device = r->device;
     return c;
 }
 
@@ -1330,7 +1331,7 @@ static void gen_ctx_stop(h3_gen_ctx *c) {
 
 int h3_gen_ctx_start(h3_gen_ctx *c, h3_err *e) {
     if (c->be) return 0;
-    c->be = h3_backend_new(c->cuda ? H3_BACKEND_CUDA : H3_BACKEND_CPU, c->threads, e);
+    c->be = h3_backend_new_on(c->cuda ? H3_BACKEND_CUDA : H3_BACKEND_CPU, c->threads, c->device, e);
     if (c->be) c->cpu = c->cuda ? h3_backend_new(H3_BACKEND_CPU, c->threads, e) : c->be;
     if (!c->cpu) {
         h3_backend_free(c->be);

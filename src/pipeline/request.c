@@ -144,7 +144,8 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
         return h3_fail(e, "--dump-latents %s: the folder does not exist", h3_quote(r->dump_latents));
     if (r->random_weights && h3_request_task(r) != H3_T2VA)
         return h3_fail(e, "--random-weights: only t2va (text prompts) runs on random weights; drop the keyframes/references");
-    if ((!r->output || !r->output[0]) && !r->frames_dir && !r->wav && !r->dump_latents && !r->random_weights)
+    if ((!r->output || !r->output[0]) && !r->frames_dir && !r->wav && !r->dump_latents && !r->random_weights &&
+        !r->on_frame && !r->on_audio) /* the API's frame/audio sinks take the output */
         return h3_fail(e, "-o '': with no MP4, give --frames-dir, --wav or --dump-latents, or nothing would be written");
     return 0;
 }

@@ -69,6 +69,7 @@ typedef struct h3_request {
     int         reference_rope; /* --use-reference-rope: the released spatial RoPE at a 256x256 render canvas, where it
                                    is otherwise halved (docs/model/features.md 5.7) */
     int         cuda;          /* --backend cuda */
+    int         device;        /* --device N: the CUDA device index */
     int         threads;
     int         random_weights; /* --random-weights: weights made from the configs (benchmarks), t2va only */
     /* --show: called with one representative frame after every denoising pass (decoded from the current latents by

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # libh3's public API (include/h3.h, docs/api.md): `make install` into a temporary prefix, only h3_* exported from
-# libh3.so, examples/generate.c built against the installed copy through pkg-config and run on the tiny snapshot
-# (the MP4 part needs FFmpeg), and the API's messages (bad input, status codes).
+# libh3.so, examples/generate.c and examples/frames.c built against the installed copy through pkg-config and run
+# on the tiny snapshot (the media part needs FFmpeg), and the API's messages (bad input, status codes).
 set -u
 source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 build=$(dirname "$H3")
@@ -18,6 +18,8 @@ check "exported = declared in h3.h ($(diff "$tmp/declared" "$tmp/exported" | tr 
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 cc -std=c11 -Wall -Wextra -Werror examples/generate.c $(pkg-config --cflags --libs h3) -o "$tmp/generate" 2>"$tmp/cc.err"
 check "examples/generate.c builds against the installed library ($(head -3 "$tmp/cc.err"))" '[ -x "$tmp/generate" ]'
+cc -std=c11 -Wall -Wextra -Werror examples/frames.c $(pkg-config --cflags --libs h3) -o "$tmp/frames" 2>"$tmp/cc2.err"
+check "examples/frames.c builds against the installed library ($(head -3 "$tmp/cc2.err"))" '[ -x "$tmp/frames" ]'
 export LD_LIBRARY_PATH=$prefix/lib
 out=$("$tmp/generate" "$tmp/nowhere" "$tmp/x.mp4" 2>&1); rc=$?
 check "a missing snapshot: exit 2, the API's message ($out)" '[ $rc = 2 ] && grep -q "bad input: snapshot_dir .*nowhere: not a directory" <<<"$out"'
@@ -34,7 +36,37 @@ else
         'grep -q "on cpu (auto: no CUDA in this build)" <<<"$out" || ldd "$prefix/lib/libh3.so" | grep -q libcudart'
     "$H3" generate -d "$TINY" -p "A red fox." --width 64 --height 32 --steps 2 -o "$tmp/cli.mp4" 2>/dev/null
     check "the example's MP4 = h3 generate's with the same settings" 'cmp -s "$tmp/fox.mp4" "$tmp/cli.mp4"'
+    # examples/frames.c: every frame and the audio through the sinks into its own buffers, saved from them with
+    # h3_save_png / h3_save_wav; they must be h3 generate's --frames-dir PNGs and --wav, byte for byte
+    mkdir -p "$tmp/sink"
+    out=$(H3_EXAMPLE_SIZE=64x32 H3_EXAMPLE_STEPS=2 "$tmp/frames" "$TINY" "$tmp/sink" "A red fox." 2>&1); rc=$?
+    check "frames.c: every frame and the audio through the sinks ($(tail -1 <<<"$out"))" \
+        '[ $rc = 0 ] && grep -qE "^([0-9]+) of \1 frames 64x32, [1-9][0-9]* audio samples at 32000 Hz, on (cpu|cuda)$" <<<"$out"'
+    "$H3" generate -d "$TINY" -p "A red fox." --width 64 --height 32 --steps 2 -o '' --frames-dir "$tmp/cli_frames" \
+        --wav "$tmp/cli.wav" 2>"$tmp/cli_frames.err"
+    check "h3 generate's default backend is auto: on a CPU build the first line says why" \
+        'grep -q "bf16 on cpu (auto: no CUDA in this build)$" "$tmp/cli_frames.err" || ldd "$H3" | grep -q libcudart'
+    n=$(ls "$tmp/cli_frames" | grep -c '^frame_[0-9]*\.png$'); same=0
+    for f in "$tmp"/cli_frames/frame_*.png; do cmp -s "$f" "$tmp/sink/$(basename "$f")" && same=$((same + 1)); done
+    check "frames.c's frames = h3 generate --frames-dir's ($same of $n PNGs identical)" \
+        '[ "$n" -gt 0 ] && [ "$same" = "$n" ] && [ "$(ls "$tmp/sink" | grep -c "^frame_")" = "$n" ]'
+    check "frames.c's audio = h3 generate --wav's" 'cmp -s "$tmp/sink/audio.wav" "$tmp/cli.wav"'
+    H3_EXAMPLE_SIZE=64x32 H3_EXAMPLE_STEPS=2 "$tmp/frames" "$TINY" "$tmp/nowhere/x" >/dev/null 2>"$tmp/f.err"; rc=$?
+    check "frames.c: an output folder that does not exist fails with the writer's message ($(tail -1 "$tmp/f.err"))" \
+        '[ $rc != 0 ] && grep -q "nowhere" "$tmp/f.err"'
 fi
+# the CLI's --backend auto (its default) and --device: a device other than 0 that is no usable GPU is refused with
+# one line, exit 2, under auto too; --backend cpu takes only device 0 (docs/api.md "Backend auto")
+if ! ldd "$H3" | grep -q libcudart; then
+    out=$("$H3" generate -d "$TINY" -p x -o '' --dump-latents "$tmp/d.safetensors" --device 1 2>&1); rc=$?
+    check "--device 1 on a CPU build: exit 2, one line ($out)" \
+        '[ $rc = 2 ] && [ "$out" = "h3: generate: --device 1: not a usable GPU (no CUDA in this build)" ] && [ ! -e "$tmp/d.safetensors" ]'
+fi
+out=$("$H3" generate -d "$TINY" -p x -o '' --dump-latents "$tmp/d.safetensors" --backend cpu --device 2 2>&1); rc=$?
+check "--backend cpu --device 2: exit 2, one line ($out)" \
+    '[ $rc = 2 ] && [ "$out" = "h3: generate: --device 2: a GPU index, with --backend cuda or auto" ]'
+check "--help: --backend cpu|cuda|auto with auto the default, --device N" \
+    '"$H3" generate --help | grep -q -- "--backend cpu|cuda|auto .*" && "$H3" generate --help | grep -q -- "--device N"'
 make -s uninstall BUILD="$build" PREFIX="$prefix" >/dev/null 2>&1
 check "make uninstall removes every installed file ($(find "$prefix" -type f | head -3))" '[ -z "$(find "$prefix" -type f -o -type l)" ]'
 echo "RESULT $pass $fail"

@@ -2,6 +2,8 @@
 #ifndef H3_CLI_H
 #define H3_CLI_H
 
+#include "h3.h"
+
 /* Prints "h3: MESSAGE" on stderr and returns 2 (the exit code for bad input). */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -14,10 +16,19 @@ int cmd_generate(int argc, char **argv);
 int cmd_make_tiny(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
-/* `h3 generate -d DIR` without -p: the interactive session (cmd_session.c, docs/session.md).
- * r holds the start-up flags (they seed the session's state); seed_given / output_given: --seed /
- * -o were on the command line; zoom: --zoom (!show's previews). Returns the exit status. */
-struct h3_request;
-int cmd_session(const struct h3_request *r, int seed_given, int output_given, int zoom);
+/* The flags of `h3 generate` (cmd_generate.c), in the public API's terms (include/h3.h). */
+typedef struct cli_generate {
+    h3_engine_options opt;
+    h3_params         par;          /* output_mp4 "h3.mp4" unless -o; "" (-o ''): no MP4 */
+    int               seed_given;   /* --seed */
+    int               output_given; /* -o */
+    int               resident;     /* --resident */
+    int               show, zoom;   /* --show (previews wanted), --zoom */
+} cli_generate;
+
+/* `h3 generate -d DIR` without -p: the interactive session (cmd_session.c, docs/session.md), on the engine
+ * cmd_generate opened for -d (the caller closes it). g holds the start-up flags (they seed the session's state).
+ * Returns the exit status. */
+int cmd_session(h3_engine *eng, const cli_generate *g);
 
 #endif

@@ -1,17 +1,15 @@
-/* `h3 generate`: parses the flags into an h3_request, validates them, and runs the pipeline
- * (src/pipeline/generate.c). Flag errors exit 2 with one line; generation errors exit 1.
- * Without -p (but with -d) the flags seed an interactive session instead (cmd_session.c). */
+/* `h3 generate`: parses the flags into the public API's engine options and generation parameters (include/h3.h,
+ * docs/api.md), opens an engine on -d, checks the parameters and generates. Flag errors exit 2 with one line;
+ * generation errors exit 1 (2 when the inputs were bad). Without -p (but with -d) the flags seed an interactive
+ * session instead (cmd_session.c). Generation goes through h3.h only. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "io/snapshot.h"
 #include "core/text.h"
 #include "terminal.h"
-#include "pipeline/generate.h"
-#include "pipeline/request.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -50,7 +48,9 @@ static void usage(FILE *f) {
             "  --ssd-streaming          keep the DiT blocks' linears in host memory (the file mapping) and copy them\n"
             "                           block by block into two GPU slots while the previous block computes (docs/model/features.md\n"
             "                           7.3; same output; automatic with --backend cuda when the resident DiT does not fit)\n"
-            "  --backend cpu|cuda       [cpu]    --threads N   CPU threads [all cores]\n"
+            "  --backend cpu|cuda|auto  auto: CUDA when this build has it and GPU --device is usable, else the CPU\n"
+            "                           with a note saying why [auto]    --threads N   CPU threads [all cores]\n"
+            "  --device N               the CUDA runtime's device index (after CUDA_VISIBLE_DEVICES) [0]\n"
             "  --profile                per-phase time and peak memory report; each DiT block's output checked for NaN/Inf\n"
             "  --info                   describe and check the snapshot (h3 info) first; without -p nothing else\n"
             "  --use-reference-rope     at a 256x256 render canvas keep the released spatial RoPE (default: its h/w\n"
@@ -76,7 +76,7 @@ static const char *const value_flags[] = {
     "-d", "--model-dir", "-p", "--prompt", "-o", "--output", "--frames-dir", "--wav", "--dump-latents", "--first-frame",
     "--last-frame", "--width", "--height", "--frames", "--steps", "--reuse", "--layers", "--core-reuse",
     "--render-width", "--render-height", "--threads", "--zoom", "--seconds", "--seed", "--precision",
-    "--ref-image-size", "--quant", "--backend", "--ref-image", "--ref-silent-video", "--ref-video",
+    "--ref-image-size", "--quant", "--backend", "--device", "--ref-image", "--ref-silent-video", "--ref-video",
     "--ref-video-audio", "--ref-audio", NULL};
 static const char *const switch_flags[] = {"--profile", "--random-weights", "--resident", "--token-reduction",
                                            "--ssd-streaming", "--show", "--info", "--use-reference-rope", NULL};
@@ -102,10 +102,18 @@ static int flag_error(const char *a) {
 }
 
 int cmd_generate(int argc, char **argv) {
-    h3_request r;
-    h3_request_init(&r);
-    r.log = cli_log, r.progress_out = stderr; /* the pipeline prints nothing itself */
-    int seed_given = 0, output_given = 0, show = 0, zoom = 2, info = 0;
+    cli_generate g;
+    memset(&g, 0, sizeof g);
+    h3_engine_options *o = &g.opt;
+    h3_params *p = &g.par;
+    h3_engine_options_init(o);
+    h3_params_init(p);
+    o->log = cli_log, o->progress_stream = stderr; /* the library prints nothing itself */
+    o->flag_messages = 1;                           /* its messages name this tool's flags */
+    p->output_mp4 = "h3.mp4";
+    g.zoom = 2;
+    const char *model_dir = NULL;
+    int info = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -113,27 +121,27 @@ int cmd_generate(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(a, "--profile")) {
-            r.profile = 1;
+            p->profile = 1;
             continue;
         }
         if (!strcmp(a, "--random-weights")) {
-            r.random_weights = 1;
+            o->random_weights = 1;
             continue;
         }
         if (!strcmp(a, "--resident")) {
-            r.resident = 1;
+            g.resident = 1;
             continue;
         }
         if (!strcmp(a, "--token-reduction")) {
-            r.token_reduction = 1;
+            p->token_reduction = 1;
             continue;
         }
         if (!strcmp(a, "--ssd-streaming")) {
-            r.ssd_streaming = 1;
+            o->ssd_streaming = 1;
             continue;
         }
         if (!strcmp(a, "--show")) {
-            show = 1;
+            g.show = 1;
             continue;
         }
         if (!strcmp(a, "--info")) {
@@ -141,33 +149,34 @@ int cmd_generate(int argc, char **argv) {
             continue;
         }
         if (!strcmp(a, "--use-reference-rope")) {
-            r.reference_rope = 1;
+            p->reference_rope = 1;
             continue;
         }
         if (!in_list(value_flags, a, strlen(a))) return flag_error(a);
         if (i + 1 >= argc) return cli_error("generate: %s needs a value (see h3 generate --help)", a);
         const char *v = argv[++i];
-        if (!strcmp(a, "-d") || !strcmp(a, "--model-dir")) r.model_dir = v;
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) r.prompt = v;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) r.output = v, output_given = 1;
-        else if (!strcmp(a, "--frames-dir")) r.frames_dir = v;
-        else if (!strcmp(a, "--wav")) r.wav = v;
-        else if (!strcmp(a, "--dump-latents")) r.dump_latents = v;
-        else if (!strcmp(a, "--first-frame")) r.first_frame = v;
-        else if (!strcmp(a, "--last-frame")) r.last_frame = v;
-        else if (!strcmp(a, "--width")) { if (parse_int(a, v, 1, 1 << 20, &r.width)) return 2; }
-        else if (!strcmp(a, "--height")) { if (parse_int(a, v, 1, 1 << 20, &r.height)) return 2; }
-        else if (!strcmp(a, "--frames")) { if (parse_int(a, v, 1, 1 << 20, &r.frames)) return 2; }
-        else if (!strcmp(a, "--steps")) { if (parse_int(a, v, 1, 1000, &r.steps)) return 2; }
-        else if (!strcmp(a, "--reuse")) { if (parse_int(a, v, 1, 3, &r.reuse)) return 2; }
-        else if (!strcmp(a, "--layers")) { if (parse_int(a, v, 35, 50, &r.layers)) return 2; }
-        else if (!strcmp(a, "--core-reuse")) { if (parse_int(a, v, 1, 6, &r.core_reuse)) return 2; }
-        else if (!strcmp(a, "--render-width")) { if (parse_int(a, v, 1, 1 << 20, &r.render_width)) return 2; }
-        else if (!strcmp(a, "--render-height")) { if (parse_int(a, v, 1, 1 << 20, &r.render_height)) return 2; }
-        else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 4096, &r.threads)) return 2; }
-        else if (!strcmp(a, "--zoom")) { if (parse_int(a, v, 1, 64, &zoom)) return 2; }
+        if (!strcmp(a, "-d") || !strcmp(a, "--model-dir")) model_dir = v;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) p->prompt = v;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) p->output_mp4 = v, g.output_given = 1;
+        else if (!strcmp(a, "--frames-dir")) p->frames_dir = v;
+        else if (!strcmp(a, "--wav")) p->wav = v;
+        else if (!strcmp(a, "--dump-latents")) p->dump_latents = v;
+        else if (!strcmp(a, "--first-frame")) p->first_frame = v;
+        else if (!strcmp(a, "--last-frame")) p->last_frame = v;
+        else if (!strcmp(a, "--width")) { if (parse_int(a, v, 1, 1 << 20, &p->width)) return 2; }
+        else if (!strcmp(a, "--height")) { if (parse_int(a, v, 1, 1 << 20, &p->height)) return 2; }
+        else if (!strcmp(a, "--frames")) { if (parse_int(a, v, 1, 1 << 20, &p->frames)) return 2; }
+        else if (!strcmp(a, "--steps")) { if (parse_int(a, v, 1, 1000, &p->steps)) return 2; }
+        else if (!strcmp(a, "--reuse")) { if (parse_int(a, v, 1, 3, &p->reuse)) return 2; }
+        else if (!strcmp(a, "--layers")) { if (parse_int(a, v, 35, 50, &p->layers)) return 2; }
+        else if (!strcmp(a, "--core-reuse")) { if (parse_int(a, v, 1, 6, &p->core_reuse)) return 2; }
+        else if (!strcmp(a, "--render-width")) { if (parse_int(a, v, 1, 1 << 20, &p->render_width)) return 2; }
+        else if (!strcmp(a, "--render-height")) { if (parse_int(a, v, 1, 1 << 20, &p->render_height)) return 2; }
+        else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 4096, &o->threads)) return 2; }
+        else if (!strcmp(a, "--device")) { if (parse_int(a, v, 0, 1023, &o->device)) return 2; }
+        else if (!strcmp(a, "--zoom")) { if (parse_int(a, v, 1, 64, &g.zoom)) return 2; }
         else if (!strcmp(a, "--seconds")) {
-            if (h3_parse_decimal(v, &r.seconds)) {
+            if (h3_parse_decimal(v, &p->seconds)) {
                 char *end;
                 (void)strtod(v, &end); /* C's syntax (signs, spaces, hex, exponents, inf, nan) is not taken */
                 return cli_error(*v && !*end ? "generate: --seconds must be a finite number > 0 in plain decimal "
@@ -175,41 +184,43 @@ int cmd_generate(int argc, char **argv) {
                                              : "generate: --seconds expects a number (decimal, e.g. 10 or 14.375), got '%s'",
                                  h3_quote(v));
             }
-            if (r.seconds == 0) return cli_error("generate: --seconds must be a finite number > 0");
+            if (p->seconds == 0) return cli_error("generate: --seconds must be a finite number > 0");
         } else if (!strcmp(a, "--seed")) {
-            if (h3_parse_u64(v, &r.seed))
+            if (h3_parse_u64(v, &p->seed))
                 return cli_error("generate: --seed expects an unsigned 64-bit integer, got '%s'", h3_quote(v));
-            seed_given = 1;
+            g.seed_given = 1;
         } else if (!strcmp(a, "--precision")) {
-            if (!strcmp(v, "bf16")) r.bf16 = 1;
-            else if (!strcmp(v, "fp32")) r.bf16 = 0;
-            else return cli_error("generate: --precision must be bf16 or fp32, got '%s'", h3_quote(v));
+            if (strcmp(v, "bf16") && strcmp(v, "fp32"))
+                return cli_error("generate: --precision must be bf16 or fp32, got '%s'", h3_quote(v));
+            o->precision = v;
         } else if (!strcmp(a, "--ref-image-size")) {
-            if (!strcmp(v, "reference")) r.ref_image_size = 0;
-            else if (!strcmp(v, "match")) r.ref_image_size = 1;
-            else if (!strcmp(v, "max")) r.ref_image_size = 2;
+            if (!strcmp(v, "reference")) p->ref_image_size = H3_REF_SIZE_REFERENCE;
+            else if (!strcmp(v, "match")) p->ref_image_size = H3_REF_SIZE_MATCH;
+            else if (!strcmp(v, "max")) p->ref_image_size = H3_REF_SIZE_MAX;
             else return cli_error("generate: --ref-image-size must be reference, match or max, got '%s'", h3_quote(v));
         } else if (!strcmp(a, "--quant")) {
-            if (!strcmp(v, "fp8")) r.quant_fp8 = 1;
-            else if (!strcmp(v, "none")) r.quant_fp8 = 0;
-            else return cli_error("generate: --quant must be none or fp8, got '%s'", h3_quote(v));
+            /* a string the library parses (more schemes may come); the CLI's message names the ones this build has */
+            if (strcmp(v, "fp8") && strcmp(v, "none"))
+                return cli_error("generate: --quant must be none or fp8, got '%s'", h3_quote(v));
+            o->quant = v;
         } else if (!strcmp(a, "--backend")) {
-            if (!strcmp(v, "cpu")) r.cuda = 0;
-            else if (!strcmp(v, "cuda")) r.cuda = 1;
-            else return cli_error("generate: --backend must be cpu or cuda, got '%s'", h3_quote(v));
+            if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
+                return cli_error("generate: --backend must be cpu or cuda (or auto, the default), got '%s'", h3_quote(v));
+            o->backend = v;
         } else if (!strncmp(a, "--ref-", 6)) {
-            h3_ref_kind k;
-            if (!strcmp(a, "--ref-image")) k = H3_REF_IMAGE;
-            else if (!strcmp(a, "--ref-silent-video")) k = H3_REF_SILENT_VIDEO;
-            else if (!strcmp(a, "--ref-video")) k = H3_REF_VIDEO;
-            else if (!strcmp(a, "--ref-video-audio")) k = H3_REF_VIDEO_AUDIO;
-            else if (!strcmp(a, "--ref-audio")) k = H3_REF_AUDIO;
+            int k;
+            if (!strcmp(a, "--ref-image")) k = H3_REFERENCE_IMAGE;
+            else if (!strcmp(a, "--ref-silent-video")) k = H3_REFERENCE_SILENT_VIDEO;
+            else if (!strcmp(a, "--ref-video")) k = H3_REFERENCE_VIDEO;
+            else if (!strcmp(a, "--ref-video-audio")) k = H3_REFERENCE_VIDEO_AUDIO;
+            else if (!strcmp(a, "--ref-audio")) k = H3_REFERENCE_AUDIO;
             else return flag_error(a);
-            if (r.nrefs == H3_MAX_REFS) return cli_error("generate: %s: at most %d references in total", a, H3_MAX_REFS);
-            h3_ref *f = &r.refs[r.nrefs++];
+            if (p->nrefs == H3_MAX_REFERENCES)
+                return cli_error("generate: %s: at most %d references in total", a, H3_MAX_REFERENCES);
+            h3_reference *f = &p->refs[p->nrefs++];
             f->kind = k;
             f->path = v;
-            if (k == H3_REF_VIDEO_AUDIO) {
+            if (k == H3_REFERENCE_VIDEO_AUDIO) {
                 if (i + 1 >= argc || argv[i + 1][0] == '-')
                     return cli_error("generate: --ref-video-audio takes two paths: VIDEO AUDIO");
                 f->audio_path = argv[++i];
@@ -220,38 +231,51 @@ int cmd_generate(int argc, char **argv) {
     }
     /* --info (docs/model/features.md 2): `h3 info -d DIR` first; alone it only inspects, with -p a clean snapshot then generates */
     if (info) {
-        if (!r.model_dir || !r.model_dir[0]) return cli_error("generate: --info needs -d SNAPSHOT_DIR");
-        char *iargv[] = {"info", "-d", (char *)r.model_dir, NULL};
+        if (!model_dir || !model_dir[0]) return cli_error("generate: --info needs -d SNAPSHOT_DIR");
+        char *iargv[] = {"info", "-d", (char *)model_dir, NULL};
         int irc = cmd_info(3, iargv);
         fflush(stdout);
-        if (irc != 0 || !r.prompt) return irc;
+        if (irc != 0 || !p->prompt) return irc;
     }
     /* --show: previews on stdout through the terminal's graphics protocol, when there is one */
-    term_preview tp = {term_graphics_detect(), zoom, stdout};
-    if (show && tp.g == TERM_NONE)
+    term_preview tp = {term_graphics_detect(), g.zoom, stdout};
+    if (g.show && tp.g == TERM_NONE) {
         fprintf(stderr, "h3: warning: --show: no graphics terminal detected (Kitty/Ghostty or iTerm2/WezTerm/Konsole): "
                         "no previews\n");
-    else if (show)
-        r.preview = term_preview_frame, r.preview_user = &tp;
-    /* -d must name a snapshot root, with info's message and exit 2 (a session does not start otherwise) */
-    if (r.model_dir && r.model_dir[0]) {
-        h3_err se = {{0}};
-        snap_kind kind;
-        if (!snapshot_is_dir(r.model_dir)) return cli_error("generate: -d %s: not a directory", r.model_dir);
-        if (snapshot_kind(r.model_dir, &kind, &se) != 0) return cli_error("generate: %s", se.msg);
-        if (kind != SNAP_DIFFUSERS_ROOT)
-            return cli_error("generate: -d %s: an original partition tree; give the snapshot's root (the folder holding "
-                             "transformer/, vae/, tokenizer/, ...)", r.model_dir);
+        g.show = 0;
     }
-    if (!r.prompt && r.model_dir && r.model_dir[0]) return cmd_session(&r, seed_given, output_given, zoom);
-    if (r.resident) return cli_error("generate: --resident keeps the models between a session's generations: start a session (no -p)");
-    int aligned;
-    h3_err e = {{0}};
-    if (h3_request_validate(&r, &aligned, &e) != 0) return cli_error("generate: %s", e.msg);
-    int rc = h3_generate(&r, &e);
-    if (rc != 0) {
-        fprintf(stderr, "h3: generate: %s\n", e.msg);
-        return rc == H3_GENERATE_BAD_INPUT ? 2 : 1;
+    /* -d must name a snapshot root (h3_engine_open's check, with info's message and exit 2): a session does not
+     * start otherwise; without -d the one-shot path below says that -d is required */
+    h3_engine *eng = NULL;
+    if (model_dir && model_dir[0] && h3_engine_open(model_dir, o, &eng) != H3_OK) {
+        int st = h3_engine_status(eng);
+        int rc = st == H3_ERR_BAD_INPUT ? cli_error("generate: %s", h3_engine_error(eng))
+                                        : (fprintf(stderr, "h3: generate: %s\n", h3_engine_error(eng)), 1);
+        h3_engine_close(eng);
+        return rc;
     }
-    return 0;
+    if (!p->prompt && eng) {
+        int rc = cmd_session(eng, &g);
+        h3_engine_close(eng);
+        return rc;
+    }
+    if (g.resident) {
+        h3_engine_close(eng);
+        return cli_error("generate: --resident keeps the models between a session's generations: start a session (no -p)");
+    }
+    if (!eng && h3_engine_open(model_dir, o, &eng) != H3_OK) { /* no -d: the API's "-d SNAPSHOT_DIR is required" */
+        int rc = cli_error("generate: %s", h3_engine_error(eng));
+        h3_engine_close(eng);
+        return rc;
+    }
+    int rc = 0;
+    h3_sinks sinks = {.preview = term_preview_frame, .user = &tp};
+    if (h3_engine_check(eng, p, NULL) != H3_OK) {
+        rc = cli_error("generate: %s", h3_engine_error(eng));
+    } else if (h3_engine_generate(eng, p, g.show ? &sinks : NULL) != H3_OK) {
+        fprintf(stderr, "h3: generate: %s\n", h3_engine_error(eng));
+        rc = h3_engine_status(eng) == H3_ERR_BAD_INPUT ? 2 : 1;
+    }
+    h3_engine_close(eng);
+    return rc;
 }

@@ -1,9 +1,9 @@
 /* `h3 generate -d DIR` without -p: the interactive session (docs/model/features.md 3; docs/session.md).
  *
  * One line of stdin at a time: a line starting with '!' is a command, any other non-blank line is a
- * prompt that generates at once with the current state (seeded by the start-up flags). The backend
- * (CUDA context, cuBLASLt/cuDNN plans, memory pool) is made once and kept between generations
- * (h3_gen_ctx); by default (!resident auto) the transformer and the video decoder stay for the next generation when
+ * prompt that generates at once with the current state (seeded by the start-up flags). Generation goes through
+ * the public API only (include/h3.h): one engine, whose backend (CUDA context, cuBLASLt/cuDNN plans, memory pool)
+ * is started once and kept between generations; by default (!resident auto) the transformer and the video decoder stay for the next generation when
  * the GPU has the room, --resident / !resident on keeps each phase's model, !resident off none.
  *
  * Outputs of generation n go to the output directory (a fresh $TMPDIR/h3-XXXXXX, or !output's) as
@@ -34,19 +34,19 @@
 #include "session_parse.h"
 #include "line_edit.h"
 #include "terminal.h"
-#include "media/media.h"
-#include "pipeline/generate.h"
-#include "pipeline/progress.h"
 #include "io/outfile.h"
 #include "core/text.h"
-#include "io/snapshot.h"
-#include "pipeline/request.h"
 
 #define PATH_CAP 4096
 #define MAX_NUMBER 999999
 
 typedef struct session {
-    h3_request  st;          /* the state; prompt, seed and output paths are filled per generation */
+    h3_params   st;          /* the state; prompt, seed and output paths are filled per generation */
+    h3_engine  *eng;         /* cmd_generate's, on -d */
+    const h3_engine_options *opt; /* the start-up flags' (precision, quant, random weights) */
+    int         memory;      /* !resident: H3_MEMORY_* */
+    int         ssd_streaming; /* !ssd-streaming */
+    int         show;        /* !show: the preview sink on */
     int         seed_fixed;  /* --seed / !seed N; else a fresh random seed per generation */
     int         mux;         /* an MP4 per generation (-o '' at start-up: none for the whole session) */
     char        out_dir[PATH_CAP];  /* where video-NNNN.mp4 go (!output) */
@@ -56,9 +56,8 @@ typedef struct session {
     int         done, failed;
     uint64_t    last_seed;
     char       *last_prompt;
-    h3_gen_ctx *ctx;
     /* paths set by !first / !last / !ref-image (start-up paths point into argv and are not ours) */
-    char       *first_owned, *last_owned, *ref_owned[H3_MAX_REFS];
+    char       *first_owned, *last_owned, *ref_owned[H3_MAX_REFERENCES];
     char        last_mp4[PATH_CAP]; /* the last generation's MP4 (for !save), or "" */
     term_preview tp;         /* !show: the terminal's graphics protocol, zoom, stream */
     int         open;        /* !open on: each finished MP4 goes to the system opener */
@@ -68,11 +67,20 @@ typedef struct gen_paths {
     char mp4[PATH_CAP], frames[PATH_CAP], wav[PATH_CAP], dump[PATH_CAP];
 } gen_paths;
 
-/* Ctrl-C (SIGINT): cancels the line being typed (line_edit.c) or the running generation (request.h's cancel) */
-static volatile sig_atomic_t interrupted;
+/* Ctrl-C (SIGINT): cancels the line being typed (line_edit.c) or, while one runs, the generation
+ * (h3_engine_cancel is async-signal-safe; a flag raised at the prompt would cancel the next generation's start) */
+static volatile sig_atomic_t interrupted, generating;
+static h3_engine *volatile running_engine;
 static void on_sigint(int sig) {
     (void)sig;
     interrupted = 1;
+    if (generating && running_engine) h3_engine_cancel(running_engine);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* One error line on stderr; returns -1 (the command failed, the session goes on). */
@@ -146,11 +154,11 @@ static int claim(const session *s, const gen_paths *p) {
 }
 
 /* The request of one generation: the state plus its prompt, seed and numbered outputs. */
-static void request_for(const session *s, const char *prompt, uint64_t seed, const gen_paths *p, h3_request *q) {
+static void request_for(const session *s, const char *prompt, uint64_t seed, const gen_paths *p, h3_params *q) {
     *q = s->st;
     q->prompt = prompt;
     q->seed = seed;
-    q->output = s->mux ? p->mp4 : "";
+    q->output_mp4 = s->mux ? p->mp4 : "";
     q->frames_dir = s->frames_base ? p->frames : NULL;
     q->wav = s->wav_base ? p->wav : NULL;
     q->dump_latents = s->dump_base ? p->dump : NULL;
@@ -194,32 +202,31 @@ static int parse_wxh(const char *cmd, const char *s, int *w, int *h) {
     return session_parse_wxh(cmd, s, w, h, &e) ? say_error("%s", e.msg) : 0;
 }
 
-/* The frame count a request would generate, by the request's own validation; -1 with e filled when
- * the requested length breaks a rule, 1 when ref2va has no length yet. */
-static int generated_frames(const h3_request *st, int *aligned, h3_err *e) {
+/* The frame count a generation with st's length would have, by the engine's own check of a t2va request with only
+ * that length set; -1 when the requested length breaks a rule (h3_engine_error says which), 1 when ref2va has no
+ * length yet. */
+static int generated_frames(h3_engine *eng, const h3_params *st, int *aligned) {
     if (st->nrefs && !st->frames && st->seconds == 0) return 1;
-    h3_request t;
-    h3_request_init(&t);
-    t.model_dir = t.prompt = "-";
-    t.output = "";
+    h3_params t;
+    h3_params_init(&t);
+    t.prompt = "-";
     t.dump_latents = "-";
     t.frames = st->frames, t.seconds = st->seconds;
-    return h3_request_validate(&t, aligned, e);
+    return h3_engine_check(eng, &t, aligned) == H3_OK ? 0 : -1;
 }
 
-static void show_frames(const h3_request *st) {
+static void show_frames(h3_engine *eng, const h3_params *st) {
     int aligned;
-    h3_err e = {{0}};
-    int rc = generated_frames(st, &aligned, &e);
-    if (st->seconds != 0) printf("seconds %g = %d frames requested", st->seconds, h3_seconds_to_frames(st->seconds));
+    int rc = generated_frames(eng, st, &aligned);
+    if (st->seconds != 0) printf("seconds %g = %d frames requested", st->seconds, h3_frames_of_seconds(st->seconds));
     else if (st->frames) printf("frames %d requested", st->frames);
     else printf("frames default");
     if (rc == 1) printf(" (ref2va needs !frames or !seconds)\n");
-    else if (rc) printf(" (generation will fail: %s)\n", e.msg);
+    else if (rc) printf(" (generation will fail: %s)\n", h3_engine_error(eng));
     else printf(" -> %d generated (%.3f s at 24 fps)\n", aligned, aligned / 24.0);
 }
 
-static void show_size(const h3_request *st) {
+static void show_size(const h3_params *st) {
     if (st->width) printf("size %dx%d", st->width, st->height);
     else printf("size default (t2va/ref2va 1344x768; fl2va from the first keyframe)");
     if (st->render_width) printf(", render size %dx%d\n", st->render_width, st->render_height);
@@ -241,15 +248,16 @@ typedef int (*command_fn)(session *s, const char *arg); /* 0, -1 (error printed)
 static int c_help(session *s, const char *arg);
 
 static int c_status(session *s, const char *arg) {
-    const h3_request *st = &s->st;
+    const h3_params *st = &s->st;
+    const h3_engine_options *o = s->opt;
     show_size(st);
-    show_frames(st);
+    show_frames(s->eng, st);
     printf("steps %d, reuse %d, layers %d, core reuse %d, token reduction %s\n", st->steps, st->reuse, st->layers,
            st->core_reuse, st->token_reduction ? "on" : "off");
     show_seed(s);
-    printf("precision %s, backend %s%s (%s)\n", st->bf16 ? "bf16" : "fp32", st->cuda ? "cuda" : "cpu",
-           st->random_weights ? ", random weights" : "",
-           h3_gen_ctx_started(s->ctx) ? "started, kept between generations" : "not started");
+    printf("precision %s, backend %s%s (%s)\n", o->precision, h3_engine_backend(s->eng),
+           o->random_weights ? ", random weights" : "",
+           h3_engine_started(s->eng) ? "started, kept between generations" : "not started");
     if (st->first_frame || st->last_frame)
         printf("fl2va: first %s, last %s\n", st->first_frame ? st->first_frame : "-", st->last_frame ? st->last_frame : "-");
     else if (!st->nrefs)
@@ -263,12 +271,12 @@ static int c_status(session *s, const char *arg) {
     if (s->dump_base) printf("latents %s, numbered\n", s->dump_base);
     printf("profile %s; %d generated, %d failed; resident %s, quant %s, ssd-streaming %s\n", st->profile ? "on" : "off",
            s->done, s->failed,
-           st->resident == H3_RESIDENT_ALL    ? "on (!cache lists the kept models)"
-           : st->resident == H3_RESIDENT_AUTO ? "auto (the transformer and the video decoder stay when they fit)"
+           s->memory == H3_MEMORY_RESIDENT ? "on (!cache lists the kept models)"
+           : s->memory == H3_MEMORY_AUTO   ? "auto (the transformer and the video decoder stay when they fit)"
                                               : "off (each generation loads every phase's weights)",
-           st->quant_fp8 ? "fp8" : "none", st->ssd_streaming ? "on" : "auto");
+           o->quant, s->ssd_streaming ? "on" : "auto");
     printf("show %s (terminal graphics: %s, zoom %d); open %s; spatial RoPE at 256x256: %s\n",
-           st->preview ? "on" : "off", term_graphics_name(s->tp.g), s->tp.zoom, s->open ? "on" : "off",
+           s->show ? "on" : "off", term_graphics_name(s->tp.g), s->tp.zoom, s->open ? "on" : "off",
            st->reference_rope ? "released" : "halved");
     return 0;
 }
@@ -299,7 +307,7 @@ static int c_frames(session *s, const char *arg) {
         if (parse_int("frames", arg, 1, 1 << 20, &s->st.frames)) return -1;
         s->st.seconds = 0;
     }
-    show_frames(&s->st);
+    show_frames(s->eng, &s->st);
     return 0;
 }
 
@@ -309,7 +317,7 @@ static int c_seconds(session *s, const char *arg) {
         if (session_parse_seconds(arg, &s->st.seconds, &e)) return say_error("%s", e.msg);
         s->st.frames = 0;
     }
-    show_frames(&s->st);
+    show_frames(s->eng, &s->st);
     return 0;
 }
 
@@ -420,12 +428,12 @@ static int c_last(session *s, const char *arg) { return set_anchor(s, "last", ar
 static int c_refs(session *s, const char *arg) {
     if (arg && strcmp(arg, "clear")) return say_error("!refs takes no value or 'clear', got '%s'", h3_quote(arg));
     if (arg) {
-        for (int i = 0; i < H3_MAX_REFS; i++) free(s->ref_owned[i]), s->ref_owned[i] = NULL;
+        for (int i = 0; i < H3_MAX_REFERENCES; i++) free(s->ref_owned[i]), s->ref_owned[i] = NULL;
         s->st.nrefs = 0;
     }
     if (!s->st.nrefs) printf("references: none\n");
     for (int i = 0; i < s->st.nrefs; i++) {
-        const h3_ref *f = &s->st.refs[i];
+        const h3_reference *f = &s->st.refs[i];
         printf("reference %d: %s %s%s%s\n", i + 1, ref_kinds[f->kind], f->path, f->audio_path ? " + " : "",
                f->audio_path ? f->audio_path : "");
     }
@@ -436,19 +444,17 @@ static int c_refs(session *s, const char *arg) {
 static int c_ref_image(session *s, const char *arg) {
     if (!arg) return c_refs(s, NULL);
     if (s->st.first_frame || s->st.last_frame) return say_error("!ref-image: refused with keyframes (!first clear, !last clear)");
-    char dir[PATH_CAP];
-    h3_err e = {{0}};
-    if (snapshot_dit_dir(s->st.model_dir, 1, dir, sizeof dir, &e)) return say_error("!ref-image: %s", e.msg);
+    if (h3_engine_has_task(s->eng, H3_TASK_REF2VA) != H3_OK) return say_error("!ref-image: %s", h3_engine_error(s->eng));
     int images = 0;
-    for (int i = 0; i < s->st.nrefs; i++) images += s->st.refs[i].kind == H3_REF_IMAGE;
-    if (images >= 9 || s->st.nrefs >= H3_MAX_REFS)
-        return say_error("!ref-image: at most 9 images and %d references (docs/model/features.md 1.3)", H3_MAX_REFS);
+    for (int i = 0; i < s->st.nrefs; i++) images += s->st.refs[i].kind == H3_REFERENCE_IMAGE;
+    if (images >= 9 || s->st.nrefs >= H3_MAX_REFERENCES)
+        return say_error("!ref-image: at most 9 images and %d references (docs/model/features.md 1.3)", H3_MAX_REFERENCES);
     if (readable("ref-image", arg)) return -1;
     char *copy = strdup(arg);
     if (!copy) return say_error("out of memory");
     int k = s->st.nrefs++;
     s->ref_owned[k] = copy;
-    s->st.refs[k] = (h3_ref){.kind = H3_REF_IMAGE, .path = copy, .audio_path = NULL};
+    s->st.refs[k] = (h3_reference){.kind = H3_REFERENCE_IMAGE, .path = copy};
     printf("reference %d: image %s (<Picture %d>)\n", k + 1, copy, images + 1);
     return 0;
 }
@@ -516,14 +522,14 @@ static int c_quit(session *s, const char *arg) { return 1; }
  * off frees them now */
 static int c_resident(session *s, const char *arg) {
     if (arg) {
-        if (!strcmp(arg, "on")) s->st.resident = H3_RESIDENT_ALL;
-        else if (!strcmp(arg, "auto")) s->st.resident = H3_RESIDENT_AUTO;
-        else if (!strcmp(arg, "off")) s->st.resident = H3_RESIDENT_OFF;
+        if (!strcmp(arg, "on")) s->memory = H3_MEMORY_RESIDENT;
+        else if (!strcmp(arg, "auto")) s->memory = H3_MEMORY_AUTO;
+        else if (!strcmp(arg, "off")) s->memory = H3_MEMORY_PHASES;
         else return say_error("!resident expects on, off or auto, got '%s'", h3_quote(arg));
-        if (!s->st.resident) h3_gen_ctx_drop_models(s->ctx);
+        h3_engine_set_memory(s->eng, s->memory); /* off frees the kept models now */
     }
-    printf("resident %s\n", s->st.resident == H3_RESIDENT_ALL ? "on: each phase's model stays loaded for the next generation"
-                           : s->st.resident == H3_RESIDENT_AUTO
+    printf("resident %s\n", s->memory == H3_MEMORY_RESIDENT ? "on: each phase's model stays loaded for the next generation"
+                           : s->memory == H3_MEMORY_AUTO
                                ? "auto: the transformer and the video decoder stay loaded for the next generation when "
                                  "the GPU has their room"
                                : "off: each generation loads and frees every phase's weights");
@@ -545,21 +551,22 @@ static int c_show(session *s, const char *arg) {
         if (parse_toggle("show", arg, &on)) return -1;
         if (on && s->tp.g == TERM_NONE)
             return say_error("!show: no graphics terminal detected (Kitty/Ghostty or iTerm2/WezTerm/Konsole)");
-        s->st.preview = on ? term_preview_frame : NULL, s->st.preview_user = on ? &s->tp : NULL;
+        s->show = on;
     }
-    printf("show %s\n", s->st.preview ? "on: a frame after every denoising pass, then every final frame" : "off");
+    printf("show %s\n", s->show ? "on: a frame after every denoising pass, then every final frame" : "off");
     return 0;
 }
 
 /* !token-reduction [on|off]: --token-reduction */
 /* !ssd-streaming [on|off]: --ssd-streaming (off: automatic on CUDA) */
 static int c_ssd_streaming(session *s, const char *arg) {
-    if (arg && parse_toggle("ssd-streaming", arg, &s->st.ssd_streaming)) return -1;
-    if (arg && s->st.ssd_streaming && s->st.quant_fp8) {
-        s->st.ssd_streaming = 0;
+    int on = s->ssd_streaming;
+    if (arg && parse_toggle("ssd-streaming", arg, &on)) return -1;
+    if (arg && on && !strcmp(s->opt->quant, "fp8"))
         return say_error("!ssd-streaming: cannot be combined with --quant fp8 (the FP8 blocks are made resident)");
-    }
-    printf("ssd-streaming %s\n", s->st.ssd_streaming ? "on" : "auto (on with --backend cuda when the resident DiT does not fit)");
+    if (arg && h3_engine_set_ssd_streaming(s->eng, on) != H3_OK) return say_error("!ssd-streaming: %s", h3_engine_error(s->eng));
+    s->ssd_streaming = on;
+    printf("ssd-streaming %s\n", s->ssd_streaming ? "on" : "auto (on with --backend cuda when the resident DiT does not fit)");
     return 0;
 }
 
@@ -572,11 +579,11 @@ static int c_token_reduction(session *s, const char *arg) {
 /* !cache [clear]: the models kept by --resident / frees them */
 static int c_cache(session *s, const char *arg) {
     if (arg && strcmp(arg, "clear")) return say_error("!cache takes no value or 'clear', got '%s'", h3_quote(arg));
-    if (arg) h3_gen_ctx_drop_models(s->ctx);
+    if (arg) h3_engine_drop_models(s->eng);
     char buf[4 * 4600];
-    int n = h3_gen_ctx_models(s->ctx, buf, sizeof buf);
+    int n = h3_engine_cached_models(s->eng, buf, sizeof buf);
     if (n) printf("cache: %d model%s resident: %s\n", n, n == 1 ? "" : "s", buf);
-    else printf("cache: empty%s\n", s->st.resident ? "" : " (!resident is off)");
+    else printf("cache: empty%s\n", s->memory != H3_MEMORY_PHASES ? "" : " (!resident is off)");
     return 0;
 }
 
@@ -669,17 +676,18 @@ static void generate(session *s, const char *prompt) {
         if (r == 0) break;
     }
     uint64_t seed = s->seed_fixed ? s->st.seed : random_seed();
-    h3_request q;
+    h3_params q;
     request_for(s, prompt, seed, &p, &q);
-    h3_err e = {{0}};
-    int aligned;
-    double t0 = progress_now();
+    h3_sinks sinks = {.preview = term_preview_frame, .user = &s->tp};
+    double t0 = now_s();
     interrupted = 0;
-    q.cancel = &interrupted;
-    /* the one-shot path's checks: the CLI's validation, then h3_generate's own */
-    if (h3_request_validate(&q, &aligned, &e) || h3_generate_in(s->ctx, &q, &e)) {
+    running_engine = s->eng;
+    generating = 1;
+    int rc = h3_engine_generate(s->eng, &q, s->show ? &sinks : NULL); /* checks q as the one-shot path does */
+    generating = 0;
+    if (rc != H3_OK) {
         release(s, &p, 1); /* the placeholders that no output replaced go */
-        say_error("%s", e.msg);
+        say_error("%s", h3_engine_error(s->eng));
         if (!interrupted) s->failed++; /* a cancelled generation is the user's choice, not a failure */
         interrupted = 0;
         return;
@@ -690,7 +698,7 @@ static void generate(session *s, const char *prompt) {
     s->next = n + 1;
     s->last_seed = seed;
     snprintf(s->last_mp4, sizeof s->last_mp4, "%s", s->mux ? p.mp4 : "");
-    printf("video-%04d: seed %llu, %.2f s", n, (unsigned long long)seed, progress_now() - t0);
+    printf("video-%04d: seed %llu, %.2f s", n, (unsigned long long)seed, now_s() - t0);
     if (s->mux) printf(", %s", p.mp4);
     if (q.frames_dir) printf(", frames %s", p.frames);
     if (q.wav) printf(", %s", p.wav);
@@ -718,54 +726,57 @@ static int make_session_dir(session *s, h3_err *e) {
 }
 
 static void session_free(session *s) {
-    h3_gen_ctx_free(s->ctx);
+    running_engine = NULL;
     free(s->last_prompt);
     free(s->first_owned), free(s->last_owned);
-    for (int i = 0; i < H3_MAX_REFS; i++) free(s->ref_owned[i]);
+    for (int i = 0; i < H3_MAX_REFERENCES; i++) free(s->ref_owned[i]);
 }
 
-int cmd_session(const h3_request *r, int seed_given, int output_given, int zoom) {
-    if (output_given && r->output && r->output[0])
+int cmd_session(h3_engine *eng, const cli_generate *g) {
+    const h3_params *r = &g->par;
+    if (g->output_given && r->output_mp4 && r->output_mp4[0])
         return cli_error("generate: -o %s: a session writes video-NNNN.mp4 into its own directory (!output DIR); "
-                         "give -p for one video, or -o '' for no MP4", r->output);
+                         "give -p for one video, or -o '' for no MP4", r->output_mp4);
     session s;
     memset(&s, 0, sizeof s);
     s.st = *r;
-    if (!s.st.resident) s.st.resident = H3_RESIDENT_AUTO; /* docs/model/features.md 3: a session keeps the prepared DiT and decoder */
-    s.tp = (term_preview){term_graphics_detect(), zoom, stdout};
-    if (s.st.preview) s.st.preview_user = &s.tp; /* --show: the session's own */
-    s.seed_fixed = seed_given;
-    s.mux = !(r->output && !r->output[0]);
+    s.eng = eng, s.opt = &g->opt;
+    /* docs/model/features.md 3: a session keeps the prepared DiT and decoder (auto) unless --resident keeps all */
+    s.memory = g->resident ? H3_MEMORY_RESIDENT : H3_MEMORY_AUTO;
+    s.ssd_streaming = g->opt.ssd_streaming;
+    s.tp = (term_preview){term_graphics_detect(), g->zoom, stdout};
+    s.show = g->show; /* --show, when the terminal has graphics (cmd_generate checked) */
+    s.seed_fixed = g->seed_given;
+    s.mux = !(r->output_mp4 && !r->output_mp4[0]);
     s.frames_base = r->frames_dir, s.wav_base = r->wav, s.dump_base = r->dump_latents;
     s.next = 1;
     h3_err e = {{0}};
     if (make_session_dir(&s, &e)) return cli_error("generate: %s", e.msg);
     /* the start-up flags, checked as the first generation's request would be */
     gen_paths p;
-    h3_request q;
-    int aligned;
+    h3_params q;
     if (paths_for(&s, 1, &p)) {
         rmdir(s.tmp_dir);
         return 2;
     }
     request_for(&s, "-", r->seed, &p, &q);
-    if (h3_request_validate(&q, &aligned, &e)) {
+    if (h3_engine_check(eng, &q, NULL) != H3_OK) {
         rmdir(s.tmp_dir);
-        return cli_error("generate: %s", e.msg);
+        return cli_error("generate: %s", h3_engine_error(eng));
     }
     if (s.frames_base && make_dirs(s.frames_base, &e)) {
         rmdir(s.tmp_dir);
         return cli_error("generate: --frames-dir %s", e.msg);
     }
-    if ((s.mux || s.frames_base || s.wav_base) && !h3_media_available()) {
+    if ((s.mux || s.frames_base || s.wav_base) && !h3_has_media()) {
         rmdir(s.tmp_dir);
         fprintf(stderr, "h3: generate: -o/--frames-dir/--wav: this build has no FFmpeg (MEDIA=0); use -o '' --dump-latents\n");
         return 1;
     }
-    if (!(s.ctx = h3_gen_ctx_new(r, &e)) || h3_gen_ctx_start(s.ctx, &e)) {
+    if (h3_engine_set_memory(eng, s.memory) != H3_OK || h3_engine_start(eng) != H3_OK) {
         rmdir(s.tmp_dir);
         session_free(&s);
-        fprintf(stderr, "h3: generate: %s\n", e.msg);
+        fprintf(stderr, "h3: generate: %s\n", h3_engine_error(eng));
         return 1;
     }
     setvbuf(stdout, NULL, _IOLBF, 0); /* replies stay in order with stderr's lines in a pipe */

@@ -119,8 +119,8 @@ int term_show_rgb(FILE *f, term_graphics g, const float *rgb, int w, int h, int 
     return ferror(f) ? -1 : 0;
 }
 
-int term_preview_frame(void *user, const h3_preview *p) {
+int term_preview_frame(void *user, const h3_frame *f) {
     term_preview *t = user;
-    if (p->pass > 0) fprintf(stderr, "h3: preview after pass %d/%d (frame %lld)\n", p->pass, p->passes, (long long)p->frame);
-    return term_show_rgb(t->out, t->g, p->rgb, p->width, p->height, t->zoom) != 0;
+    if (f->pass > 0) fprintf(stderr, "h3: preview after pass %d/%d (frame %lld)\n", f->pass, f->passes, (long long)f->index);
+    return term_show_rgb(t->out, t->g, f->rgb, f->width, f->height, t->zoom) != 0;
 }

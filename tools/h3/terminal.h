@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "pipeline/request.h"
+#include "h3.h"
 
 typedef enum term_graphics {
     TERM_NONE = 0,
@@ -24,12 +24,12 @@ const char *term_graphics_name(term_graphics g);
  * width and height in pixels. 0, or -1 when out of memory or the stream failed. */
 int term_show_rgb(FILE *f, term_graphics g, const float *rgb, int w, int h, int zoom);
 
-/* The request's preview callback (h3_request.preview): user is a term_preview. */
+/* The preview sink (h3_sinks.preview): user is a term_preview. */
 typedef struct term_preview {
     term_graphics g;
     int           zoom;
     FILE         *out;
 } term_preview;
-int term_preview_frame(void *user, const h3_preview *p);
+int term_preview_frame(void *user, const h3_frame *f);
 
 #endif

@@ -78,16 +78,18 @@ static void lt_warmup_start(h3_backend *be) {
     c->warmup_started = pthread_create(&c->warmup, NULL, lt_warmup_main, be) == 0;
 }
 
-int cuda_backend_init(h3_backend *be, h3_err *e) {
+int cuda_backend_init(h3_backend *be, int device, h3_err *e) {
     int ndev = 0;
     cudaError_t err = cudaGetDeviceCount(&ndev);
     if (err != cudaSuccess || ndev == 0)
         return h3_fail(e, "--backend cuda: no usable CUDA device (%s)",
                        err != cudaSuccess ? cudaGetErrorString(err) : "device count 0");
+    if (device < 0 || device >= ndev)
+        return h3_fail(e, "--device %d: no such CUDA device (this machine has %d: 0..%d)", device, ndev, ndev - 1);
     cuda_impl *c = (cuda_impl *)calloc(1, sizeof *c);
     if (!c) return h3_fail(e, "out of memory");
     be->impl = c;
-    c->device = 0;
+    c->device = device;
     pthread_mutex_init(&c->pin_lock, NULL);
     c->widen_tile = 64LL << 20; /* 256 MB of fp32: big enough to keep the SGEMM efficient */
     const char *prec = getenv("H3_CUDA_PRECISION");
@@ -105,7 +107,7 @@ int cuda_backend_init(h3_backend *be, h3_err *e) {
         (err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         free(c);
         be->impl = NULL;
-        return h3_fail(e, "--backend cuda: cannot start device 0 (%s)", cudaGetErrorString(err));
+        return h3_fail(e, "--backend cuda: cannot start device %d (%s)", c->device, cudaGetErrorString(err));
     }
     int major = 0, minor = 0;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device);

@@ -28,7 +28,7 @@ extern "C" {
 #endif
 #include "../backend.h"
 
-int  cuda_backend_init(h3_backend *be, h3_err *e);
+int  cuda_backend_init(h3_backend *be, int device, h3_err *e); /* device: the CUDA device index */
 void cuda_backend_shutdown(h3_backend *be);
 /* First CUDA/cuBLASLt error since init (ops are void): 0 when none, else -1 with e filled. */
 int  cuda_backend_check(h3_backend *be, h3_err *e);
