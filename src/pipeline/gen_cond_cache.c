@@ -38,6 +38,7 @@ int copy_rows(const presentation *src, const float *text, int text_dim, presenta
 
 static size_t item_latent_count(const cond_item *it) { return it->latents ? (size_t)VIDEO_CHANNELS * it->Lt * it->lh * it->lw : 0; }
 
+/* (the fprintf calls here write the key into its memstream, not to a terminal) */
 /* one file's identity in the key; -1 when it cannot be read (the request then fails later anyway: no cache) */
 static int key_file(FILE *k, const char *path) {
     struct stat sb;

@@ -118,6 +118,7 @@ int phase_video(gen *s, h3_err *e) {
         v = video_vae_new(be, dir, parts, e);
     }
     if (!v) return -1;
+    video_vae_set_log(v, s->r->log, s->r->log_user); /* H3_VAE_PROFILE's line */
     const video_vae_config *c = video_vae_get_config(v);
     const layout_geometry *g = &s->g;
     frame_sink_ctx fc = {s, g->height, g->width, NULL};

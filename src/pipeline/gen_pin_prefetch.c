@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/tuning.h"
+
 #include "../backend/backend_vae.h"
 
 static void *pin_prefetch_main(void *arg) {
@@ -16,8 +18,7 @@ static void *pin_prefetch_main(void *arg) {
 
 void pin_prefetch_start(gen *s, pin_prefetch *p) {
     memset(p, 0, sizeof *p);
-    const char *env = getenv("H3_PIN_PREFETCH");
-    if (s->be->kind != H3_BACKEND_CUDA || !s->r->bf16 || (env && !strcmp(env, "0"))) return; /* bf16 on CUDA: batched */
+        if (s->be->kind != H3_BACKEND_CUDA || !s->r->bf16 || h3_knob_is(H3_KNOB_PIN_PREFETCH, "0")) return; /* bf16 on CUDA: batched */
     char dir[4096];
     h3_err e;
     path_in(s, "vae", dir, sizeof dir);

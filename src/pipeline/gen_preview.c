@@ -13,6 +13,7 @@ video_vae *preview_vae_new(gen *s, h3_backend *be, h3_err *e) {
     const int parts = video_decoder_key(s, be, dir, sizeof dir, key); /* phase_video's: the same decoder */
     if (s->res && s->res->vvae && !strcmp(s->res->vvae_key, key)) { /* docs/model/features.md 3: the kept decoder serves */
         s->pv_borrowed = 1;
+        video_vae_set_log(s->res->vvae, s->r->log, s->r->log_user);
         return s->res->vvae;
     }
     video_vae *v = NULL;
@@ -23,7 +24,7 @@ video_vae *preview_vae_new(gen *s, h3_backend *be, h3_err *e) {
     } else {
         v = video_vae_new(be, dir, parts, e);
     }
-    if (v) progress_end(&s->pg);
+    if (v) progress_end(&s->pg), video_vae_set_log(v, s->r->log, s->r->log_user);
     return v;
 }
 

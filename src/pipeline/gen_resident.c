@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../backend/backend_bench.h" /* h3_memory_query */
+#include "../core/tuning.h"
 
 /* Frees the kept text encoder + tokenizer + audio decoder (phases) and / or transformer + video decoder (core). */
 void resident_free(resident *r, int phases, int core) {
@@ -62,7 +63,7 @@ void resident_keep(resident *r, void **slot, char *slot_key, void *p, const char
 #define AUTO_HEADROOM ((int64_t)60 << 30)
 int resident_auto_room(const h3_request *q, const resident *r, h3_backend *be, const dit_model *m, int random_weights) {
     if (r->auto_off) return 0;
-    const char *gib = getenv("H3_SESSION_GPU_GIB");
+    const char *gib = h3_knob_get(H3_KNOB_SESSION_GPU_GIB);
     int64_t total;
     h3_err e;
     if (gib && *gib) {

@@ -14,6 +14,7 @@
 
 #include "../backend/backend.h"
 #include "../backend/backend_check.h"
+#include "../core/tuning.h"
 #include "gen_cond_cache.h"
 #include "gen_condition.h"
 #include "gen_decode.h"
@@ -31,6 +32,7 @@ struct h3_gen_ctx {
     h3_backend *be, *cpu;        /* NULL until started; cpu == be with --backend cpu */
     resident    res;             /* --resident / the session default: the models kept between requests (on be / cpu) */
     cond_cache  cc;              /* the last request's conditioning (host memory) */
+    int         knobs_checked;   /* the unknown H3_* variables were said (once per context) */
 };
 
 h3_gen_ctx *h3_gen_ctx_new(const h3_request *r, h3_err *e) {
@@ -102,6 +104,39 @@ static int cancelled(const gen *s, const char *next, h3_err *e) {
     return (s->r->cancel && *s->r->cancel) || s->pg.stopped ? h3_fail(e, "cancelled (Ctrl-C) before the %s", next) : 0;
 }
 
+/* Everything one request held (a failed run: the output temporaries go, nothing half-written stays). */
+static void gen_release(gen *s) {
+    h3_mp4_writer_free(s->mp4);
+    outputs_free(s); /* a failed run: the temporaries go, nothing half-written stays */
+    presentation_free(&s->pres);
+    cond_set_free(&s->cond);
+    free(s->text);
+    free(s->video_latents);
+    free(s->audio_latents);
+    free(s->frames);
+    free(s->audio);
+}
+
+/* The request in one line (task, canvas, frames, steps, seed, precision, backend), and --reuse's count. */
+static void log_request(const gen *s) {
+    char canvas[64];
+    if (s->out_w != s->g.width || s->out_h != s->g.height)
+        snprintf(canvas, sizeof canvas, "%dx%d (rendered at %dx%d)", s->out_w, s->out_h, s->g.width, s->g.height);
+    else
+        snprintf(canvas, sizeof canvas, "%dx%d", s->g.width, s->g.height);
+    gen_log(s->r, "%s %s, %d frames (%d latent), %d audio latents, %d steps, seed %llu, %s on %s%s",
+            s->task == H3_T2VA ? "t2va" : s->task == H3_FL2VA ? "fl2va" : "ref2va", canvas, s->g.num_frames,
+            s->g.num_latent_frames, s->g.num_audio_latents, s->r->steps, (unsigned long long)s->r->seed,
+            s->r->bf16 ? "bf16" : "fp32", h3_backend_name(s->be), s->r->backend_note ? s->r->backend_note : "");
+    if (s->r->reuse > 1) {
+        gen_log(s->r, "--reuse %d: %d model evaluations for %d passes", s->r->reuse,
+                denoise_fresh_passes(s->r->steps, s->r->reuse), s->r->steps);
+        if (s->r->steps >= 2 && s->r->steps <= 7)
+            gen_log(s->r, "warning: --reuse %d with %d steps: keep reuse at 1 for 7 steps or fewer "
+                            "(docs/model/features.md 5.1)", s->r->reuse, s->r->steps);
+    }
+}
+
 int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     if (r->cuda != c->cuda || r->threads != c->threads)
         return h3_fail(e, "--backend/--threads: the request asks for %s with %d threads, the context runs %s with %d",
@@ -151,21 +186,12 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
     else resident_drop(&c->res); /* !resident off: the kept models go */
     if (r->resident == H3_RESIDENT_AUTO) resident_free(&c->res, 1, 0); /* what --resident kept of the others goes */
     if (r->cuda) s.pg.device = s.be; /* --profile's peak GPU memory per phase */
-    char canvas[64];
-    if (s.out_w != s.g.width || s.out_h != s.g.height)
-        snprintf(canvas, sizeof canvas, "%dx%d (rendered at %dx%d)", s.out_w, s.out_h, s.g.width, s.g.height);
-    else
-        snprintf(canvas, sizeof canvas, "%dx%d", s.g.width, s.g.height);
-    gen_log(r, "%s %s, %d frames (%d latent), %d audio latents, %d steps, seed %llu, %s on %s%s",
-            s.task == H3_T2VA ? "t2va" : s.task == H3_FL2VA ? "fl2va" : "ref2va", canvas, s.g.num_frames,
-            s.g.num_latent_frames, s.g.num_audio_latents, r->steps, (unsigned long long)r->seed,
-            r->bf16 ? "bf16" : "fp32", h3_backend_name(s.be), r->backend_note ? r->backend_note : "");
-    if (r->reuse > 1) {
-        gen_log(r, "--reuse %d: %d model evaluations for %d passes", r->reuse,
-                denoise_fresh_passes(r->steps, r->reuse), r->steps);
-        if (r->steps >= 2 && r->steps <= 7)
-            gen_log(r, "warning: --reuse %d with %d steps: keep reuse at 1 for 7 steps or fewer "
-                            "(docs/model/features.md 5.1)", r->reuse, r->steps);
+    log_request(&s);
+    if (!c->knobs_checked) { /* a misspelt knob would silently change nothing (docs/tuning.md) */
+        char names[512];
+        if (h3_knob_unknown(names, sizeof names))
+            gen_log(r, "warning: unknown environment variable(s) %s: not knobs of docs/tuning.md", names);
+        c->knobs_checked = 1;
     }
     pin_prefetch pf = {0};
     int rc = cancelled(&s, "text encoder", e);
@@ -194,15 +220,7 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
         resident_free(&c->res, 0, 1);
         c->res.auto_off = 1;
     }
-    h3_mp4_writer_free(s.mp4);
-    outputs_free(&s); /* a failed run: the temporaries go, nothing half-written stays */
-    presentation_free(&s.pres);
-    cond_set_free(&s.cond);
-    free(s.text);
-    free(s.video_latents);
-    free(s.audio_latents);
-    free(s.frames);
-    free(s.audio);
+    gen_release(&s);
     h3_err sticky;
     if (rc && (h3_backend_check(c->be, &sticky) || h3_backend_check(c->cpu, &sticky)))
         gen_ctx_stop(c); /* a backend with a recorded failure is not reused: the next request makes new ones */
