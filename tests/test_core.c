@@ -1,10 +1,13 @@
 /* dtype conversions and tensor helpers. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "core/text.h"
+#include "core/tuning.h"
 #include "test.h"
 
 static uint32_t f2u(float f) {
@@ -45,6 +48,40 @@ static void test_text(void) {
     CHECK(strlen(q) < H3_QUOTE_MAX + 40 && strstr(q, "... (4999 bytes)"), "long input truncated: %zu bytes", strlen(q));
     const char *q1 = h3_quote("one"), *q2 = h3_quote("two");
     CHECK(!strcmp(q1, "one") && !strcmp(q2, "two"), "two quotes in one call");
+}
+
+/* The knob table (src/core/tuning.c): unique H3_* names (TMPDIR the one system variable), every one a row of
+ * docs/tuning.md, values read live (the tests set knobs between runs), unknown H3_* names reported. */
+static void test_tuning(void) {
+    char doc[65536];
+    FILE *f = fopen("docs/tuning.md", "rb");
+    size_t n = f ? fread(doc, 1, sizeof doc - 1, f) : 0;
+    if (f) fclose(f);
+    doc[n] = 0;
+    CHECK(n > 0, "docs/tuning.md readable");
+    for (int k = 0; k < H3_KNOB_COUNT; k++) {
+        const h3_knob_info *a = h3_knob_about((h3_knob)k);
+        CHECK(a && a->name && a->type && a->dflt && a->meaning, "knob %d has a full row", k);
+        if (!a) continue;
+        CHECK(!strncmp(a->name, "H3_", 3) || !strcmp(a->name, "TMPDIR"), "knob name %s", a->name);
+        char row[80];
+        snprintf(row, sizeof row, "| `%s` |", a->name);
+        CHECK(strstr(doc, row) != NULL, "docs/tuning.md has the row of %s", a->name);
+        for (int j = 0; j < k; j++) CHECK(strcmp(a->name, h3_knob_about((h3_knob)j)->name), "%s listed twice", a->name);
+    }
+    CHECK(h3_knob_about(H3_KNOB_COUNT) == NULL, "no row past the table");
+    unsetenv("H3_VAE_BATCH");
+    CHECK(h3_knob_get(H3_KNOB_VAE_BATCH) == NULL && h3_knob_int(H3_KNOB_VAE_BATCH, -7) == -7, "unset knob");
+    setenv("H3_VAE_BATCH", "3", 1);
+    CHECK(h3_knob_int(H3_KNOB_VAE_BATCH, -7) == 3 && h3_knob_is(H3_KNOB_VAE_BATCH, "3") && !h3_knob_is(H3_KNOB_VAE_BATCH, "0"),
+          "set knob read live");
+    setenv("H3_NO_SUCH_KNOB_FOR_TEST", "1", 1);
+    char buf[512];
+    int u = h3_knob_unknown(buf, sizeof buf);
+    CHECK(u >= 1 && strstr(buf, "H3_NO_SUCH_KNOB_FOR_TEST") && !strstr(buf, "H3_VAE_BATCH"), "unknown knobs: %d '%s'", u, buf);
+    unsetenv("H3_NO_SUCH_KNOB_FOR_TEST"), unsetenv("H3_VAE_BATCH");
+    u = h3_knob_unknown(buf, sizeof buf);
+    CHECK(!strstr(buf, "H3_NO_SUCH_KNOB_FOR_TEST"), "unset unknown knob no longer listed: '%s'", buf);
 }
 
 int main(void) {
@@ -121,5 +158,6 @@ int main(void) {
     float a[3] = {1, 2, 2}, r[3] = {1, 2, 3};
     CHECK(fabs(h3_rel_l2(a, r, 3) - 1.0 / sqrt(14.0)) < 1e-12 && h3_max_abs(a, r, 3) == 1.0, "metrics");
     (void)f2u;
+    test_tuning();
     TEST_END();
 }

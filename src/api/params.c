@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../core/tuning.h"
 #include <unistd.h>
 
 #include "../media/media.h"
@@ -24,7 +26,7 @@ void h3_params_init(h3_params *p) {
 
 static const char *temp_path(api_temps *t, const char *name, h3_err *e) {
     if (!t->dir[0]) {
-        const char *tmp = getenv("TMPDIR");
+        const char *tmp = h3_knob_get(H3_KNOB_TMPDIR);
         snprintf(t->dir, sizeof t->dir, "%s/h3-api-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
         if (!mkdtemp(t->dir)) {
             h3_fail(e, "%s: cannot create a folder for the in-memory inputs: %s", t->dir, strerror(errno));
@@ -57,7 +59,7 @@ static const char *image_file(api_temps *t, const char *what, const h3_rgb_image
     const char *path = temp_path(t, file, e);
     if (!path) return NULL;
     if (h3_media_available()) return h3_write_png(path, im->rgb, im->height, im->width, e) ? NULL : path;
-    FILE *f = fopen(path, "wb");
+    FILE *f = fopen(path, "wb"); /* the PPM file itself: fprintf writes its header */
     size_t n = (size_t)im->width * (size_t)im->height * 3;
     int ok = f && fprintf(f, "P6\n%d %d\n255\n", im->width, im->height) > 0 && fwrite(im->rgb, 1, n, f) == n;
     if (f && fclose(f)) ok = 0;

@@ -62,7 +62,7 @@ int h3_backend_check(h3_backend *be, h3_err *e) {
 #ifdef H3_CUDA
     if (be->kind == H3_BACKEND_CUDA) return cuda_backend_check(be, e);
 #endif
-    (void)be, (void)e;
+    if (__atomic_load_n(&be->failed, __ATOMIC_ACQUIRE) == 1) return h3_fail(e, "%s", be->failure);
     return 0;
 }
 
@@ -73,8 +73,13 @@ void h3_backend_unsupported(h3_backend *be, const char *op, const char *why) {
         return;
     }
 #endif
-    /* only a CUDA backend can lack a twin; a CPU caller is a programming error, said loudly */
-    fprintf(stderr, "h3: %s: no %s twin (%s)\n", op, h3_backend_name(be), why);
+    /* the CPU: a twin out of memory for its scratch (cpu_bf16.c, cpu_fp8.c) or a programming error; the first one
+     * is kept (the twins may call from OpenMP threads: one writer wins the flag) */
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&be->failed, &expected, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        snprintf(be->failure, sizeof be->failure, "%s: no %s twin (%s)", op, h3_backend_name(be), why);
+        __atomic_store_n(&be->failed, 1, __ATOMIC_RELEASE);
+    }
 }
 
 void *h3_alloc(h3_backend *be, size_t bytes) { DISPATCH_RET(be, alloc, be, bytes); }

@@ -19,6 +19,7 @@
 
 #include "../core/error.h"
 #include "../core/tensor.h"
+#include "../core/tuning.h" /* the knobs of docs/tuning.md, read by the ops and their callers */
 
 typedef enum h3_backend_kind { H3_BACKEND_CPU = 0, H3_BACKEND_CUDA = 1 } h3_backend_kind;
 
@@ -26,6 +27,8 @@ typedef struct h3_backend {
     h3_backend_kind kind;
     int             nthreads;
     void           *impl; /* backend-private state (CUDA: stream, cuBLASLt handle, workspace) */
+    int             failed;       /* the CPU's first recorded failure (h3_backend_unsupported), for h3_backend_check */
+    char            failure[256];
 } h3_backend;
 
 /* H3_F16_IN (h3_matmul with F16 weights; ignored for other weights): x is rounded to fp16 (nearest even) before the
@@ -38,12 +41,13 @@ h3_backend *h3_backend_new(h3_backend_kind kind, int nthreads, h3_err *e);
 h3_backend *h3_backend_new_on(h3_backend_kind kind, int nthreads, int device, h3_err *e);
 void        h3_backend_free(h3_backend *be);
 const char *h3_backend_name(const h3_backend *be);
-/* First failure since the backend was made (the ops are void: a CUDA/cuBLASLt error, or an op
- * called on a backend that has no twin for it): 0 when none, else -1 with e filled. Always 0 on
- * the CPU. Check after a phase (after h3_sync) to turn a recorded failure into an error. */
+/* First failure since the backend was made (the ops are void: a CUDA/cuBLASLt error, an op called on a backend
+ * that has no twin for it, a CPU twin out of memory for its scratch): 0 when none, else -1 with e filled. Check
+ * after a phase (after h3_sync) to turn a recorded failure into an error. */
 int  h3_backend_check(h3_backend *be, h3_err *e);
-/* For dispatchers of ops without a twin on be's kind: records "<op>: no <kind> twin (<why>)" as the
- * backend's first failure (one line on stderr) and runs nothing; h3_backend_check reports it. */
+/* For dispatchers of ops without a twin on be's kind (and CPU twins that cannot run): records "<op>: no <kind>
+ * twin (<why>)" as the backend's first failure and runs nothing; h3_backend_check reports it (library code prints
+ * nothing itself). */
 void h3_backend_unsupported(h3_backend *be, const char *op, const char *why);
 
 /* ---- memory ---- */

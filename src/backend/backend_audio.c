@@ -23,13 +23,6 @@
 
 int h3_audio_supported(const h3_backend *be) { return be->kind == H3_BACKEND_CPU || (AUDIO_HAS_CUDA && be->kind == H3_BACKEND_CUDA); }
 
-int64_t h3_conv1d_out_len(int64_t L, int K, int stride, int pad, int dilation) {
-    int64_t span = (int64_t)dilation * (K - 1) + 1;
-    int64_t n = L + 2 * (int64_t)pad - span;
-    if (n < 0) return 0;
-    return n / stride + 1;
-}
-
 void h3_conv1d(h3_backend *be, float *y, const float *x, int B, int Cin, int64_t L, const float *w,
                const float *bias, int Cout, int K, int stride, int pad, int dilation) {
     AUDIO_DISPATCH(be, conv1d, be, y, x, B, Cin, L, w, bias, Cout, K, stride, pad, dilation);

@@ -11,12 +11,7 @@
 #include <stdint.h>
 
 #include "backend.h"
-
-/* Taps of the alias-free resampling filter (docs/model/audio_vae.md 4.6). */
-#define H3_AF_TAPS 12
-
-/* Output length of a Conv1d (docs/model/audio_vae.md 4.1); <= 0 when the input is too short. */
-int64_t h3_conv1d_out_len(int64_t L, int K, int stride, int pad, int dilation);
+#include "conv_shapes.h" /* H3_AF_TAPS, h3_conv1d_out_len */
 
 /* Conv1d, zero padding `pad` on both sides (docs/model/audio_vae.md 4.1). x [B, Cin, L], w [Cout, Cin, K], bias [Cout]
  * or NULL, y [B, Cout, Lout] with Lout = h3_conv1d_out_len(...) >= 1. y must not alias x. */

@@ -12,27 +12,7 @@
 #include <stdint.h>
 
 #include "backend.h"
-
-enum { H3_PAD_ZERO = 0, H3_PAD_REFLECT = 1 };
-
-/* Geometry of one 3-D convolution. Padding is applied implicitly (no padded copy is made):
- * `pt0` zero frames are prepended (causal temporal padding, nothing appended), and the spatial axes
- * are padded by ph0 (top), ph1 (bottom), pw0 (left), pw1 (right) with `spatial_pad` = zeros or
- * reflect (mirror without repeating the edge sample, docs/model/video_vae.md 4.1; needs pad < axis length). */
-typedef struct h3_conv3d_geom {
-    int64_t cin, tin, hin, win;
-    int64_t cout;
-    int     kt, kh, kw;
-    int     st, sh, sw;
-    int     pt0;
-    int     ph0, ph1, pw0, pw1;
-    int     spatial_pad;
-} h3_conv3d_geom;
-
-/* Output sizes; returns 0, or -1 with e naming the rule (empty output, reflect pad >= axis length,
- * non-positive sizes or strides). `what` prefixes the message (e.g. a tensor name). */
-int h3_conv3d_check(const h3_conv3d_geom *g, int64_t *tout, int64_t *hout, int64_t *wout, const char *what,
-                    h3_err *e);
+#include "conv_shapes.h" /* h3_conv3d_geom, h3_conv3d_check */
 
 /* y[co,t,i,j] = b[co] + sum_{ci,a,u,v} w[co,ci,a,u,v] * xpad[ci, t*st+a, i*sh+u, j*sw+v] (docs/model/video_vae.md 4.2).
  * Workspace is internal and bounded (the CPU twin im2cols a block of output rows at a time). */

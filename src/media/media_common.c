@@ -13,12 +13,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../core/tuning.h"
+
 int h3_media_available(void) { return 1; }
 
 void media_log_setup(void)
 {
     /* FFmpeg prints warnings for recoverable stream damage; callers get our one-line errors. */
-    av_log_set_level(getenv("H3_MEDIA_LOG") ? AV_LOG_INFO : AV_LOG_QUIET);
+    av_log_set_level(h3_knob_get(H3_KNOB_MEDIA_LOG) ? AV_LOG_INFO : AV_LOG_QUIET);
 }
 
 const char *media_averr(int code, char buf[128])

@@ -104,7 +104,7 @@ static double mem_available(void) {
 /* Where the copies come from (the file comment): opens the shards for reading when they are to be read. */
 static int choose_reads(dit_model *m, double streamed_bytes, h3_err *e) {
     dit_stream *st = m->stream;
-    const char *env = getenv("H3_STREAM_READ");
+    const char *env = h3_knob_get(H3_KNOB_STREAM_READ);
     if (env && strcmp(env, "auto") && strcmp(env, "map") && strcmp(env, "direct"))
         return h3_fail(e, "H3_STREAM_READ must be auto, map or direct, got '%s'", env);
     int files = 0;

@@ -100,6 +100,9 @@ int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, 
  * The environment variable H3_VAE_BATCH sets the initial value (e.g. H3_VAE_BATCH=1). No effect in fp32 mode
  * (always per tile). */
 void video_vae_set_decode_batch(video_vae *v, int max_tiles);
+/* Where the decoder's diagnostics go (H3_VAE_PROFILE's per-decode line, docs/tuning.md): one line per call, kind 0,
+ * as request.h's log. NULL (the default): nowhere. */
+void video_vae_set_log(video_vae *v, void (*log)(void *user, int kind, const char *line), void *user);
 
 /* Bytes of one of the two pinned download slots the tile-batched (bf16) decoder of h x w latents takes from the
  * backend (h3_vae_host_alloc), with H3_VAE_BATCH as at model creation; 0 when the per-tile path would run. A

@@ -31,6 +31,8 @@ struct video_vae {
     int              parts;
     int              bf16;    /* VIDEO_VAE_BF16: decoder block matrices BF16, H3_BF16_OUT on them */
     h3_expect_list   names;   /* tensors loaded, same order as `w` */
+    void           (*log)(void *user, int kind, const char *line); /* video_vae_set_log: H3_VAE_PROFILE's line */
+    void            *log_user;
     h3_tensor      **w;       /* resident weights (h3_weight_upload) */
     /* encoder */
     const float *conv_in_w, *conv_in_b, *norm_out_w, *norm_out_b, *conv_out_w, *conv_out_b, *quant_w, *quant_b;
@@ -71,5 +73,7 @@ int  vv_stitch_init(vv_stitch *s, int64_t Hpx, int64_t Wpx, const video_vae_tili
 int  vv_stitch_tile(vv_stitch *s, int i, int j, const float *tile, float *dst, h3_err *e);
 /* The tiling a call uses; zero sizes mean "reference default" as enable_tiling's `or` does. */
 int  vv_resolve_tiling(const video_vae_tiling *in, int ratio, video_vae_tiling *out, h3_err *e);
+/* The tensors of the given parts (VIDEO_VAE_ENCODER / _DECODER) into l (video_vae_config.c). */
+int  video_vae_expect_parts(const video_vae_config *c, int parts, h3_expect_list *l, h3_err *e);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/tuning.h"
 #include "noise.h"
 
 /* Every timestep value the loop will present to the DiT (vals: steps * LAYOUT_MAX_TIMESTEPS room); returns the count. */
@@ -232,7 +233,7 @@ static int parse_pair(const char *s, long *a, long *b) {
 
 int denoise_token_reduction(denoise_args *a, int num_layers, h3_err *e) {
     long begin = 4, end = 30, early_steps, early_end;
-    const char *blocks = getenv("H3_TOKEN_REDUCTION_BLOCKS");
+    const char *blocks = h3_knob_get(H3_KNOB_TOKEN_REDUCTION_BLOCKS);
     if (blocks && *blocks) {
         if (parse_pair(blocks, &begin, &end) || begin < 0 || begin >= end || end > num_layers)
             return h3_fail(e, "H3_TOKEN_REDUCTION_BLOCKS must be BEGIN:END with 0 <= BEGIN < END <= %d, got '%s'",
@@ -245,7 +246,7 @@ int denoise_token_reduction(denoise_args *a, int num_layers, h3_err *e) {
     early_steps = end < 40 ? 10 : 0;
     early_end = end < 40 ? 40 : end;
     if (early_end > num_layers) early_steps = 0, early_end = end;
-    const char *early = getenv("H3_TOKEN_REDUCTION_EARLY");
+    const char *early = h3_knob_get(H3_KNOB_TOKEN_REDUCTION_EARLY);
     if (early && *early) {
         if (!strcmp(early, "0")) {
             early_steps = 0, early_end = end;
@@ -256,7 +257,7 @@ int denoise_token_reduction(denoise_args *a, int num_layers, h3_err *e) {
         }
     }
     float scale = 1.0f;
-    const char *sc = getenv("H3_TOKEN_REDUCTION_SCALE");
+    const char *sc = h3_knob_get(H3_KNOB_TOKEN_REDUCTION_SCALE);
     if (sc && *sc) {
         char *tail;
         scale = strtof(sc, &tail);

@@ -45,6 +45,7 @@ static void fmt_time(double s, char *buf, size_t cap) {
     else snprintf(buf, cap, "%d:%02d", t / 60, t % 60);
 }
 
+/* fprintf to p->out: the request's progress stream (request.h progress_out; NULL: nothing drawn) */
 static void draw(progress *p, int final) {
     double now = progress_now(), el = now - p->start;
     char elapsed[32], eta[32] = "?";
@@ -137,6 +138,7 @@ static int is_load_phase(const char *name) {
     return !strncmp(name, "load ", 5) || !strncmp(name, "make random ", 12) || !strncmp(name, "prepare ", 8);
 }
 
+/* fprintf to `out`: the caller's stream (the pipeline passes a memstream and logs its lines, profile_log) */
 void progress_report(const progress *p, FILE *out) {
     double total = 0, loads = 0;
     int64_t peak = 0, peak_dev = -1;

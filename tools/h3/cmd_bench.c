@@ -245,6 +245,12 @@ static int count_frames(void *ctx, int64_t index, const float *frame, h3_err *e)
     return 0;
 }
 
+/* the decoder's H3_VAE_PROFILE line, on stderr as before the library stopped printing */
+static void vae_log_stderr(void *user, int kind, const char *line) {
+    (void)user, (void)kind;
+    fprintf(stderr, "%s\n", line);
+}
+
 /* batches: the video_vae_set_decode_batch values to time at every shape (nb of them; nb = 0: the default only,
  * and the VAE line carries no vae_batch field). */
 static int bench_vae(h3_backend *be, const char *config_dir, int bf16, const bench_shape *shapes, int n,
@@ -254,6 +260,7 @@ static int bench_vae(h3_backend *be, const char *config_dir, int bf16, const ben
     double t0 = now_s();
     video_vae *v = video_vae_new_random(be, &cfg, VIDEO_VAE_DECODER | (bf16 ? VIDEO_VAE_BF16 : 0), 7, e);
     if (!v) return -1;
+    video_vae_set_log(v, vae_log_stderr, NULL);
     h3_sync(be);
     printf("vae: config %s: decoder %d layers, dim %d, random weights made in %.2f s; released tiling "
            "(256 x 256, overlap 64); %s\n",

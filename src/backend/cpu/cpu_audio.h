@@ -2,7 +2,8 @@
 #ifndef H3_CPU_AUDIO_H
 #define H3_CPU_AUDIO_H
 
-#include "../backend_audio.h"
+#include "../backend.h"
+#include "../conv_shapes.h"
 
 void cpu_conv1d(h3_backend *be, float *y, const float *x, int B, int Cin, int64_t L, const float *w,
                 const float *bias, int Cout, int K, int stride, int pad, int dilation);

@@ -2,7 +2,8 @@
 #ifndef H3_CPU_CONV_H
 #define H3_CPU_CONV_H
 
-#include "../backend_conv.h"
+#include "../backend.h"
+#include "../conv_shapes.h"
 
 void cpu_conv3d(h3_backend *be, float *y, const float *x, const h3_conv3d_geom *g, const float *w,
                 const float *bias);

@@ -13,7 +13,7 @@
 #include "cuda_internal.h"
 
 extern "C" {
-#include "../backend_audio.h"
+#include "../conv_shapes.h" /* h3_conv1d_out_len, H3_AF_TAPS */
 }
 
 #define CONV_COL_CAP ((int64_t)16 << 20) /* floats of im2col scratch per conv1d tile (64 MB) */

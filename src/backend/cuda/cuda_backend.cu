@@ -21,6 +21,7 @@ void cuda_record_error(h3_backend *be, const char *what, const char *detail) {
     if (c->failed) return;
     c->failed = 1;
     snprintf(c->errmsg, sizeof c->errmsg, "cuda backend: %s failed: %s", what, detail);
+    /* also said at once (a sticky CUDA error makes every later op fail; h3_backend_check returns this first one) */
     fprintf(stderr, "h3: %s\n", c->errmsg);
 }
 
@@ -65,13 +66,14 @@ static void *lt_warmup_main(void *arg) {
 
 static void lt_warmup_start(h3_backend *be) {
     cuda_impl *c = cuda_of(be);
-    const char *w = getenv("H3_LT_WARMUP");
+    const char *w = h3_knob_get(H3_KNOB_LT_WARMUP);
     if (w && !strcmp(w, "0")) return;
     if (w && !strcmp(w, "sync")) {
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
         lt_warmup_main(be);
         clock_gettime(CLOCK_MONOTONIC, &b);
+        /* H3_LT_WARMUP=sync only: a timing diagnostic (docs/tuning.md) */
         fprintf(stderr, "h3: cuBLASLt warm-up %.3f s\n", (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec));
         return;
     }
@@ -92,16 +94,16 @@ int cuda_backend_init(h3_backend *be, int device, h3_err *e) {
     c->device = device;
     pthread_mutex_init(&c->pin_lock, NULL);
     c->widen_tile = 64LL << 20; /* 256 MB of fp32: big enough to keep the SGEMM efficient */
-    const char *prec = getenv("H3_CUDA_PRECISION");
+    const char *prec = h3_knob_get(H3_KNOB_CUDA_PRECISION);
     c->force_fp32 = prec && strcmp(prec, "fp32") == 0;
     /* H3_BF16_ROUND (same bits in every form): "sw" the integer bf16 rounding in cuda_bf16.cu, "hw" the
      * hardware conversion with the NaN test everywhere, default ("pair") also the packed pair conversions of
      * the DiT's q/k norm + RoPE kernel */
-    const char *hr = getenv("H3_BF16_ROUND");
+    const char *hr = h3_knob_get(H3_KNOB_BF16_ROUND);
     c->bf16_hw_round = hr && !strcmp(hr, "sw") ? 0 : hr && !strcmp(hr, "hw") ? 1 : 2;
-    const char *fv = getenv("H3_FLASH_VARIANT"); /* tuning runs: force one cuda_flash_sm90 variant */
+    const char *fv = h3_knob_get(H3_KNOB_FLASH_VARIANT); /* tuning runs: force one cuda_flash_sm90 variant */
     c->flash_variant = fv && *fv ? atoi(fv) : -1;
-    const char *bn = getenv("H3_FLASH_BN");
+    const char *bn = h3_knob_get(H3_KNOB_FLASH_BN);
     c->flash_bn = bn ? atoi(bn) : 64;
     if ((err = cudaSetDevice(c->device)) != cudaSuccess ||
         (err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
@@ -232,7 +234,7 @@ static int staged_upload(h3_backend *be, char *dst, const char *src, size_t byte
 }
 
 void cuda_upload(h3_backend *be, void *dst, const void *src, size_t bytes) {
-    const char *st = getenv("H3_UPLOAD_STAGED");
+    const char *st = h3_knob_get(H3_KNOB_UPLOAD_STAGED);
     if (bytes >= UP_STAGED_MIN && !(st && !strcmp(st, "0")) && !host_pinned(src) &&
         staged_upload(be, (char *)dst, (const char *)src, bytes) == 0)
         return;

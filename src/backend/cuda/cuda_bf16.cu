@@ -573,12 +573,12 @@ extern "C" void cuda_bf16_attention(h3_backend *be, h3_bf16 *out, int64_t o_rs, 
     }
     /* 1. the own Hopper kernel on the strides as they are (head_dim 128; 4-11 % faster than cuDNN at the
      * DiT's shapes, docs/cuda.md), unless H3_ATTN=cudnn / own */
-    const char *impl = getenv("H3_ATTN");
+    const char *impl = h3_knob_get(H3_KNOB_ATTN);
     if (D == 128 && (!impl || !strcmp(impl, "sm90")) &&
         cuda_flash_sm90(be, out, o_rs, D, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq, Hkv, D, scale) == 0)
         return;
     /* 2. cuDNN on the strides as they are (H3_ATTN_STRIDED=0: always the head-major copies) */
-    const char *strided = getenv("H3_ATTN_STRIDED");
+    const char *strided = h3_knob_get(H3_KNOB_ATTN_STRIDED);
     if ((!strided || strcmp(strided, "0")) && cuda_cudnn_attention_bf16_strided(be, out, o_rs, q, q_rs, q_hs, k, k_rs, k_hs, v, v_rs, v_hs, Sq, Skv, Hq,
                                           Hkv, D, scale) == 0)
         return;

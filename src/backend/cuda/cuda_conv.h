@@ -8,7 +8,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "../backend_conv.h"
+#include "../backend.h"
+#include "../conv_shapes.h"
 
 void cuda_conv3d(h3_backend *be, float *y, const float *x, const h3_conv3d_geom *g, const float *w,
                  const float *bias);

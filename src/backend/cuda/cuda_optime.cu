@@ -18,7 +18,7 @@ typedef struct optime_state {
 static optime_state *state(h3_backend *be) {
     cuda_impl *c = cuda_of(be);
     if (!c->optime) {
-        const char *v = getenv("H3_CUDA_OPTIME");
+        const char *v = h3_knob_get(H3_KNOB_CUDA_OPTIME);
         if (!v || strcmp(v, "1")) return NULL;
         c->optime = calloc(1, sizeof(optime_state));
     }
@@ -26,7 +26,7 @@ static optime_state *state(h3_backend *be) {
 }
 
 extern "C" int cuda_optime_begin(h3_backend *be, const char *name) {
-    if (!cuda_of(be)->optime && !getenv("H3_CUDA_OPTIME")) return -1;
+    if (!cuda_of(be)->optime && !h3_knob_get(H3_KNOB_CUDA_OPTIME)) return -1;
     optime_state *s = state(be);
     if (!s) return -1;
     if (s->n == s->cap) {
@@ -71,6 +71,7 @@ extern "C" void cuda_optime_report(h3_backend *be) {
         if (j < k) ms[j] += t, calls[j]++;
         total += t;
     }
+    /* H3_CUDA_OPTIME=1 only: the diagnostic table (docs/tuning.md), at backend shutdown where no log is left */
     fprintf(stderr, "h3: cuda op time (H3_CUDA_OPTIME), %d ops, %.3f ms in all:\n", s->n, total);
     for (int j = 0; j < k; j++)
         fprintf(stderr, "  %-28s %7d calls %10.3f ms %5.1f %%\n", names[j], calls[j], ms[j], 100.0 * ms[j] / total);

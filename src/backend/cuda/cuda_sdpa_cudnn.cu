@@ -43,6 +43,8 @@ typedef struct sdpa_state {
     int           next;
 } sdpa_state;
 
+/* The fprintf calls of this file say why a cuDNN plan was not built; the op then falls back to the own kernel
+ * (not an error). Kept on stderr: the plan is built inside an op, which has no log callback (docs/tuning.md). */
 #define CK(call)                                                                     \
     do {                                                                             \
         cudnnStatus_t st_ = (call);                                                  \
@@ -187,7 +189,7 @@ static int build_plan(cudnnHandle_t handle, sdpa_plan *p) {
         CK(cudnnBackendFinalize(heur));
         CK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n_cfg,
                                     NULL));
-        if (getenv("H3_CUDNN_VERBOSE"))
+        if (h3_knob_get(H3_KNOB_CUDNN_VERBOSE))
             fprintf(stderr, "h3: cudnn sdpa: heuristic mode %d lists %lld configurations\n", (int)modes[mi],
                     (long long)n_cfg);
     }
@@ -236,7 +238,7 @@ static sdpa_state *state_of(h3_backend *be) {
     if (!c->sdpa) {
         sdpa_state *s = (sdpa_state *)calloc(1, sizeof *s);
         if (!s) return NULL;
-        const char *impl = getenv("H3_ATTN");
+        const char *impl = h3_knob_get(H3_KNOB_ATTN);
         s->disabled = impl && strcmp(impl, "own") == 0;
         if (!s->disabled && (cudnnCreate(&s->handle) != CUDNN_STATUS_SUCCESS ||
                              cudnnSetStream(s->handle, c->stream) != CUDNN_STATUS_SUCCESS))
@@ -304,7 +306,7 @@ extern "C" int cuda_cudnn_attention_bf16_batched(h3_backend *be, int64_t B, cons
         memcpy(p->st, st, sizeof st);
         p->B = B;
         memcpy(p->bst, bst, sizeof p->bst);
-        const char *var = getenv("H3_CUDNN_VARIANT");
+        const char *var = h3_knob_get(H3_KNOB_CUDNN_VARIANT);
         p->variant = var ? atoi(var) : SDPA_DEFAULT_VARIANT;
         if (build_plan(s->handle, p) != 0) {
             for (int i = p->n_owned - 1; i >= 0; i--) cudnnBackendDestroyDescriptor(p->owned[i]);

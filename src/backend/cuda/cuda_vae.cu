@@ -318,7 +318,7 @@ extern "C" void cuda_vae_tile_attention(h3_backend *be, h3_bf16 *out, const h3_b
     if (tiles <= 0 || N <= 0) return;
     const int64_t D = (int64_t)heads * head_dim, ld = 3 * D;
     const int64_t bst[4] = {N * ld, N * ld, N * ld, N * D};
-    const char *mode = getenv("H3_VAE_ATTN");
+    const char *mode = h3_knob_get(H3_KNOB_VAE_ATTN);
     const int per_tile = mode && !strcmp(mode, "tile"), use_cudnn = mode && !strcmp(mode, "cudnn");
     if (!per_tile && !use_cudnn &&
         cuda_flash_sm90_batched(be, tiles, N * ld, N * ld, N * ld, N * D, out, D, head_dim, qkv, ld, head_dim, qkv + D,

@@ -169,8 +169,7 @@ extern "C" void cuda_fp8_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const u
         cuda_record_error(be, "fp8_matmul", "K must be a multiple of 16, N and ldy of 8");
         return;
     }
-    const char *fa = getenv("H3_FP8_FAST_ACCUM");
-    const int fast = fa && atoi(fa) > 0;
+    const int fast = h3_knob_int(H3_KNOB_FP8_FAST_ACCUM, 0) > 0;
     int align = cuda_ptr_align(w->q);
     if (cuda_ptr_align(xq) < align) align = cuda_ptr_align(xq);
     if (cuda_ptr_align(y) < align) align = cuda_ptr_align(y);
