@@ -13,6 +13,7 @@ int cmd_probe(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_make_tiny(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 /* `h3 generate -d DIR` without -p: the interactive session (cmd_session.c, docs/session.md).
  * r holds the start-up flags (they seed the session's state); seed_given / output_given: --seed /

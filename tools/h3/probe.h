@@ -14,6 +14,8 @@ typedef struct probe_ctx {
     const char *model;      /* --model snapshot dir */
     const char *component;  /* --component (NULL if not given) */
     int         bf16;       /* --precision bf16 */
+    int         quant_int8; /* --quant int8 (dit; docs/int8.md) */
+    int         int8_fc2_groups; /* --int8-fc2-groups */
     st_set     *in;         /* --in */
     st_writer  *out;        /* collected outputs, saved atomically to --out by the driver */
     h3_backend *be;         /* --backend cpu|cuda */
