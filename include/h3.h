@@ -88,7 +88,9 @@ typedef struct h3_engine_options {
                                    with "cpu" only 0 */
     int         threads;        /* CPU threads, 0 = all cores */
     const char *precision;      /* "bf16" (default, as the release runs) or "fp32" (the reference) */
-    const char *quant;          /* "none" (default) or "fp8": the DiT blocks' linears as FP8 W8A8 (bf16 only) */
+    const char *quant;          /* "none" (default), "fp8" (the DiT blocks' linears as FP8 W8A8) or "int8" (INT8 W8A8,
+                                   per-token activations; CPU only so far); bf16 only. A snapshot converted by
+                                   `h3 quantize` runs its int8 codes whatever this says */
     int         memory;         /* H3_MEMORY_PHASES (default), H3_MEMORY_RESIDENT or H3_MEMORY_AUTO */
     int         ssd_streaming;  /* 1: the DiT's blocks stay in host memory and are streamed through two device slots
                                    (docs/model/features.md 7.3); automatic on CUDA when the resident DiT does not fit */
@@ -100,6 +102,8 @@ typedef struct h3_engine_options {
                                     or a line per ~10 % on it, as the h3 CLI shows */
     int         flag_messages;  /* 1: messages name the h3 CLI's flags (--width) instead of the fields of this API
                                    (width); the h3 tool sets it */
+    int         int8_fc2_groups; /* 1: with int8, the FFN down projection's input scaled per 1024 channels (the
+                                    Metal engine's scheme) instead of per token */
 } h3_engine_options;
 
 H3_PUBLIC void h3_engine_options_init(h3_engine_options *o);

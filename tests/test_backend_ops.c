@@ -19,6 +19,7 @@
 #include "backend_ops/ops_enc.h"
 #include "backend_ops/ops_bf16.h"
 #include "backend_ops/ops_fp8.h"
+#include "backend_ops/ops_int8.h"
 
 #define F32 H3_F32
 #define BF16 H3_BF16
@@ -234,6 +235,14 @@ static const bo_row rows[] = {
     {"fp8_matmul", "257 x 1040 x 1024, y slice of 1104", c_fp8_matmul, {257, 1040, 1024, 1104}, 0, 2e-3, BO_ALL, NULL},
     {"fp8_matmul", "33 x 48 x 64 (tiny model widths)", c_fp8_matmul, {33, 48, 64, 48}, 0, 2e-3, BO_ALL, NULL},
     {"fp8_fixture", "torch codes and torch._scaled_mm", c_fp8_fixture, {0}, 0, 2e-3, BO_ALL, NULL},
+
+    /* ---- INT8 W8A8 (docs/int8.md): CPU twins only so far, hence BO_CPU ---- */
+    {"int8_quant_rows", "77 x 100 per token", c_int8_quant, {77, 100, 100, 0}, 0, 0.0, BO_CPU, NULL},
+    {"int8_quant_rows", "64 x 2048, stride 4096, groups of 1024", c_int8_quant, {64, 2048, 4096, 1024}, 0, 0.0, BO_CPU, NULL},
+    {"int8_quant_rows", "5 x 7 with stride 9", c_int8_quant, {5, 7, 9, 0}, 0, 0.0, BO_CPU, NULL},
+    {"int8_matmul", "33 x 48 x 64 (tiny widths), bias", c_int8_matmul, {33, 48, 64, 48, 0, 1}, 0, 0.0, BO_CPU, NULL},
+    {"int8_matmul", "130 x 256 x 384, y slice of 300", c_int8_matmul, {130, 256, 384, 300, 0, 0}, 0, 0.0, BO_CPU, NULL},
+    {"int8_matmul", "40 x 96 x 2048, groups of 1024", c_int8_matmul, {40, 96, 2048, 96, 1024, 0}, 0, 0.0, BO_CPU, NULL},
 
     /* ---- --perf only: release shapes (bench_cuda_ops.c's per-op part, test_cuda_ops2.c's and test_cuda_fp8.c's
      * timings). The DiT block GEMMs: qkv 21504x5376, attn out 5376x7168, ffn up 28672x5376, ffn down 5376x14336 */

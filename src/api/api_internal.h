@@ -18,7 +18,7 @@ struct h3_engine {
     h3_engine_options     opt;           /* as given; the strings below are our copies */
     char                  dir[API_PATH_CAP];
     int                   cuda;          /* the resolved backend */
-    int                   bf16, quant_fp8;
+    int                   bf16, quant_fp8, quant_int8;
     char                  note[API_NOTE_CAP];   /* why "auto" chose the CPU, or "" */
     char                  header_note[API_NOTE_CAP + 16]; /* " (auto: ...)" on the generation's first log line */
     h3_gen_ctx           *ctx;

@@ -55,7 +55,8 @@ static int open_options(h3_engine *eng, const h3_engine_options *o, h3_err *e) {
     else if (!strcmp(pr, "fp32")) eng->bf16 = 0;
     else return h3_fail(e, "--precision must be bf16 or fp32, got '%.64s'", pr);
     if (!strcmp(q, "fp8")) eng->quant_fp8 = 1;
-    else if (strcmp(q, "none")) return h3_fail(e, "--quant must be none or fp8, got '%.64s'", q);
+    else if (!strcmp(q, "int8")) eng->quant_int8 = 1;
+    else if (strcmp(q, "none")) return h3_fail(e, "--quant must be none, fp8 or int8, got '%.64s'", q);
     if (p->memory < H3_MEMORY_PHASES || p->memory > H3_MEMORY_AUTO)
         return h3_fail(e, "memory must be H3_MEMORY_PHASES, H3_MEMORY_RESIDENT or H3_MEMORY_AUTO, got %d", p->memory);
     if (p->threads < 0 || p->threads > 4096) return h3_fail(e, "--threads must be 0..4096 (0: all cores), got %d", p->threads);
@@ -163,6 +164,9 @@ int h3_engine_set_ssd_streaming(h3_engine *eng, int on) {
     if (on != 0 && on != 1) return h3_fail(&e, "ssd_streaming must be 0 or 1, got %d", on), fail_with(eng, H3_ERR_BAD_INPUT, &e);
     if (on && eng->quant_fp8)
         return h3_fail(&e, "--ssd-streaming cannot be combined with --quant fp8 (the FP8 blocks are made resident)"),
+               fail_with(eng, H3_ERR_BAD_INPUT, &e);
+    if (on && eng->quant_int8)
+        return h3_fail(&e, "--ssd-streaming cannot be combined with --quant int8 (the int8 blocks are made resident)"),
                fail_with(eng, H3_ERR_BAD_INPUT, &e);
     pthread_mutex_lock(&eng->lock);
     eng->opt.ssd_streaming = on;

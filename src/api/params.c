@@ -105,6 +105,8 @@ int api_request_from(const h3_engine *eng, const h3_params *p, h3_request *r, ap
     r->threads = eng->opt.threads;
     r->bf16 = eng->bf16;
     r->quant_fp8 = eng->quant_fp8;
+    r->quant_int8 = eng->quant_int8;
+    r->int8_fc2_groups = eng->opt.int8_fc2_groups;
     r->resident = eng->opt.memory;
     r->ssd_streaming = eng->opt.ssd_streaming;
     r->random_weights = eng->opt.random_weights;

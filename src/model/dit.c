@@ -28,6 +28,7 @@
 #include "../io/config.h"
 #include "../io/gguf.h"
 #include "../io/safetensors.h"
+#include "dit_int8.h"
 #include "dit_internal.h"
 
 
@@ -482,7 +483,7 @@ static int load_all(dit_model *m, h3_err *e) {
         h3_fail(e, "rope_freq_dim %d is larger than this engine supports (64)", c->rope_freq_dim);
         goto done;
     }
-    if (dit_expected_tensors(c, &ex, e) != 0) goto done;
+    if (dit_expected_tensors(c, &ex, e) != 0 || dit_int8_expect(c, m->st, &ex, &m->int8_profile, e) != 0) goto done;
     int orig = c->original_layout;
 #define W(field, dname, oname) \
     if (!(m->field = load_w(m, &ex, orig ? oname : dname, e))) goto done
@@ -555,7 +556,7 @@ dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e) {
     }
     m->be = be;
     if (dit_config_load(dir, &m->cfg, e) != 0 || set_mode(m, mode, e) != 0 || !(m->st = st_set_open(dir, e)) ||
-        load_all(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) {
+        load_all(m, e) != 0 || dit_int8_adopt(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) {
         dit_free(m);
         return NULL;
     }
@@ -692,6 +693,7 @@ static void block_free_fp8(h3_backend *be, dit_block_w *w) {
     h3_fp8_linear *ls[] = {&w->attn.f8_qkv, &w->attn.f8_q, &w->attn.f8_k, &w->attn.f8_v, &w->attn.f8_out, &w->f8_in,
                            &w->f8_down};
     for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) h3_fp8_linear_free(be, ls[i]);
+    dit_int8_block_free(be, w);
 }
 
 void dit_free(dit_model *m) {
@@ -836,6 +838,7 @@ int dit_select_layers(dit_model *m, int active, h3_err *e) {
 int dit_quantize_fp8(dit_model *m, h3_err *e) {
     if (m->fp8) return 0;
     if (!m->bf16) return h3_fail(e, "--quant fp8 needs the bf16 mode (--precision bf16)");
+    if (m->int8_profile) return h3_fail(e, "--quant fp8 cannot be combined with int8 weights (profile %s)", dit_int8_profile_name(m->int8_profile));
     if (m->stream) return h3_fail(e, "--quant fp8 cannot be combined with --ssd-streaming (the FP8 blocks are resident)");
     for (int b = 0; b < m->cfg.num_layers; b++) {
         if (dit_layer_skipped(m, b)) continue;

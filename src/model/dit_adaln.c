@@ -78,7 +78,11 @@ int dit_compute_adaln(dit_model *m, const float *t, int n, dit_adaln_entry *out,
             break;
         }
         if (dw) w = dw, bias = db;
-        h3_matmul(m->be, b < L ? mm : mf, u, n, w, bias, flags);
+        if (w->dtype == H3_I8) { /* int8 profile all (docs/int8.md) */
+            if (dit_int8_adaln(m, b, mm, u, n, w, bias, e) != 0) rc = -1;
+        } else {
+            h3_matmul(m->be, b < L ? mm : mf, u, n, w, bias, flags);
+        }
         for (int k = 0; k < n && b < L; k++)
             h3_copy(m->be, out[k].blocks + b * row, mm + (int64_t)k * row, (size_t)row * sizeof(float));
         h3_weight_free(m->be, dw), h3_weight_free(m->be, db);

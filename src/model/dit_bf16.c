@@ -24,23 +24,27 @@ int dit16_alloc_scratch(dit_model *m, int64_t rows, dit_scratch16 *s) {
     s->o = h3_alloc(m->be, (size_t)(rows * H) * 2);
     s->big = h3_alloc(m->be, (size_t)(rows * big) * 2);
     s->mid = h3_alloc(m->be, (size_t)(rows * mid) * 2);
-    if (m->fp8) {
-        int64_t widest = H > mid ? H : mid;
+    const int quant = m->fp8 || m->int8_profile;
+    if (quant) {
+        int64_t widest = H > mid ? H : mid, groups = m->int8_fc2_groups ? FF / 1024 + 1 : 1;
         s->xq = h3_alloc(m->be, (size_t)(rows * widest));
-        s->xs = h3_alloc(m->be, (size_t)rows * sizeof(float));
+        s->xs = h3_alloc(m->be, (size_t)(rows * groups) * sizeof(float));
     }
-    if (!s->n || !s->o || !s->big || !s->mid || (m->fp8 && (!s->xq || !s->xs))) {
+    if (!s->n || !s->o || !s->big || !s->mid || (quant && (!s->xq || !s->xs))) {
         dit16_free_scratch(m->be, s);
         return -1;
     }
     return 0;
 }
 
-/* y = x W^T: through the FP8 copy when --quant fp8 made one (the input rows quantized into the scratch first,
- * unless `quantized` says they already are), else the bf16 GEMM. */
+/* y = x W^T: through the FP8 copy when --quant fp8 made one, or the INT8 one (docs/int8.md) (the input rows
+ * quantized into the scratch first, unless `quantized` says they already are), else the bf16 GEMM. */
 static void lin16(dit_model *m, dit_scratch16 *s, h3_bf16 *y, int64_t ldy, const h3_bf16 *x, int64_t ldx, int64_t rows,
-                  const h3_tensor *w, const h3_fp8_linear *q, int quantized) {
-    if (q->q) {
+                  const h3_tensor *w, const h3_fp8_linear *q, const h3_int8_linear *i8, int quantized) {
+    if (i8->q) {
+        if (!quantized) h3_int8_quant_rows(m->be, (int8_t *)s->xq, s->xs, x, rows, i8->K, ldx, i8->group);
+        h3_int8_matmul(m->be, y, ldy, (const int8_t *)s->xq, s->xs, rows, i8, NULL);
+    } else if (q->q) {
         if (!quantized) h3_fp8_quant_rows(m->be, s->xq, s->xs, x, rows, q->K, ldx);
         h3_fp8_matmul(m->be, y, ldy, s->xq, s->xs, rows, q);
     } else {
@@ -59,15 +63,15 @@ static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int
     h3_bf16 *q = s->big, *k, *v;
     int64_t hs;
     if (c->original_layout && !c->qkv_stacked) { /* original layout: per-head [q k v] rows, so per-head [q k v] columns (docs/model/dit.md 2.4) */
-        lin16(m, s, s->big, ld, n, H, rows, w->qkv, &w->f8_qkv, 0);
+        lin16(m, s, s->big, ld, n, H, rows, w->qkv, &w->f8_qkv, &w->i8_qkv, 0);
         k = q + D, v = q + 2 * D, hs = 3 * D;
     } else {
-        if (w->qkv_planar || w->f8_qkv.q) {
-            lin16(m, s, s->big, ld, n, H, rows, w->qkv_planar, &w->f8_qkv, 0);
+        if (w->qkv_planar || w->f8_qkv.q || w->i8_qkv.q) {
+            lin16(m, s, s->big, ld, n, H, rows, w->qkv_planar, &w->f8_qkv, &w->i8_qkv, 0);
         } else {
-            lin16(m, s, s->big, ld, n, H, rows, w->to_q, &w->f8_q, 0);
-            lin16(m, s, s->big + I, ld, n, H, rows, w->to_k, &w->f8_k, w->f8_q.q != NULL);
-            lin16(m, s, s->big + 2 * I, ld, n, H, rows, w->to_v, &w->f8_v, w->f8_q.q != NULL);
+            lin16(m, s, s->big, ld, n, H, rows, w->to_q, &w->f8_q, &w->i8_q, 0);
+            lin16(m, s, s->big + I, ld, n, H, rows, w->to_k, &w->f8_k, &w->i8_k, w->f8_q.q || w->i8_q.q);
+            lin16(m, s, s->big + 2 * I, ld, n, H, rows, w->to_v, &w->f8_v, &w->i8_v, w->f8_q.q || w->i8_q.q);
         }
         k = q + I, v = q + 2 * I, hs = D;
     }
@@ -75,7 +79,7 @@ static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int
     h3_bf16_head_norm_rope(be, q, rows, ld, NH, hs, D, w->norm_q, c->qk_norm_eps, rot, cos, sin);
     h3_bf16_head_norm_rope(be, k, rows, ld, NH, hs, D, w->norm_k, c->qk_norm_eps, rot, cos, sin);
     h3_bf16_attention(be, s->mid, I, q, ld, hs, k, ld, hs, v, ld, hs, rows, rows, NH, NH, D, 1.0f / sqrtf((float)D));
-    lin16(m, s, out, H, s->mid, I, rows, w->to_out, &w->f8_out, 0);
+    lin16(m, s, out, H, s->mid, I, rows, w->to_out, &w->f8_out, &w->i8_out, 0);
 }
 
 /* SwiGLU FFN (docs/model/dit.md 4.8) in bf16: one GEMM for value and gate, then down. */
@@ -83,9 +87,9 @@ static void feed_forward16(dit_model *m, const dit_block_w *b, const h3_bf16 *n,
                            h3_bf16 *out) {
     int64_t H = m->cfg.hidden_size, FF = m->cfg.ffn_dim;
     int gate_first = m->cfg.original_layout; /* mlp.fc1 = [gate; value], ff.net.0.proj = [value; gate] */
-    lin16(m, s, s->big, 2 * FF, n, H, rows, b->ff_in, &b->f8_in, 0);
+    lin16(m, s, s->big, 2 * FF, n, H, rows, b->ff_in, &b->f8_in, &b->i8_in, 0);
     h3_bf16_swiglu(m->be, s->mid, s->big, rows, FF, 2 * FF, gate_first ? FF : 0, gate_first ? 0 : FF);
-    lin16(m, s, out, H, s->mid, FF, rows, b->ff_down, &b->f8_down, 0);
+    lin16(m, s, out, H, s->mid, FF, rows, b->ff_down, &b->f8_down, &b->i8_down, 0);
 }
 
 /* Context embedder + token refiner in bf16 -> xt [Nt, H] bf16. */

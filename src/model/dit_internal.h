@@ -5,6 +5,7 @@
 
 #include "../backend/backend_bf16.h"
 #include "../backend/backend_fp8.h"
+#include "../backend/backend_int8.h"
 #include "../backend/backend_stream.h"
 #include "../io/expect.h"
 #include "../io/safetensors.h"
@@ -22,6 +23,8 @@ typedef struct dit_attn_w {
     /* --quant fp8 (dit_quantize_fp8, main blocks only): the quantized linears; their bf16 sources are
      * given back and set to NULL. f8_qkv holds qkv or qkv_planar, f8_q/k/v the separate matrices. */
     h3_fp8_linear f8_qkv, f8_q, f8_k, f8_v, f8_out;
+    /* int8 (dit_int8.c, main blocks only): the same linears as INT8 W8A8, their sources given back */
+    h3_int8_linear i8_qkv, i8_q, i8_k, i8_v, i8_out;
 } dit_attn_w;
 
 typedef struct dit_block_w {
@@ -32,6 +35,8 @@ typedef struct dit_block_w {
     h3_tensor *ff_down;
     h3_tensor *adaln_w, *adaln_b;  /* main blocks only; NULL after dit_release_adaln */
     h3_fp8_linear f8_in, f8_down;  /* --quant fp8: ff_in / ff_down quantized (ff_value / ff_gate unusable then) */
+    h3_int8_linear i8_in, i8_down; /* int8: likewise */
+    float     *adaln_scale;        /* int8 profile all: adaln_w holds I8 codes, these their fp32 scales (backend) */
 } dit_block_w;
 
 /* --ssd-streaming (dit_stream.c): the main blocks' streamed linears, by part */
@@ -73,6 +78,8 @@ struct dit_model {
     dit_config  cfg;
     int         bf16;
     int         fp8;  /* dit_quantize_fp8 ran: the main blocks' linears are FP8 W8A8 (backend_fp8.h) */
+    int         int8_profile;    /* DIT_INT8_* (dit_int8.h): the int8 snapshot's profile, or dit_quantize_int8's */
+    int         int8_fc2_groups; /* --int8-fc2-groups */
     st_set     *st;
     struct gguf_file *gguf;     /* a GGUF single file (dit_load_single_file), instead of st */
     void      **gguf_bufs;      /* its tensors dequantized (gguf_view_as), freed with the model */
@@ -118,8 +125,8 @@ typedef struct dit_scratch16 {
     h3_bf16 *n, *o; /* [S, H] */
     h3_bf16 *big;   /* [S, max(3I, 2FF)]: q|k|v (per the weight layout), or the FFN's value|gate */
     h3_bf16 *mid;   /* [S, max(I, FF)]: attention output, or the SwiGLU product */
-    uint8_t *xq;    /* fp8 mode: [S, max(H, I, FF)] E4M3 codes of a linear's input rows */
-    float   *xs;    /* fp8 mode: [S] their scales */
+    uint8_t *xq;    /* fp8 / int8 mode: [S, max(H, I, FF)] E4M3 or INT8 codes of a linear's input rows */
+    float   *xs;    /* fp8 / int8 mode: [S] their scales ([S, FF / 1024] with --int8-fc2-groups) */
 } dit_scratch16;
 
 /* Everything a forward shares between blocks: the AdaLN tables of its K timesteps, the per-row
@@ -180,6 +187,13 @@ int  dit_stream_bind(dit_model *m, int64_t b, h3_err *e);
 /* Block b's ops are queued: its slot is released, its fields cleared, and block `prefetch` (>= 0) copied into the
  * other slot unless it is there already. */
 int  dit_stream_unbind(dit_model *m, int64_t b, int64_t prefetch, h3_err *e);
+
+/* dit_int8.c: after load_all, an int8 snapshot's I8 tensors become the blocks' int8 linears (scales from the
+ * shards); the int8 linears of a block freed; profile all's AdaLN projection of block b (w I8, bias BF16). */
+int  dit_int8_adopt(dit_model *m, h3_err *e);
+void dit_int8_block_free(h3_backend *be, dit_block_w *w);
+int  dit_int8_adaln(dit_model *m, int64_t b, float *y, const float *u, int n, const h3_tensor *w, const h3_tensor *bias,
+                    h3_err *e);
 
 /* dit_bf16.c: the bf16 mode (docs/model/dit.md 4 with every "[bf16]" rounding, on h3_bf16 activations). */
 void dit16_free_scratch(h3_backend *be, dit_scratch16 *s);

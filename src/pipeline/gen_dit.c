@@ -9,6 +9,7 @@
 #include "../backend/backend_check.h"
 #include "../io/snapshot.h"
 #include "../model/dit.h"
+#include "../model/dit_int8.h"
 #include "denoise.h"
 #include "gen_preview.h"
 #include "gen_resident.h"
@@ -39,7 +40,7 @@ static int dit_mode(gen *s, h3_backend *be, const dit_config *dc, size_t kept) {
     if (s->r->ssd_streaming) return mode | DIT_STREAM;
     h3_memory_stats ms;
     h3_err e;
-    if (s->r->quant_fp8 || h3_memory_query(be, &ms, &e) != 0 || !ms.total_bytes) return mode;
+    if (s->r->quant_fp8 || s->r->quant_int8 || h3_memory_query(be, &ms, &e) != 0 || !ms.total_bytes) return mode;
     const layout_geometry *g = &s->g;
     /* packed rows: the target video's tokens, two per audio latent, the text; references and rounding in the 4096 */
     const int64_t S = (int64_t)g->num_latent_frames * (g->latent_height / 2) * (g->latent_width / 2) +
@@ -62,7 +63,9 @@ static dit_model *dit_make(gen *s, h3_backend *be, const char *dir, int mode, h3
     if (s->r->random_weights) m = dit_new_random(be, &dc, mode, s->r->seed ^ RANDOM_DIT, e);
     else m = dit_load(be, dir, mode, e);
     if (!m) return NULL;
-    if ((s->r->quant_fp8 && dit_quantize_fp8(m, e)) || phase_check(be, e)) {
+    if ((s->r->quant_fp8 && dit_quantize_fp8(m, e)) ||
+        ((s->r->quant_int8 || s->r->int8_fc2_groups) && dit_quantize_int8(m, s->r->int8_fc2_groups, e)) ||
+        phase_check(be, e)) {
         dit_free(m);
         return NULL;
     }
@@ -237,8 +240,9 @@ int phase_dit(gen *s, h3_err *e) {
     const dit_model *kept = res ? res->dit : NULL;
     const int mode = dit_mode(s, be, &dc, kept ? dit_gpu_weight_bytes(dit_get_config(kept), dit_get_mode(kept), e) : 0);
     char key[RKEY], settings[96];
-    snprintf(settings, sizeof settings, "%s|quant %s|layers %d|stream %d", s->r->bf16 ? "bf16" : "fp32",
-             s->r->quant_fp8 ? "fp8" : "none", s->r->layers, (mode & DIT_STREAM) != 0);
+    snprintf(settings, sizeof settings, "%s|quant %s%s|layers %d|stream %d", s->r->bf16 ? "bf16" : "fp32",
+             s->r->quant_fp8 ? "fp8" : s->r->quant_int8 ? "int8" : "none", s->r->int8_fc2_groups ? " fc2g" : "",
+             s->r->layers, (mode & DIT_STREAM) != 0);
     model_key(s, dir, settings, RANDOM_DIT, key);
     dit_model *m = res ? resident_take(res, (void **)&res->dit, res->dit_key, key, resident_free_dit) : NULL;
     if (m) gen_log(s->r, "transformer resident (kept from the previous generation)");

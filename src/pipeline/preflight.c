@@ -8,6 +8,7 @@
 #include "../io/snapshot.h"
 #include "../model/audio_vae.h"
 #include "../model/dit.h"
+#include "../model/dit_int8.h"
 #include "../model/text_encoder.h"
 #include "../model/video_vae.h"
 
@@ -23,7 +24,13 @@ static int expected(int comp, const char *dir, int held, h3_expect_list *l, h3_e
     case PF_DIT: {
         dit_config c;
         l->max = held;
-        return dit_config_load(dir, &c, e) || dit_expected_tensors(&c, l, e) ? -1 : 0;
+        if (dit_config_load(dir, &c, e) || dit_expected_tensors(&c, l, e)) return -1;
+        /* an int8 snapshot (docs/int8.md): its profile's tensors expected as I8 + scales, any breach refused here */
+        h3_err ignored = {{0}};
+        st_set *s = st_set_open_headers(dir, &ignored);
+        int profile, rc = s ? dit_int8_expect(&c, s, l, &profile, e) : 0;
+        st_set_free(s);
+        return rc;
     }
     case PF_AUDIO: {
         audio_vae_config c;

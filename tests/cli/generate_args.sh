@@ -36,7 +36,7 @@ check "steps text" "--steps expects an integer" -- -d "$TINY" -p hi -o "$O" --st
 check "reuse range" "--reuse expects an integer in 1..3" -- -d "$TINY" -p hi -o "$O" --reuse 4
 check "layers range" "--layers expects an integer in 35..50" -- -d "$TINY" -p hi -o "$O" --layers 51
 check "quant needs bf16" "--quant fp8 needs --precision bf16" -- -d "$TINY" -p hi -o "$O" --precision fp32 --quant fp8
-check "quant value" "--quant must be none or fp8" -- -d "$TINY" -p hi -o "$O" --quant fp4
+check "quant value" "--quant must be none, fp8 or int8" -- -d "$TINY" -p hi -o "$O" --quant fp4
 check "streaming and fp8" "--ssd-streaming cannot be combined with --quant fp8" -- -d "$TINY" -p hi -o "$O" --ssd-streaming --quant fp8
 check "token reduction needs bf16" "--token-reduction needs --precision bf16" -- -d "$TINY" -p hi -o "$O" --precision fp32 --token-reduction
 H3_TOKEN_REDUCTION_BLOCKS=9:3 check "token reduction blocks override" "H3_TOKEN_REDUCTION_BLOCKS" -- -d "$TINY" -p hi -o "$O" --token-reduction

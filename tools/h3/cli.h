@@ -15,6 +15,7 @@ int cmd_probe(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_make_tiny(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 /* The flags of `h3 generate` (cmd_generate.c), in the public API's terms (include/h3.h). */
 typedef struct cli_generate {

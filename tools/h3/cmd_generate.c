@@ -41,7 +41,9 @@ static void usage(FILE *f) {
             "  --frames-dir DIR         also write PNG frames; --wav PATH also write the audio\n"
             "  --dump-latents PATH      write final latents, frames and audio (safetensors, docs/probe.md)\n"
             "  --precision bf16|fp32    bf16 as the release runs (default) or the fp32 reference\n"
-            "  --quant none|fp8         fp8: the DiT blocks' linears as FP8 W8A8 (faster, not the reference's numerics)\n"
+            "  --quant none|fp8|int8    fp8: the DiT blocks' linears as FP8 W8A8 (faster, not the reference's numerics);\n"
+            "                           int8: INT8 W8A8 quantized at load (docs/int8.md; CPU only so far)\n"
+            "  --int8-fc2-groups        int8: the FFN down input scaled per 1024 channels instead of per token\n"
             "  --resident               sessions: keep each phase's model loaded for the next generation (!resident)\n"
             "  --token-reduction        DiT blocks 4..29 on averaged pairs of video tokens (docs/model/features.md 5.5; bf16;\n"
             "                           H3_TOKEN_REDUCTION_BLOCKS=B:E, _EARLY=STEPS:END|0, _SCALE=S override)\n"
@@ -79,7 +81,8 @@ static const char *const value_flags[] = {
     "--ref-image-size", "--quant", "--backend", "--device", "--ref-image", "--ref-silent-video", "--ref-video",
     "--ref-video-audio", "--ref-audio", NULL};
 static const char *const switch_flags[] = {"--profile", "--random-weights", "--resident", "--token-reduction",
-                                           "--ssd-streaming", "--show", "--info", "--use-reference-rope", NULL};
+                                           "--ssd-streaming", "--show", "--info", "--use-reference-rope",
+                                           "--int8-fc2-groups", NULL};
 
 static int in_list(const char *const *list, const char *a, size_t n) {
     for (int i = 0; list[i]; i++)
@@ -134,6 +137,10 @@ int cmd_generate(int argc, char **argv) {
         }
         if (!strcmp(a, "--token-reduction")) {
             p->token_reduction = 1;
+            continue;
+        }
+        if (!strcmp(a, "--int8-fc2-groups")) {
+            o->int8_fc2_groups = 1;
             continue;
         }
         if (!strcmp(a, "--ssd-streaming")) {
@@ -200,8 +207,8 @@ int cmd_generate(int argc, char **argv) {
             else return cli_error("generate: --ref-image-size must be reference, match or max, got '%s'", h3_quote(v));
         } else if (!strcmp(a, "--quant")) {
             /* a string the library parses (more schemes may come); the CLI's message names the ones this build has */
-            if (strcmp(v, "fp8") && strcmp(v, "none"))
-                return cli_error("generate: --quant must be none or fp8, got '%s'", h3_quote(v));
+            if (strcmp(v, "fp8") && strcmp(v, "int8") && strcmp(v, "none"))
+                return cli_error("generate: --quant must be none, fp8 or int8, got '%s'", h3_quote(v));
             o->quant = v;
         } else if (!strcmp(a, "--backend")) {
             if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))

@@ -83,6 +83,7 @@ static void probe_usage(FILE *f) {
     fprintf(f, "usage: h3 probe OP --model DIR --in IN.safetensors --out OUT.safetensors\n"
                "                [--component transformer|transformer_ref] [--precision fp32|bf16]\n"
                "                [--transformer FILE]   (dit: the weights from a single-file transformer)\n"
+               "                [--quant none|int8] [--int8-fc2-groups] (dit, docs/int8.md)\n"
                "                [--backend cpu|cuda]\nops:");
     for (size_t i = 0; i < sizeof probe_ops / sizeof probe_ops[0]; i++) fprintf(f, " %s", probe_ops[i].name);
     fprintf(f, "\n");
@@ -95,7 +96,7 @@ int cmd_probe(int argc, char **argv) {
     }
     probe_ctx p = {0};
     p.op = argv[1];
-    const char *in_path = NULL, *out_path = NULL, *precision = "fp32", *backend = "cpu";
+    const char *in_path = NULL, *out_path = NULL, *precision = "fp32", *backend = "cpu", *quant = "none";
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
@@ -106,7 +107,11 @@ int cmd_probe(int argc, char **argv) {
         else if (!strcmp(a, "--transformer")) dst = &p.transformer;
         else if (!strcmp(a, "--precision")) dst = &precision;
         else if (!strcmp(a, "--backend")) dst = &backend;
-        else return cli_error("probe: unknown option '%s'", a);
+        else if (!strcmp(a, "--quant")) dst = &quant;
+        else if (!strcmp(a, "--int8-fc2-groups")) {
+            p.int8_fc2_groups = 1;
+            continue;
+        } else return cli_error("probe: unknown option '%s'", a);
         if (i + 1 >= argc) return cli_error("probe: option '%s' needs a value", a);
         *dst = argv[++i];
     }
@@ -120,6 +125,11 @@ int cmd_probe(int argc, char **argv) {
         return cli_error("probe: --precision must be fp32 or bf16, got '%s'", precision);
     p.bf16 = !strcmp(precision, "bf16");
     if (p.transformer && strcmp(p.op, "dit")) return cli_error("probe: --transformer is an option of the dit op only");
+    if (strcmp(quant, "none") && strcmp(quant, "int8"))
+        return cli_error("probe: --quant must be none or int8, got '%s'", quant);
+    p.quant_int8 = !strcmp(quant, "int8");
+    if ((p.quant_int8 || p.int8_fc2_groups) && !p.bf16)
+        return cli_error("probe: --quant int8 and --int8-fc2-groups need --precision bf16");
     if (p.component && strcmp(p.component, "transformer") && strcmp(p.component, "transformer_ref"))
         return cli_error("probe: --component must be transformer or transformer_ref, got '%s'", p.component);
     h3_backend_kind kind;

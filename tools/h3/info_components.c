@@ -10,13 +10,22 @@
 #include "io/snapshot.h"
 #include "model/audio_vae.h"
 #include "model/dit.h"
+#include "model/dit_int8.h"
 #include "model/text_encoder.h"
 #include "model/video_vae.h"
 
+/* The DiT's list, adjusted to an int8 snapshot's profile (dit_int8.h: the scope rule, scale values included, so
+ * the weights are opened, not only their headers; a set that does not open is check_weights' message). */
 static int dit_expected_dir(const char *dir, h3_expect_list *out, h3_err *e) {
     dit_config cfg;
-    if (dit_config_load(dir, &cfg, e) != 0) return -1;
-    return dit_expected_tensors(&cfg, out, e);
+    if (dit_config_load(dir, &cfg, e) != 0 || dit_expected_tensors(&cfg, out, e) != 0) return -1;
+    h3_err ignored = {{0}};
+    st_set *s = st_set_open(dir, &ignored);
+    if (!s) return 0;
+    int profile, rc = dit_int8_expect(&cfg, s, out, &profile, e);
+    st_set_free(s);
+    if (rc == 0 && profile) printf("  int8: W8A8 profile %s (docs/int8.md)\n", dit_int8_profile_name(profile));
+    return rc;
 }
 
 static int video_vae_expected_dir(const char *dir, h3_expect_list *out, h3_err *e) {

@@ -32,6 +32,7 @@ static const struct {
     {"probe", cmd_probe, "run one component on named tensors (parity contract)"},
     {"make-tiny", cmd_make_tiny, "write a tiny random-weight snapshot (smoke tests)"},
     {"bench", cmd_bench, "benchmark at the released shapes with random weights"},
+    {"quantize", cmd_quantize, "write an INT8 W8A8 copy of a snapshot (docs/int8.md)"},
 };
 
 static void usage(FILE *f) {

@@ -15,6 +15,8 @@ typedef struct probe_ctx {
     const char *component;  /* --component (NULL if not given) */
     const char *transformer; /* --transformer FILE: dit's weights from a single file (docs/checkpoints.md) */
     int         bf16;       /* --precision bf16 */
+    int         quant_int8; /* --quant int8 (dit; docs/int8.md) */
+    int         int8_fc2_groups; /* --int8-fc2-groups */
     st_set     *in;         /* --in */
     st_writer  *out;        /* collected outputs, saved atomically to --out by the driver */
     h3_backend *be;         /* --backend cpu|cuda */

@@ -15,6 +15,7 @@
 #include "io/config.h"
 #include "io/snapshot.h"
 #include "model/dit.h"
+#include "model/dit_int8.h"
 #include "probe.h"
 
 /* "fl2va" / "ref2va" from an original partition's model_index.json, or from the folder name. */
@@ -97,6 +98,9 @@ int probe_dit(probe_ctx *p, h3_err *e) {
     dit_inputs in;
     if (dit_inputs_from_tensors(&cfg, &dt, 0, &in, e) != 0) goto done; /* shapes first: no model load on bad input */
     if (!(m = p->transformer ? dit_load_single_file(p->be, dir, p->transformer, p->bf16, e) : dit_load(p->be, dir, p->bf16, e)))
+        goto done;
+    if ((p->quant_int8 || p->int8_fc2_groups || dit_int8_profile(m)) &&
+        dit_quantize_int8(m, p->int8_fc2_groups, e) != 0) /* an int8 snapshot keeps its codes */
         goto done;
     int64_t B = t[0]->shape[0];
     int64_t VP = t[0]->shape[2], CA = cfg.audio_in_channels;
