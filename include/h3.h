@@ -104,6 +104,8 @@ typedef struct h3_engine_options {
                                    (width); the h3 tool sets it */
     int         int8_fc2_groups; /* 1: with int8, the FFN down projection's input scaled per 1024 channels (the
                                     Metal engine's scheme) instead of per token */
+    const char *transformer;    /* NULL, or a single-file transformer (safetensors or GGUF, the published single files'
+                                   layout) used instead of the snapshot's transformer/ weights for t2va and fl2va */
 } h3_engine_options;
 
 H3_PUBLIC void h3_engine_options_init(h3_engine_options *o);

@@ -34,7 +34,7 @@ static const char *const words[][2] = {
     {"--ref-image", "refs (image)"},       {"--ref-silent-video", "refs (silent video)"},
     {"--ref-video-audio", "refs (video + audio)"}, {"--ref-video", "refs (video)"},
     {"--ref-audio", "refs (audio)"},       {"--ref-*", "refs"},
-    {"--precision", "precision"},          {"--quant", "quant"}, {"--int8-fc2-groups", "int8_fc2_groups"},
+    {"--precision", "precision"},          {"--quant", "quant"}, {"--int8-fc2-groups", "int8_fc2_groups"}, {"--transformer", "transformer"},
     {"--backend", "backend"},              {"--threads", "threads"},
     {"--device", "device"},
     {"--token-reduction", "token_reduction"}, {"--ssd-streaming", "ssd_streaming"},

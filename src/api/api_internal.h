@@ -17,6 +17,7 @@
 struct h3_engine {
     h3_engine_options     opt;           /* as given; the strings below are our copies */
     char                  dir[API_PATH_CAP];
+    char                  transformer[API_PATH_CAP]; /* options.transformer, "" when none */
     int                   cuda;          /* the resolved backend */
     int                   bf16, quant_fp8, quant_int8;
     char                  note[API_NOTE_CAP];   /* why "auto" chose the CPU, or "" */

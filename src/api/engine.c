@@ -81,7 +81,7 @@ static int open_options(h3_engine *eng, const h3_engine_options *o, h3_err *e) {
         return h3_fail(e, "--backend must be auto, cpu or cuda, got '%.64s'", b);
     }
     /* the strings are the caller's: only the parsed values above are kept */
-    p->backend = eng->cuda ? "cuda" : "cpu", p->precision = p->quant = NULL;
+    p->backend = eng->cuda ? "cuda" : "cpu", p->precision = p->quant = p->transformer = NULL;
     return 0;
 }
 
@@ -107,6 +107,12 @@ int h3_engine_open(const char *snapshot_dir, const h3_engine_options *o, h3_engi
                            "transformer/, vae/, tokenizer/, ...)", snapshot_dir),
                fail_with(eng, H3_ERR_BAD_INPUT, &e);
     snprintf(eng->dir, sizeof eng->dir, "%s", snapshot_dir);
+    if (o && o->struct_size >= offsetof(h3_engine_options, transformer) + sizeof o->transformer && o->transformer) {
+        if (strlen(o->transformer) >= sizeof eng->transformer)
+            return h3_fail(&e, "--transformer: the path is longer than %zu bytes", sizeof eng->transformer - 1),
+                   fail_with(eng, H3_ERR_BAD_INPUT, &e);
+        snprintf(eng->transformer, sizeof eng->transformer, "%s", o->transformer);
+    }
     h3_request r;
     h3_request_init(&r);
     r.cuda = eng->cuda, r.threads = eng->opt.threads, r.device = eng->opt.device;

@@ -84,6 +84,7 @@ int api_request_from(const h3_engine *eng, const h3_params *p, h3_request *r, ap
         return h3_fail(e, "params: not set up by h3_params_init (struct_size %zu, this library's is %zu)",
                        p ? p->struct_size : 0, sizeof *p);
     r->model_dir = eng->dir;
+    r->transformer_file = eng->transformer[0] ? eng->transformer : NULL;
     r->prompt = p->prompt;
     r->output = p->output_mp4 ? p->output_mp4 : "";
     r->frames_dir = p->frames_dir;

@@ -572,8 +572,47 @@ static int is_gguf(const char *file) {
     return n == 4 && !memcmp(b, "GGUF", 4);
 }
 
-dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *file, int mode, h3_err *e) {
+/* The name prefix of a single-file transformer held by st or g ("" or a ComfyUI prefix), or NULL with e filled when
+ * the file is not one (docs/checkpoints.md: told by its key names, as diffusers tells it) or is a pruned one. */
+static const char *single_file_prefix(const st_set *st, const gguf_file *g, const char *file, h3_err *e) {
     static const char *const prefixes[] = {"", "model.diffusion_model.", "diffusion_model."};
+    const char *found = NULL;
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !found; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "%stoken_refiner.blocks.0.attn.qkv_proj.weight", prefixes[i]);
+        if (st ? st_set_entry(st, key, NULL) != NULL : gguf_find(g, key) != NULL) found = prefixes[i];
+    }
+    if (!found) {
+        h3_fail(e, "%s: not a MiniMax-H3 single-file transformer (no tensor token_refiner.blocks.0.attn.qkv_proj.weight, "
+                   "with or without a model.diffusion_model. or diffusion_model. prefix)", file);
+        return NULL;
+    }
+    char pruned[128];
+    snprintf(pruned, sizeof pruned, "%sadaln_t_table", found);
+    if (st ? st_set_entry(st, pruned, NULL) != NULL : gguf_find(g, pruned) != NULL) {
+        h3_fail(e, "%s: a pruned MiniMax-H3 checkpoint (adaln_t_table in place of time_embedder): not supported, as in "
+                   "diffusers; use an unpruned file", file);
+        return NULL;
+    }
+    return found;
+}
+
+int dit_single_file_check(const char *dir, const char *file, h3_err *e) {
+    dit_config c;
+    if (dit_config_load(dir, &c, e) != 0) return -1;
+    if (c.original_layout)
+        return h3_fail(e, "%s: a single-file transformer needs the diffusers config (MiniMaxH3Transformer3DModel), not "
+                          "the original one", dir);
+    st_set *st = NULL;
+    gguf_file *g = NULL;
+    if (is_gguf(file) ? !(g = gguf_open(file, e)) : !(st = st_set_open_headers(file, e))) return -1;
+    const int rc = single_file_prefix(st, g, file, e) ? 0 : -1;
+    st_set_free(st);
+    gguf_close(g);
+    return rc;
+}
+
+dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *file, int mode, h3_err *e) {
     dit_model *m = calloc(1, sizeof *m);
     if (!m) {
         h3_fail(e, "out of memory");
@@ -596,25 +635,8 @@ dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *fil
     } else if (!(m->st = st_set_open(file, e))) {
         goto fail;
     }
-    /* the layout by its key names, as diffusers tells a MiniMax-H3 single file (docs/checkpoints.md) */
-    const char *found = NULL;
-    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !found; i++) {
-        char key[128];
-        snprintf(key, sizeof key, "%stoken_refiner.blocks.0.attn.qkv_proj.weight", prefixes[i]);
-        if (m->st ? st_set_entry(m->st, key, NULL) != NULL : gguf_find(m->gguf, key) != NULL) found = prefixes[i];
-    }
-    if (!found) {
-        h3_fail(e, "%s: not a MiniMax-H3 single-file transformer (no tensor token_refiner.blocks.0.attn.qkv_proj.weight, "
-                   "with or without a model.diffusion_model. or diffusion_model. prefix)", file);
-        goto fail;
-    }
-    char pruned[128];
-    snprintf(pruned, sizeof pruned, "%sadaln_t_table", found);
-    if (m->st ? st_set_entry(m->st, pruned, NULL) != NULL : gguf_find(m->gguf, pruned) != NULL) {
-        h3_fail(e, "%s: a pruned MiniMax-H3 checkpoint (adaln_t_table in place of time_embedder): not supported, as in "
-                   "diffusers; use an unpruned file", file);
-        goto fail;
-    }
+    const char *found = single_file_prefix(m->st, m->gguf, file, e);
+    if (!found) goto fail;
     snprintf(m->name_prefix, sizeof m->name_prefix, "%s", found);
     m->cfg.original_layout = 1, m->cfg.qkv_stacked = 1;
     if (load_all(m, e) != 0) goto fail;

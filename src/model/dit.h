@@ -58,6 +58,9 @@ dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e);
  * names in one safetensors file, qkv_proj stacked [q; k; v], an optional "model.diffusion_model." or
  * "diffusion_model." prefix) and the config of dir, a diffusers transformer folder. */
 dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *file, int mode, h3_err *e);
+/* The pre-flight check of one (headers only): dir's config is the diffusers one, the file opens, is a MiniMax-H3
+ * single file and not a pruned one. */
+int dit_single_file_check(const char *dir, const char *file, h3_err *e);
 void       dit_free(dit_model *m);
 const dit_config *dit_get_config(const dit_model *m);
 /* The mode the model was loaded in (DIT_BF16, DIT_STREAM). */

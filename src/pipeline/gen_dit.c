@@ -61,6 +61,7 @@ static dit_model *dit_make(gen *s, h3_backend *be, const char *dir, int mode, h3
     begin_on(s, s->r->random_weights ? "make random transformer" : "load transformer", be, 0);
     dit_model *m = NULL;
     if (s->r->random_weights) m = dit_new_random(be, &dc, mode, s->r->seed ^ RANDOM_DIT, e);
+    else if (s->r->transformer_file) m = dit_load_single_file(be, dir, s->r->transformer_file, mode, e);
     else m = dit_load(be, dir, mode, e);
     if (!m) return NULL;
     if ((s->r->quant_fp8 && dit_quantize_fp8(m, e)) ||
@@ -243,7 +244,10 @@ int phase_dit(gen *s, h3_err *e) {
     snprintf(settings, sizeof settings, "%s|quant %s%s|layers %d|stream %d", s->r->bf16 ? "bf16" : "fp32",
              s->r->quant_fp8 ? "fp8" : s->r->quant_int8 ? "int8" : "none", s->r->int8_fc2_groups ? " fc2g" : "",
              s->r->layers, (mode & DIT_STREAM) != 0);
-    model_key(s, dir, settings, RANDOM_DIT, key);
+    char where[4096 + 16];
+    snprintf(where, sizeof where, "%s%s%s", dir, s->r->transformer_file ? "|file " : "",
+             s->r->transformer_file ? s->r->transformer_file : "");
+    model_key(s, where, settings, RANDOM_DIT, key);
     dit_model *m = res ? resident_take(res, (void **)&res->dit, res->dit_key, key, resident_free_dit) : NULL;
     if (m) gen_log(s->r, "transformer resident (kept from the previous generation)");
     if (!m && !(m = dit_make(s, be, dir, mode, e))) return -1;

@@ -69,7 +69,10 @@ int h3_preflight_weights(const h3_request *r, h3_task task, int need_text, h3_er
         snapshot_path(dir, sizeof dir, r->model_dir, "text_encoder");
         if (check_component(PF_TEXT, dir, dir, e)) return -1;
     }
-    if (snapshot_dit_dir(r->model_dir, task == H3_REF2VA, dir, sizeof dir, e) || check_component(PF_DIT, dir, dir, e))
+    if (r->transformer_file && task == H3_REF2VA)
+        return h3_fail(e, "--transformer replaces the t2va/fl2va transformer; ref2va runs transformer_ref (not replaced)");
+    if (snapshot_dit_dir(r->model_dir, task == H3_REF2VA, dir, sizeof dir, e)) return -1;
+    if (r->transformer_file ? dit_single_file_check(dir, r->transformer_file, e) : check_component(PF_DIT, dir, dir, e))
         return -1;
     snapshot_path(dir, sizeof dir, r->model_dir, "audio_vae");
     if (check_component(PF_AUDIO, dir, audio_vae_weights_path(dir, path, sizeof path), e)) return -1;

@@ -44,6 +44,8 @@ static void usage(FILE *f) {
             "  --quant none|fp8|int8    fp8: the DiT blocks' linears as FP8 W8A8 (faster, not the reference's numerics);\n"
             "                           int8: INT8 W8A8 quantized at load (docs/int8.md; CPU only so far)\n"
             "  --int8-fc2-groups        int8: the FFN down input scaled per 1024 channels instead of per token\n"
+            "  --transformer FILE       a single-file transformer (safetensors or GGUF, the published single files'\n"
+            "                           layout) instead of the snapshot's transformer/ weights (docs/checkpoints.md)\n"
             "  --resident               sessions: keep each phase's model loaded for the next generation (!resident)\n"
             "  --token-reduction        DiT blocks 4..29 on averaged pairs of video tokens (docs/model/features.md 5.5; bf16;\n"
             "                           H3_TOKEN_REDUCTION_BLOCKS=B:E, _EARLY=STEPS:END|0, _SCALE=S override)\n"
@@ -78,7 +80,7 @@ static const char *const value_flags[] = {
     "-d", "--model-dir", "-p", "--prompt", "-o", "--output", "--frames-dir", "--wav", "--dump-latents", "--first-frame",
     "--last-frame", "--width", "--height", "--frames", "--steps", "--reuse", "--layers", "--core-reuse",
     "--render-width", "--render-height", "--threads", "--zoom", "--seconds", "--seed", "--precision",
-    "--ref-image-size", "--quant", "--backend", "--device", "--ref-image", "--ref-silent-video", "--ref-video",
+    "--ref-image-size", "--quant", "--backend", "--device", "--transformer", "--ref-image", "--ref-silent-video", "--ref-video",
     "--ref-video-audio", "--ref-audio", NULL};
 static const char *const switch_flags[] = {"--profile", "--random-weights", "--resident", "--token-reduction",
                                            "--ssd-streaming", "--show", "--info", "--use-reference-rope",
@@ -168,6 +170,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--frames-dir")) p->frames_dir = v;
         else if (!strcmp(a, "--wav")) p->wav = v;
         else if (!strcmp(a, "--dump-latents")) p->dump_latents = v;
+        else if (!strcmp(a, "--transformer")) o->transformer = v;
         else if (!strcmp(a, "--first-frame")) p->first_frame = v;
         else if (!strcmp(a, "--last-frame")) p->last_frame = v;
         else if (!strcmp(a, "--width")) { if (parse_int(a, v, 1, 1 << 20, &p->width)) return 2; }
