@@ -32,3 +32,5 @@ for prec in fp32 bf16; do
     if cmp -s "$O/gg_$prec.st" "$O/ggr_$prec.st"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL GGUF $prec (cuda)"; fi
 done
 echo "== single-file transformer on CUDA: RESULT $pass $fail"; tail -3 "$O/sf.log"
+"$B/h3" generate -d $T -p "A red fox." --width 64 --height 32 --steps 2 -o '' --backend cuda --quant int8 >"$O/int8.log" 2>&1
+echo "== --quant int8 on CUDA: rc $? (want 2); $(tail -1 "$O/int8.log")"
