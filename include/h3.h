@@ -262,7 +262,9 @@ typedef struct h3_sinks {
 H3_PUBLIC int h3_engine_generate(h3_engine *eng, const h3_params *p, const h3_sinks *sinks);
 
 /* Checks p against every rule a generation checks before it reads inputs (the flags' ranges and combinations),
- * without running; *frames (may be NULL) gets the aligned frame count. */
+ * without running; *frames (may be NULL) gets the aligned frame count. The one rule that needs the sinks (a
+ * request that writes no output and has no frame or audio sink would produce nothing) is left to
+ * h3_engine_generate, which has them: a sinks-only p passes here. */
 H3_PUBLIC int h3_engine_check(h3_engine *eng, const h3_params *p, int *frames);
 
 /* ---- writers: each output written atomically (a temporary in the same folder, renamed into place) ---- */

@@ -207,6 +207,11 @@ void h3_engine_drop_models(h3_engine *eng) {
     pthread_mutex_unlock(&eng->lock);
 }
 
+static int check_frame_sink(void *user, const float *rgb, int width, int height, int64_t index, int64_t frames) {
+    (void)user, (void)rgb, (void)width, (void)height, (void)index, (void)frames;
+    return 0;
+}
+
 int h3_engine_check(h3_engine *eng, const h3_params *p, int *frames) {
     if (!eng->opened) return not_opened(eng);
     h3_request r;
@@ -214,7 +219,12 @@ int h3_engine_check(h3_engine *eng, const h3_params *p, int *frames) {
     h3_err e = {{0}};
     int aligned = 0;
     /* in-memory inputs are checked by their writers here too, then their temporaries go */
-    int rc = api_request_from(eng, p, &r, &t, &e) || h3_request_validate(&r, &aligned, &e);
+    int rc = api_request_from(eng, p, &r, &t, &e);
+    if (!rc) {
+        /* the sinks are h3_engine_generate's: here a request with no output file is taken as one that has them */
+        if (!r.on_frame) r.on_frame = check_frame_sink;
+        rc = h3_request_validate(&r, &aligned, &e);
+    }
     api_temps_remove(&t);
     if (rc) return fail_with(eng, H3_ERR_BAD_INPUT, &e);
     if (frames) *frames = aligned;
