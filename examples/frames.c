@@ -67,7 +67,8 @@ int main(int argc, char **argv) {
         if (size) sscanf(size, "%dx%d", &p.width, &p.height);
         if (steps) p.steps = atoi(steps);
         h3_sinks s = {.video_frame = on_frame, .audio = on_audio, .user = &c};
-        rc = h3_engine_generate(eng, &p, &s);
+        rc = h3_engine_check(eng, &p, NULL); /* the settings, before any model loads */
+        if (rc == H3_OK) rc = h3_engine_generate(eng, &p, &s);
         if (rc != H3_OK) fprintf(stderr, "frames: %s: %s\n", h3_status_name(rc), h3_engine_error(eng));
     } else {
         fprintf(stderr, "frames: %s: %s\n", h3_status_name(rc), eng ? h3_engine_error(eng) : "out of memory");
