@@ -204,4 +204,9 @@ int  dit16_text_stream(dit_model *m, const float *text_host, int64_t Nt, h3_bf16
  * norm1 is fused into this block's last residual, into x->s16.n); normed: that was done for this block. */
 void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X, int normed, int64_t next);
 
+/* dit_config.c: whether file starts with GGUF's magic; the name prefix of a single-file transformer held by st or g
+ * ("" or a ComfyUI prefix), or NULL with e filled when it is none or a pruned one (docs/checkpoints.md). */
+int         dit_is_gguf(const char *file);
+const char *dit_single_file_prefix(const st_set *st, const struct gguf_file *g, const char *file, h3_err *e);
+
 #endif
