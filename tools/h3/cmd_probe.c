@@ -1,5 +1,5 @@
 /* `h3 probe OP --model DIR --in IN.safetensors --out OUT.safetensors [--component C]
- *  [--precision fp32|bf16] [--backend cpu|cuda]`: the parity contract of ../shared/PROBE.md. */
+ *  [--precision fp32|bf16] [--backend cpu|cuda]`: the parity contract of docs/probe.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

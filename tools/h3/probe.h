@@ -1,5 +1,5 @@
 /* `h3 probe OP`: runs one component on named input tensors and writes named outputs
- * (../shared/PROBE.md; the project's own ops are documented in docs/probe.md).
+ * (the probe contract and the project's own ops: docs/probe.md).
  * Each component's ops live in probe_<component>.c and are listed in the table in cmd_probe.c. */
 #ifndef H3_PROBE_H
 #define H3_PROBE_H

@@ -1,4 +1,4 @@
-/* Probe ops of the audio VAE (../shared/PROBE.md):
+/* Probe ops of the audio VAE (the probe contract, docs/probe.md):
  *   audio-decode  IN latents f32 [B,C,T] (raw, denormalized)  OUT sample f32 [B,1,hop*T],
  *                 sample_pre_clamp f32 [B,1,hop*T] (decoder.conv_post output, before clamp(-1, 1))
  *   audio-encode  IN sample f32 [B,1,N]                        OUT mean f32 [B,C,ceil(N/hop)],

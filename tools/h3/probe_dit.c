@@ -1,4 +1,4 @@
-/* `h3 probe dit` (../shared/PROBE.md): one DiT forward on named inputs.
+/* `h3 probe dit` (the probe contract, docs/probe.md): one DiT forward on named inputs.
  *
  * Which weights: --model is one of
  *   - a diffusers snapshot root: --component transformer (default) or transformer_ref picks the folder;

@@ -1,4 +1,4 @@
-/* Probe ops of the pipeline (../shared/PROBE.md; the project's own ops in docs/probe.md):
+/* Probe ops of the pipeline (the probe contract and the project's own ops: docs/probe.md):
  *   sigmas  — the scheduler's grid for num_inference_steps (diffusers' count) and a shift
  *   layout  — the packed layout of t2va / fl2va (anchors) or ref2va (references)
  *   noise   — torch.randn(shape, generator=torch.Generator().manual_seed(seed))

@@ -1,4 +1,4 @@
-/* Probe ops of the conditioner (../shared/PROBE.md, docs/probe.md):
+/* Probe ops of the conditioner (the probe contract, docs/probe.md):
  *   text-encode  input_ids [1,L] (+ optional vision inputs) -> hidden_states[50] [1,L,hidden]
  *   vision       pixel_values [N,C*tp*p*p], grid_thw [k,3] -> image_embeds, deepstack_features
  * (`tokenize` belongs to the tokenizer's probe file.) */

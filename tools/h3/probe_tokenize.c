@@ -1,4 +1,4 @@
-/* Probe op of the tokenizer (../shared/PROBE.md):
+/* Probe op of the tokenizer (the probe contract, docs/probe.md):
  *   tokenize   text u8 [n] (UTF-8 bytes) -> input_ids i64 [L] (no special tokens added)
  * --model is a snapshot (its tokenizer/ folder is used) or a tokenizer folder itself. */
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* Probe ops of the video VAE (../shared/PROBE.md): `vae-decode` (latents -> sample) and `vae-encode`
+/* Probe ops of the video VAE (the probe contract, docs/probe.md): `vae-decode` (latents -> sample) and `vae-encode`
  * (sample -> mean, logvar). Optional input `tiling` i64 [4] = (tile_h, tile_w, min_overlap_h,
  * min_overlap_w) in pixels mirrors enable_tiling (0 entries keep the default 256/64; tile_h = 0
  * turns tiling off); without it the reference default applies (docs/video_vae.md). */

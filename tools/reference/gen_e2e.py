@@ -11,7 +11,7 @@ The whole request goes through the public pipeline exactly as a user calls it:
 with every component loaded from the snapshot in fp32 (the DiT's bf16 weights upcast, as
 `h3 generate --precision fp32` does).
 
-What is recorded (names as ../shared/PROBE.md, `--dump-latents`):
+What is recorded (names as the probe contract, docs/probe.md, `--dump-latents`):
   video_latents f32 [1,24,F,h,w]  the state's `latents` after MiniMaxH3AfterDenoiseStep (normalized;
                                   the decode step reads but never rewrites them)
   audio_latents f32 [2,32,A]      the state's `audio_latents` likewise
