@@ -127,6 +127,7 @@ typedef struct h3_mp4_opts {
     int         crf;            /* 0 = 18 */
     const char *preset;         /* NULL = "fast" */
     int         audio_bitrate;  /* 0 = 192000 */
+    int         sync;           /* 1 = encode in the caller's thread (the same file; no overlap with the caller) */
 } h3_mp4_opts;
 
 /* One-shot MP4: frames at 24 fps, audio planar [2][samples] float at 32 kHz in [-1, 1]

@@ -1,12 +1,17 @@
 /* Writing media: MP4 (H.264 + AAC), PNG frames, single PNG, WAV. docs/model/features.md 8.1-8.2.
  * Every output is written into a temporary beside its target (src/io/outfile.h, through its descriptor) and
- * renamed into place. */
+ * renamed into place.
+ * The MP4 writer encodes on its own thread (docs/media.md "Encoding off the critical path"): the caller's
+ * h3_mp4_writer_frames / _audio only convert the frame to 8 bits and queue it, so a decoder that hands frames
+ * over as it makes them keeps working while x264 encodes. The thread runs the jobs in the order they were
+ * queued, which is the order the synchronous writer (h3_mp4_opts.sync) runs them, so the file is the same. */
 #include "media_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +27,17 @@
 /* ---------------------------------------------------------------------------------------------
  * MP4 writer */
 
+enum { MP4_QUEUE = 8 };  /* frames queued ahead of the encoder thread (8 x w x h x 3 bytes) */
+
+/* A queued piece of work for the encoder thread: one frame (its 8-bit RGB in the ring slot `slot`) or a run of
+ * audio samples (pcm: [2][n], owned by the job). */
+typedef struct mp4_job {
+    struct mp4_job *next;
+    int             slot;      /* >= 0: a frame in ring[slot]; -1: audio */
+    float          *pcm;
+    int64_t         n;
+} mp4_job;
+
 struct h3_mp4_writer {
     char            *path;
     h3_outfile      *out, *own;        /* the output written; own: the path API's own, committed at close */
@@ -36,7 +52,19 @@ struct h3_mp4_writer {
     int              afill;            /* samples waiting in aframe */
     int64_t          vpts, apts;       /* next frame / sample index */
     int              header_written, closed;
+    /* the encoder thread (absent with h3_mp4_opts.sync); mu guards the queue, the counts and failed / terr */
+    int              threaded;
+    pthread_t        thr;
+    pthread_mutex_t  mu;
+    pthread_cond_t   work, space;      /* a job was queued / a frame slot came free */
+    mp4_job         *head, *tail;
+    uint8_t         *ring[MP4_QUEUE];  /* frame slots, used in turn */
+    int64_t          queued, encoded;  /* frames handed to the thread / finished by it */
+    int              stop, failed;
+    h3_err           terr;             /* the thread's first error */
 };
+
+static void *encoder_main(void *arg);
 
 /* Moves every packet the encoder has ready into the muxer. */
 static int drain(h3_mp4_writer *w, AVCodecContext *enc, AVStream *st, h3_err *e)
@@ -189,6 +217,19 @@ static h3_mp4_writer *writer_new(h3_outfile *o, h3_outfile *own, int width, int 
     av_dict_free(&mopt);
     if (r < 0) { h3_fail(e, "%s: cannot write the MP4 header: %s", path, media_averr(r, eb)); goto fail; }
     w->header_written = 1;
+    if (!(opts && opts->sync)) {
+        pthread_mutex_init(&w->mu, NULL); /* default attributes: these cannot fail on Linux */
+        pthread_cond_init(&w->work, NULL);
+        pthread_cond_init(&w->space, NULL);
+        if (pthread_create(&w->thr, NULL, encoder_main, w)) {
+            pthread_mutex_destroy(&w->mu);
+            pthread_cond_destroy(&w->work);
+            pthread_cond_destroy(&w->space);
+            h3_fail(e, "%s: cannot start the encoder thread", path);
+            goto fail;
+        }
+        w->threaded = 1;
+    }
     return w;
 fail:
     h3_mp4_writer_free(w);
@@ -209,6 +250,82 @@ h3_mp4_writer *h3_mp4_writer_new_to(h3_outfile *o, int width, int height, int wi
     return writer_new(o, NULL, width, height, with_audio, opts, e);
 }
 
+/* One 8-bit RGB frame through the colour conversion and the encoder (the encoder thread, or the caller with sync). */
+static int encode_frame(h3_mp4_writer *w, const uint8_t *rgb, h3_err *e)
+{
+    if (av_frame_make_writable(w->vframe) < 0) return h3_fail(e, "%s: out of memory", w->path);
+    const uint8_t *src[1] = {rgb};
+    int stride[1] = {w->width * 3};
+    sws_scale(w->sws, src, stride, 0, w->height, w->vframe->data, w->vframe->linesize);
+    w->vframe->pts = w->vpts++;
+    return send_and_drain(w, w->venc, w->vst, w->vframe, e);
+}
+
+static int encode_audio(h3_mp4_writer *w, const float *left, const float *right, int64_t samples, h3_err *e);
+
+static void *encoder_main(void *arg)
+{
+    h3_mp4_writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->head && !w->stop) pthread_cond_wait(&w->work, &w->mu);
+        mp4_job *j = w->head;
+        if (!j) break; /* stopped, nothing left */
+        w->head = j->next;
+        if (!w->head) w->tail = NULL;
+        const int skip = w->failed;
+        pthread_mutex_unlock(&w->mu);
+        h3_err err;
+        int rc = 0;
+        if (!skip)
+            rc = j->slot >= 0 ? encode_frame(w, w->ring[j->slot], &err) : encode_audio(w, j->pcm, j->pcm + j->n, j->n, &err);
+        free(j->pcm);
+        pthread_mutex_lock(&w->mu);
+        if (rc && !w->failed) w->failed = 1, w->terr = err;
+        if (j->slot >= 0) w->encoded++;
+        free(j);
+        pthread_cond_broadcast(&w->space);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* The thread's first error, if any (under mu). */
+static int thread_failed(h3_mp4_writer *w, h3_err *e)
+{
+    pthread_mutex_lock(&w->mu);
+    int f = w->failed;
+    if (f && e) *e = w->terr;
+    pthread_mutex_unlock(&w->mu);
+    return f ? -1 : 0;
+}
+
+static void enqueue(h3_mp4_writer *w, mp4_job *j)
+{
+    pthread_mutex_lock(&w->mu);
+    if (w->tail) w->tail->next = j; else w->head = j;
+    w->tail = j;
+    if (j->slot >= 0) w->queued++;
+    pthread_cond_signal(&w->work);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Ends the encoder thread after the jobs queued so far (or, with discard, without running them). */
+static void thread_join(h3_mp4_writer *w, int discard)
+{
+    if (!w->threaded) return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    if (discard && !w->failed) w->failed = 1, h3_fail(&w->terr, "%s: writer freed before it was closed", w->path);
+    pthread_cond_signal(&w->work);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thr, NULL);
+    w->threaded = 0;
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->work);
+    pthread_cond_destroy(&w->space);
+}
+
 int h3_mp4_writer_frames(h3_mp4_writer *w, const h3_frames_view *v, h3_err *e)
 {
     if (w->closed) return h3_fail(e, "%s: writer already closed", w->path);
@@ -216,14 +333,27 @@ int h3_mp4_writer_frames(h3_mp4_writer *w, const h3_frames_view *v, h3_err *e)
     if (v->width != w->width || v->height != w->height)
         return h3_fail(e, "%s: frame size %dx%d differs from the stream's %dx%d", w->path, v->width,
                        v->height, w->width, w->height);
+    const size_t fsz = (size_t)w->width * w->height * 3;
     for (int t = 0; t < v->frames; t++) {
-        const uint8_t *rgb = media_frame_u8(v, t, w->scratch);
-        if (av_frame_make_writable(w->vframe) < 0) return h3_fail(e, "%s: out of memory", w->path);
-        const uint8_t *src[1] = {rgb};
-        int stride[1] = {w->width * 3};
-        sws_scale(w->sws, src, stride, 0, w->height, w->vframe->data, w->vframe->linesize);
-        w->vframe->pts = w->vpts++;
-        if (send_and_drain(w, w->venc, w->vst, w->vframe, e)) return -1;
+        if (!w->threaded) {
+            if (encode_frame(w, media_frame_u8(v, t, w->scratch), e)) return -1;
+            continue;
+        }
+        /* wait for the slot of the frame MP4_QUEUE before this one to be encoded */
+        pthread_mutex_lock(&w->mu);
+        while (w->queued - w->encoded >= MP4_QUEUE && !w->failed) pthread_cond_wait(&w->space, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+        if (thread_failed(w, e)) return -1;
+        const int slot = (int)(w->queued % MP4_QUEUE);
+        mp4_job *j = calloc(1, sizeof *j);
+        if (!j || (!w->ring[slot] && !(w->ring[slot] = malloc(fsz)))) {
+            free(j);
+            return h3_fail(e, "%s: out of memory", w->path);
+        }
+        const uint8_t *rgb = media_frame_u8(v, t, w->ring[slot]);
+        if (rgb != w->ring[slot]) memcpy(w->ring[slot], rgb, fsz); /* 8-bit input: the caller's buffer is not ours */
+        j->slot = slot;
+        enqueue(w, j);
     }
     return 0;
 }
@@ -242,6 +372,25 @@ int h3_mp4_writer_audio(h3_mp4_writer *w, const float *left, const float *right,
     if (w->closed) return h3_fail(e, "%s: writer already closed", w->path);
     if (!w->aenc) return h3_fail(e, "%s: writer was opened without an audio track", w->path);
     if (samples < 0 || (samples > 0 && (!left || !right))) return h3_fail(e, "%s: bad audio buffer", w->path);
+    if (!w->threaded) return encode_audio(w, left, right, samples, e);
+    if (samples == 0) return 0;
+    if (thread_failed(w, e)) return -1;
+    mp4_job *j = calloc(1, sizeof *j);
+    float *pcm = malloc(sizeof(float) * 2 * (size_t)samples);
+    if (!j || !pcm) {
+        free(j);
+        free(pcm);
+        return h3_fail(e, "%s: out of memory", w->path);
+    }
+    memcpy(pcm, left, sizeof(float) * (size_t)samples);
+    memcpy(pcm + samples, right, sizeof(float) * (size_t)samples);
+    j->slot = -1, j->pcm = pcm, j->n = samples;
+    enqueue(w, j);
+    return 0;
+}
+
+static int encode_audio(h3_mp4_writer *w, const float *left, const float *right, int64_t samples, h3_err *e)
+{
     int block = w->aenc->frame_size > 0 ? w->aenc->frame_size : 1024;
     for (int64_t i = 0; i < samples;) {
         if (w->afill == 0) {
@@ -268,6 +417,11 @@ int h3_mp4_writer_close(h3_mp4_writer *w, h3_err *e)
     char eb[128];
     if (w->closed) return h3_fail(e, "%s: writer already closed", w->path);
     w->closed = 1;
+    thread_join(w, 0); /* every queued frame and sample encoded */
+    if (w->failed) {
+        if (e) *e = w->terr;
+        return -1;
+    }
     if (w->vpts == 0) return h3_fail(e, "%s: no video frames were written", w->path);
     if (send_and_drain(w, w->venc, w->vst, NULL, e)) return -1;
     if (w->aenc) {
@@ -285,6 +439,13 @@ int h3_mp4_writer_close(h3_mp4_writer *w, h3_err *e)
 void h3_mp4_writer_free(h3_mp4_writer *w)
 {
     if (!w) return;
+    thread_join(w, 1);
+    for (mp4_job *j = w->head, *n; j; j = n) {
+        n = j->next;
+        free(j->pcm);
+        free(j);
+    }
+    for (int i = 0; i < MP4_QUEUE; i++) free(w->ring[i]);
     if (w->oc) {
         media_avio_close(&w->oc->pb);
         avformat_free_context(w->oc);
