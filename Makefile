@@ -48,7 +48,7 @@ ifeq ($(CUDA),1)
   CFLAGS  += -DH3_CUDA
   CU_SRC  := $(wildcard src/backend/cuda/*.cu)
   CU_OBJ  := $(CU_SRC:%.cu=$(BUILD)/%.o)
-  LDLIBS  += -L/usr/local/cuda/lib64 -lcudart -lcublasLt -lcublas -lcudnn -lstdc++
+  LDLIBS  += -L/usr/local/cuda/lib64 -lcudart -lcublasLt -lcublas -lcudnn -lnccl -lstdc++
 endif
 
 # EDIT=1: the interactive session's line editor with history (libedit, docs/model/features.md 3); default when installed
@@ -156,7 +156,7 @@ endif
 endif
 cuda-tests: $(BUILD)/tests/test_backend_ops $(BUILD)/tests/cuda/bench_cuda_ops $(BUILD)/tests/cuda/dit_block_cuda $(BUILD)/tests/cuda/test_cuda_bench $(BUILD)/tests/cuda/cmp_dumps \
             $(BUILD)/tests/cuda/test_flash_sm90 $(BUILD)/tests/cuda/vae_decode_cuda \
-            $(BUILD)/tests/cuda/test_cuda_upload $(BUILD)/tests/cuda/test_cuda_stream
+            $(BUILD)/tests/cuda/test_cuda_upload $(BUILD)/tests/cuda/test_cuda_stream $(BUILD)/tests/cuda/test_comm_nccl
 
 # libFuzzer targets (clang, ASan + UBSan): `make fuzz`, then e.g.
 #   build-fuzz/fuzz_safetensors -max_total_time=600 fuzz/corpus/safetensors
