@@ -106,6 +106,8 @@ typedef struct h3_engine_options {
                                     Metal engine's scheme) instead of per token */
     const char *transformer;    /* NULL, or a single-file transformer (safetensors or GGUF, the published single files'
                                    layout) used instead of the snapshot's transformer/ weights for t2va and fl2va */
+    const char *vae_quant;      /* "none" (default) or "fp8": the video decoder's block GEMMs as FP8 W8A8 (an opt-in
+                                   fast mode, not the reference's arithmetic); bf16 only */
 } h3_engine_options;
 
 H3_PUBLIC void h3_engine_options_init(h3_engine_options *o);

@@ -449,6 +449,50 @@ static void test_bf16_decode(h3_backend *be) {
     video_vae_free(v);
 }
 
+/* --vae-quant fp8 (docs/fast.md "Video decoder"): the bf16 mode with the block GEMMs as FP8 W8A8, against the same fp32
+ * goldens. Not the reference's arithmetic: FP8_DECODE_TOL is a bound on the measured error (docs/fast.md gives the
+ * numbers), and the decode must differ from the bf16 mode's (the FP8 GEMMs ran) and repeat bit for bit. */
+#define FP8_DECODE_TOL 5e-2
+static void test_fp8_decode(h3_backend *be) {
+    printf("fp8 decoder mode (--vae-quant fp8) vs the fp32 diffusers goldens\n");
+    h3_err e = {{0}};
+    video_vae *v = video_vae_new(be, GOLD_MODEL, VIDEO_VAE_DECODER | VIDEO_VAE_FP8, &e);
+    CHECK(v != NULL, "fp8 load: %s", e.msg);
+    if (!v) return;
+    const char *dec[] = {"decode_L7", "decode_L11", "decode_L7_untiled", "decode_L3"};
+    for (size_t i = 0; i < sizeof dec / sizeof dec[0]; i++) run_decode_case_tol(v, dec[i], FP8_DECODE_TOL, "fp8 ");
+    /* against the bf16 mode on one case: different (the FP8 path ran), and the same bits twice */
+    video_vae *vb = video_vae_new(be, GOLD_MODEL, VIDEO_VAE_DECODER | VIDEO_VAE_BF16, &e);
+    st_set *in = st_set_open(GOLD "/decode_L7.in.safetensors", &e);
+    CHECK(vb && in, "%s", e.msg);
+    if (vb && in) {
+        h3_tensor *z = load_f32(in, "latents");
+        video_vae_tiling t = case_tiling(in);
+        const int64_t L = z->shape[2], h = z->shape[3], w = z->shape[4];
+        const video_vae_config *c = video_vae_get_config(v);
+        const int64_t n = video_vae_decoded_frames(c, L, &e) * 3 * h * c->S * w * c->S;
+        float *a = malloc((size_t)n * sizeof(float)), *a2 = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+        int ok = video_vae_decode(v, z->data, L, h, w, &t, a, &e) == 0 && video_vae_decode(v, z->data, L, h, w, &t, a2, &e) == 0 &&
+                 video_vae_decode(vb, z->data, L, h, w, &t, b, &e) == 0;
+        CHECK(ok, "%s", e.msg);
+        if (ok) {
+            double rel = h3_rel_l2(a, b, (size_t)n);
+            printf("  fp8 vs bf16 decoder mode, decode_L7: rel_l2 %.3e\n", rel);
+            CHECK(rel > 0, "the fp8 decode equals the bf16 one: the FP8 GEMMs did not run");
+            CHECK(!memcmp(a, a2, (size_t)n * sizeof(float)), "two fp8 decodes differ");
+        }
+        free(a), free(a2), free(b);
+        h3_tensor_free(z);
+    }
+    st_set_free(in);
+    video_vae_free(vb);
+    video_vae_free(v);
+    v = video_vae_new(be, TINY_VAE, VIDEO_VAE_DECODER | VIDEO_VAE_FP8, &e);
+    CHECK(v != NULL, "fp8 tiny load: %s", e.msg);
+    if (v) run_decode_case_tol(v, "tiny_decode", FP8_DECODE_TOL, "fp8 ");
+    video_vae_free(v);
+}
+
 /* The tile-batched bf16 decoder (default) against the per-tile one (batch 1) and batches of 2 and 4 (batches
  * that end mid-clip and span clips): the same operations on the same rows; only OpenBLAS's sgemm may round a row
  * differently for another M (seen: 1 ulp, 1.2e-7), so max abs <= 1e-6 rather than bit-identical. */
@@ -510,6 +554,7 @@ int main(void) {
     test_goldens(be);
     test_bf16_decode(be);
     test_bf16_batched(be);
+    test_fp8_decode(be);
     test_load_errors(be);
     test_normalization();
     h3_backend_free(be);

@@ -57,6 +57,9 @@ static int open_options(h3_engine *eng, const h3_engine_options *o, h3_err *e) {
     if (!strcmp(q, "fp8")) eng->quant_fp8 = 1;
     else if (!strcmp(q, "int8")) eng->quant_int8 = 1;
     else if (strcmp(q, "none")) return h3_fail(e, "--quant must be none, fp8 or int8, got '%.64s'", q);
+    const char *vq = p->vae_quant ? p->vae_quant : "none";
+    if (!strcmp(vq, "fp8")) eng->vae_fp8 = 1;
+    else if (strcmp(vq, "none")) return h3_fail(e, "--vae-quant must be none or fp8, got '%.64s'", vq);
     if (p->memory < H3_MEMORY_PHASES || p->memory > H3_MEMORY_AUTO)
         return h3_fail(e, "memory must be H3_MEMORY_PHASES, H3_MEMORY_RESIDENT or H3_MEMORY_AUTO, got %d", p->memory);
     if (p->threads < 0 || p->threads > 4096) return h3_fail(e, "--threads must be 0..4096 (0: all cores), got %d", p->threads);

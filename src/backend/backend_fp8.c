@@ -39,5 +39,5 @@ void h3_fp8_linear_free(h3_backend *be, h3_fp8_linear *l) {
     if (!l) return;
     h3_free(be, l->q);
     h3_free(be, l->scale);
-    l->q = NULL, l->scale = NULL, l->N = l->K = 0;
+    l->q = NULL, l->scale = NULL, l->bias = NULL, l->N = l->K = 0;
 }

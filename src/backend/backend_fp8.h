@@ -4,7 +4,7 @@
  * channel) and every activation row (token) gets its own scale,
  *     scale = max(absmax(row), 1e-5) / 448,      q[c] = e4m3(x[c] / scale)
  * (fp32 division, round to nearest even, saturating at +-448; 448 is E4M3's largest finite value), and
- *     y[m, n] = bf16( acc[m, n] * (xs[m] * ws[n]) ),   acc = sum_k xq[m, k] * wq[n, k] in fp32
+ *     y[m, n] = bf16( acc[m, n] * (xs[m] * ws[n]) [+ bias[n]] ),   acc = sum_k xq[m, k] * wq[n, k] in fp32
  * (the products of two E4M3 values are exact in fp32). This is not the reference's arithmetic: it trades
  * the bf16 GEMMs' precision for twice the tensor-core rate. The CPU twins (cpu/cpu_fp8.c) define the
  * numerics; the CUDA twins (cuda/cuda_fp8.cu) quantize bit-identically and run cuBLASLt FP8 GEMMs with
@@ -19,11 +19,14 @@
 #define H3_FP8_MAX      448.0f
 #define H3_FP8_MIN_AMAX 1e-5f
 
-/* A quantized linear y = x W^T, W [N, K]: codes and per-output-channel scales in backend memory. */
+/* A quantized linear y = x W^T (+ b), W [N, K]: codes and per-output-channel scales in backend memory, and an
+ * optional bf16 bias the linear does not own (the video decoder's linears have one; the DiT's have none). The bias
+ * is added in fp32 to the scaled accumulator before the one rounding to bf16. */
 typedef struct h3_fp8_linear {
-    uint8_t *q;     /* [N][K] E4M3 codes */
-    float   *scale; /* [N] */
-    int64_t  N, K;
+    uint8_t       *q;     /* [N][K] E4M3 codes */
+    float         *scale; /* [N] */
+    const h3_bf16 *bias;  /* [N] or NULL; not freed by h3_fp8_linear_free */
+    int64_t        N, K;
 } h3_fp8_linear;
 
 /* Quantizes a BF16 weight [N, K] (backend memory, as h3_weight_upload / the model loaders give it) into
@@ -35,7 +38,8 @@ void h3_fp8_linear_free(h3_backend *be, h3_fp8_linear *l);
 void h3_fp8_quant_rows(h3_backend *be, uint8_t *q, float *scale, const h3_bf16 *x, int64_t rows, int64_t dim,
                        int64_t ldx);
 
-/* y[m, 0:N] (row stride ldy) = bf16( (xq[m] . wq[n]) * (xs[m] * ws[n]) ), xq [M][K] from h3_fp8_quant_rows. */
+/* y[m, 0:N] (row stride ldy) = bf16( (xq[m] . wq[n]) * (xs[m] * ws[n]) [+ w->bias[n]] ), xq [M][K] from
+ * h3_fp8_quant_rows. */
 void h3_fp8_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const uint8_t *xq, const float *xs, int64_t M,
                    const h3_fp8_linear *w);
 

@@ -179,7 +179,8 @@ static video_vae *start_model(h3_backend *be, const video_vae_config *cfg, int p
         return NULL;
     }
     v->be = be;
-    v->bf16 = (parts & VIDEO_VAE_BF16) && (parts & VIDEO_VAE_DECODER);
+    v->fp8 = (parts & VIDEO_VAE_FP8) && (parts & VIDEO_VAE_DECODER);
+    v->bf16 = ((parts & VIDEO_VAE_BF16) || v->fp8) && (parts & VIDEO_VAE_DECODER);
     v->parts = parts & (VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER);
     v->cfg = *cfg;
     v->batch = env_decode_batch();
@@ -246,6 +247,23 @@ static int fuse_qkv(video_vae *v, h3_err *e) {
     return 0;
 }
 
+/* VIDEO_VAE_FP8: an FP8 copy of each block GEMM's BF16 weight (the bf16 one stays, for the per-tile path and the
+ * probe), its bf16 bias attached for the GEMM's epilogue. */
+static int quantize_fp8(video_vae *v, h3_err *e) {
+    for (int i = 0; i < v->cfg.dec_layers; i++) {
+        vv_block *b = &v->blocks[i];
+        struct { h3_fp8_linear *l; const h3_tensor *w, *b; } job[4] = {
+            {&b->qkv8, b->qkv, b->qkvb}, {&b->o8, &b->o, &b->ob}, {&b->ff18, &b->ff1, &b->ff1b}, {&b->ff28, &b->ff2, &b->ff2b}};
+        for (int j = 0; j < 4; j++) {
+            if (job[j].b->dtype != H3_BF16)
+                return h3_fail(e, "video VAE: --vae-quant fp8: block %d's biases must be BF16 (the bf16 mode's)", i);
+            if (h3_fp8_linear_new(v->be, job[j].l, job[j].w, e) != 0) return -1;
+            job[j].l->bias = job[j].b->data;
+        }
+    }
+    return h3_backend_check(v->be, e);
+}
+
 /* After the weights: per-level and per-block structs, then the named views into the weights. */
 static int finish_model(video_vae *v, h3_err *e) {
     for (int L = 0; L < v->cfg.num_levels; L++) {
@@ -255,7 +273,8 @@ static int finish_model(video_vae *v, h3_err *e) {
     v->blocks = calloc((size_t)(v->cfg.dec_layers ? v->cfg.dec_layers : 1), sizeof(vv_block));
     if (!v->blocks) return h3_fail(e, "out of memory");
     wire(v);
-    return v->bf16 ? fuse_qkv(v, e) : 0;
+    if (v->bf16 && fuse_qkv(v, e) != 0) return -1;
+    return v->fp8 ? quantize_fp8(v, e) : 0;
 }
 
 video_vae *video_vae_new(h3_backend *be, const char *vae_dir, int parts, h3_err *e) {
@@ -339,8 +358,13 @@ void video_vae_free(video_vae *v) {
     for (int L = 0; L < VVAE_MAX_LEVELS; L++) free(v->levels[L].res);
     if (v->blocks)
         for (int i = 0; i < v->cfg.dec_layers; i++) {
-            h3_weight_free(v->be, v->blocks[i].qkv);
-            h3_weight_free(v->be, v->blocks[i].qkvb);
+            vv_block *b = &v->blocks[i];
+            h3_weight_free(v->be, b->qkv);
+            h3_weight_free(v->be, b->qkvb);
+            h3_fp8_linear_free(v->be, &b->qkv8);
+            h3_fp8_linear_free(v->be, &b->o8);
+            h3_fp8_linear_free(v->be, &b->ff18);
+            h3_fp8_linear_free(v->be, &b->ff28);
         }
     for (int s = 0; s < 2; s++) h3_vae_host_free(v->be, v->pin[s]);
     free(v->blocks);
@@ -558,20 +582,22 @@ typedef struct vv_bat_ws { /* backend buffers for batches of up to B tiles of up
     int64_t  rope_Tl, rope_h, rope_w; /* grid of the RoPE tables in cos/sin (0: none yet) */
     float   *tok, *pq, *x, *out[2], *cos, *sin, *zero, *lnf;
     h3_bf16 *a, *qkv, *o, *br, *g, *z;
+    uint8_t *xq;                      /* VIDEO_VAE_FP8: a GEMM input's E4M3 codes [M][max(D, F)] */
+    float   *xs;                      /* and its per-row scales [M] */
     float   *qkv32, *o32;             /* head dims other than 64 / 128 only: h3_attention's fp32 rows */
     float   *h_cos, *h_sin; /* host */
 } vv_bat_ws;
 
 static void bat_ws_free(h3_backend *be, vv_bat_ws *w) {
     void *dev[] = {w->tok, w->pq, w->x, w->out[0], w->out[1], w->cos, w->sin, w->zero,
-                   w->a, w->qkv, w->o, w->br, w->g, w->z, w->qkv32, w->o32};
+                   w->a, w->qkv, w->o, w->br, w->g, w->z, w->xq, w->xs, w->qkv32, w->o32};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) h3_free(be, dev[i]);
     free(w->h_cos);
     free(w->h_sin);
     memset(w, 0, sizeof *w);
 }
 
-static int bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int64_t np, vv_bat_ws *w, h3_err *e) {
+static int bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int64_t np, int fp8, vv_bat_ws *w, h3_err *e) {
     memset(w, 0, sizeof *w);
     const int64_t N = dec_tokens(c, np), M = B * N, D = c->dim, F = c->ffn_inner;
     w->B = B, w->np = np, w->N = N, w->fr = M;
@@ -591,6 +617,11 @@ static int bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int6
     w->g = h3_alloc(be, (size_t)(w->fr * F) * hb);
     w->z = h3_alloc(be, zb > lb ? zb : lb);
     w->lnf = (float *)w->z;
+    if (fp8) {
+        w->xq = h3_alloc(be, (size_t)(M * (D > F ? D : F)));
+        w->xs = h3_alloc(be, (size_t)M * f);
+        if (!w->xq || !w->xs) w->z = NULL; /* reported below */
+    }
     if (c->dec_head_dim != 64 && c->dec_head_dim != 128) { /* tiny configs: h3_bf16_attention takes 64 / 128 */
         w->qkv32 = h3_alloc(be, (size_t)(N * 3 * D) * f);
         w->o32 = h3_alloc(be, (size_t)(N * D) * f);
@@ -605,6 +636,18 @@ static int bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int6
                        (long long)N);
     }
     return 0;
+}
+
+/* One block GEMM of the batched decoder: y [rows][N] (stride ldy) = x W^T + b, x bf16 [rows][K] (stride ldx):
+ * the BF16 GEMM, or with VIDEO_VAE_FP8 the input's per-row quantization and the FP8 GEMM (bias in its epilogue). */
+static void bat_linear(video_vae *v, vv_bat_ws *w, h3_bf16 *y, int64_t ldy, const h3_bf16 *x, int64_t ldx, int64_t rows,
+                       const h3_tensor *wt, const h3_tensor *bias, const h3_fp8_linear *q) {
+    if (!v->fp8) {
+        h3_bf16_matmul(v->be, y, ldy, x, ldx, rows, wt, bias);
+        return;
+    }
+    h3_fp8_quant_rows(v->be, w->xq, w->xs, x, rows, q->K, ldx);
+    h3_fp8_matmul(v->be, y, ldy, w->xq, w->xs, rows, q);
 }
 
 /* B tiles of Tl x h x w latents (host tokens h_tok [B][np][C], a h3_vae_host_alloc buffer) through docs/model/video_vae.md 7 steps 1-8 as one stack of
@@ -636,7 +679,7 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t
     vp_mark(v, VP_IN);
     for (int i = 0; i < c->dec_layers; i++) {
         const vv_block *b = &v->blocks[i];
-        h3_bf16_matmul(be, w->qkv, 3 * D, w->a, D, M, b->qkv, b->qkvb); /* [q | k | v] rows */
+        bat_linear(v, w, w->qkv, 3 * D, w->a, D, M, b->qkv, b->qkvb, &b->qkv8); /* [q | k | v] rows */
         vp_mark(v, VP_QKV);
         h3_vae_qk_norm_rope(be, w->qkv, M, 3 * D, N, 2 * H, hd, eps, c->rope_dim, w->cos, w->sin);
         vp_mark(v, VP_QK);
@@ -651,17 +694,17 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t
             }
         }
         vp_mark(v, VP_ATTN);
-        h3_bf16_matmul(be, w->br, D, w->o, D, M, &b->o, &b->ob);
+        bat_linear(v, w, w->br, D, w->o, D, M, &b->o, &b->ob, &b->o8);
         vp_mark(v, VP_OUT);
         h3_vae_residual_rmsnorm(be, w->x, w->a, w->br, b->scale1, M, D, b->norm2, eps); /* x += attn*scale1; norm2 */
         vp_mark(v, VP_NORM);
         for (int64_t r0 = 0; r0 < M; r0 += w->fr) {
             const int64_t nr = M - r0 < w->fr ? M - r0 : w->fr;
-            h3_bf16_matmul(be, w->z, 2 * F, w->a + r0 * D, D, nr, &b->ff1, &b->ff1b); /* [value | gate] */
+            bat_linear(v, w, w->z, 2 * F, w->a + r0 * D, D, nr, &b->ff1, &b->ff1b, &b->ff18); /* [value | gate] */
             vp_mark(v, VP_FF1);
             h3_bf16_swiglu(be, w->g, w->z, nr, F, 2 * F, 0, F);
             vp_mark(v, VP_SWIGLU);
-            h3_bf16_matmul(be, w->br + r0 * D, D, w->g, F, nr, &b->ff2, &b->ff2b);
+            bat_linear(v, w, w->br + r0 * D, D, w->g, F, nr, &b->ff2, &b->ff2b, &b->ff28);
             vp_mark(v, VP_FF2);
         }
         const float *next = i + 1 < c->dec_layers ? v->blocks[i + 1].norm1 : NULL; /* x += ffn*scale2; next norm1 */
@@ -830,7 +873,7 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
         if (!v->pin_bytes) return h3_fail(e, "video VAE decoder: out of host memory for %zu-byte download buffers", need);
     }
     vv_bat_ws w;
-    if (bat_ws_new(be, c, cap, np0, &w, e) != 0) return -1;
+    if (bat_ws_new(be, c, cap, np0, v->fp8, &w, e) != 0) return -1;
     v->vp_on = h3_knob_int(H3_KNOB_VAE_PROFILE, 0) > 0;
     memset(v->vp_acc, 0, sizeof v->vp_acc);
     double vp_start = vp_now();
@@ -940,7 +983,8 @@ int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, 
     for (int64_t m = 0; m < d.main_n; m++) d.slot[c->P + m] = m;
     for (int64_t m = 0; m < d.tail_n; m++) d.slot[c->CF + c->P + m] = d.main_n + m;
 
-    if ((v->bf16 && v->batch != 1 ? decode_jobs_batched(&d, e) : decode_jobs_per_tile(&d, e)) != 0) goto done;
+    /* the per-tile path has no FP8 GEMMs: VIDEO_VAE_FP8 always batches (a batch of one tile with batch 1) */
+    if ((v->bf16 && (v->batch != 1 || v->fp8) ? decode_jobs_batched(&d, e) : decode_jobs_per_tile(&d, e)) != 0) goto done;
     for (int64_t m = 0; m < d.have_pend && d.emitted < total; m++, d.emitted++)
         if (sink(ctx, d.emitted, d.pend + m * d.frame, e) != 0) goto done;
     rc = 0;

@@ -3,6 +3,7 @@
 #ifndef H3_VIDEO_VAE_INTERNAL_H
 #define H3_VIDEO_VAE_INTERNAL_H
 
+#include "../backend/backend_fp8.h"
 #include "../io/safetensors.h"
 #include "video_vae.h"
 
@@ -22,6 +23,7 @@ typedef struct vv_block {
     h3_tensor    ffv, ffvb, ffg, ffgb, ff2, ff2b; /* ff.net.0.proj split into its value / gate halves */
     h3_tensor    ff1, ff1b;                        /* ff.net.0.proj whole: [value; gate] (one GEMM) */
     h3_tensor   *qkv, *qkvb; /* bf16 mode: [to_q; to_k; to_v] (BF16) and their biases (F32), owned; q/k/v view it */
+    h3_fp8_linear qkv8, o8, ff18, ff28; /* VIDEO_VAE_FP8: the four block GEMMs' FP8 copies (biases: the bf16 ones) */
 } vv_block;
 
 struct video_vae {
@@ -30,6 +32,7 @@ struct video_vae {
     st_set          *set;
     int              parts;
     int              bf16;    /* VIDEO_VAE_BF16: decoder block matrices BF16, H3_BF16_OUT on them */
+    int              fp8;     /* VIDEO_VAE_FP8: the block GEMMs through their FP8 copies (implies bf16) */
     h3_expect_list   names;   /* tensors loaded, same order as `w` */
     void           (*log)(void *user, int kind, const char *line); /* video_vae_set_log: H3_VAE_PROFILE's line */
     void            *log_user;

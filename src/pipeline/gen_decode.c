@@ -119,6 +119,7 @@ int phase_video(gen *s, h3_err *e) {
     }
     if (!v) return -1;
     video_vae_set_log(v, s->r->log, s->r->log_user); /* H3_VAE_PROFILE's line */
+    if (parts & VIDEO_VAE_FP8) gen_log(s->r, "video VAE decoder: block GEMMs as FP8 W8A8 (--vae-quant fp8, docs/fast.md)");
     const video_vae_config *c = video_vae_get_config(v);
     const layout_geometry *g = &s->g;
     frame_sink_ctx fc = {s, g->height, g->width, NULL};

@@ -29,10 +29,11 @@ void model_key(const gen *s, const char *dir, const char *settings, uint64_t sal
 
 /* The video decoder a request decodes with on be: its folder, parts and cache key. On the GPU, --precision bf16
  * decodes with the bf16 decoder (the reference decodes under autocast); the CPU keeps the fp32 decoder, the
- * numerical reference. */
+ * numerical reference, unless --vae-quant fp8 asks for the FP8 decoder (an explicit choice, on either backend). */
 int video_decoder_key(const gen *s, const h3_backend *be, char *dir, size_t cap, char *key) {
     path_in(s, "vae", dir, cap);
-    const int parts = VIDEO_VAE_DECODER | (s->r->bf16 && be->kind == H3_BACKEND_CUDA ? VIDEO_VAE_BF16 : 0);
+    const int parts = VIDEO_VAE_DECODER | (s->r->bf16 && be->kind == H3_BACKEND_CUDA ? VIDEO_VAE_BF16 : 0) |
+                      (s->r->vae_fp8 ? VIDEO_VAE_FP8 : 0);
     char settings[32];
     snprintf(settings, sizeof settings, "parts %d", parts);
     model_key(s, dir, settings, RANDOM_VIDEO, key);

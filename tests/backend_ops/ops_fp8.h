@@ -63,9 +63,10 @@ static void c_fp8_quant(bo_ctx *c, const bo_row *r) {
     free(qh), free(sh);
 }
 
-/* ---- fp8_matmul on the twin's quantized x: a = M, N, K, ldy; columns past N stay (NaN) ---- */
+/* ---- fp8_matmul on the twin's quantized x: a = M, N, K, ldy, bias (1: a bf16 bias on the linear, as the video
+ * decoder's); columns past N stay (NaN) ---- */
 static void c_fp8_matmul(bo_ctx *c, const bo_row *r) {
-    const int64_t M = r->a[0], N = r->a[1], K = r->a[2], ldy = r->a[3];
+    const int64_t M = r->a[0], N = r->a[1], K = r->a[2], ldy = r->a[3], with_bias = r->a[4];
     h3_err e = {{0}};
     int64_t shape[2] = {N, K};
     uint16_t *xh = c->perf ? rand_bf16(1, 1.0f) : bo_fp8_rows(M, K, 1.0f), *wh = bo_fp8_rows(N, K, 0.05f);
@@ -80,6 +81,10 @@ static void c_fp8_matmul(bo_ctx *c, const bo_row *r) {
             if (!c->perf) bo_assert(c, s ? "h3_fp8_linear_new (side 1)" : "h3_fp8_linear_new (twin)", ok[s], e.msg[0] ? e.msg : "ok");
         }
     if (!(ok[1] && (c->perf || ok[0]))) goto done;
+    uint16_t *bh = with_bias ? rand_bf16(N, 0.5f) : NULL;
+    bo_buf *bias = with_bias ? bo_in(c, BO_BF16, N, bh) : NULL;
+    for (int s = 0; s < 2; s++)
+        if (bias && bo_has(c, s)) l[s].bias = bias->p[s];
     bo_buf *xq, *xs;
     if (c->perf) {
         xq = bo_out(c, BO_U8, M * K), xs = bo_rand(c, BO_F32, M, 0.01f, 0);
@@ -123,13 +128,14 @@ static void c_fp8_matmul(bo_ctx *c, const bo_row *r) {
                 for (int64_t j = 0; j < N; j++) {
                     double acc = 0;
                     for (int64_t k = 0; k < K; k++) acc += (double)h3_f8e4m3_to_f32(qx[i * K + k]) * h3_f8e4m3_to_f32(l[0].q[j * K + k]);
-                    ref[i * N + j] = acc * sx[i] * l[0].scale[j];
+                    ref[i * N + j] = acc * sx[i] * l[0].scale[j] + (bh ? (double)h3_bf16_to_f32(bh[j]) : 0.0);
                 }
             bo_ref(c, "y", f0, ref, M * N, 4e-3);
             free(ref);
         }
         free(y0), free(y1), free(f0), free(f1);
     }
+    free(bh);
 done:
     for (int s = 0; s < 2; s++) {
         if (ok[s]) h3_fp8_linear_free(c->be[s], &l[s]);

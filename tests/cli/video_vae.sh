@@ -25,4 +25,15 @@ run_bad "no vae" "config.json" "$tmp/x5" vae-decode --model "$tmp" \
     --in $G/decode_L7.in.safetensors --out "$tmp/x5"
 run_bad "encode size" "multiples of the spatial ratio" "$tmp/x6" vae-encode --model $TINY \
     --in $G/encode_T1.in.safetensors --out "$tmp/x6"
+# --vae-quant fp8 (docs/fast.md): runs, and differs from the bf16 decoder (its numbers: tests/test_video_vae.c)
+run_ok "fp8 decoder" vae-decode --model $G/model --precision bf16 --vae-quant fp8 --in $G/decode_L8.in.safetensors \
+    --out "$tmp/d8.safetensors"
+run_ok "bf16 decoder" vae-decode --model $G/model --precision bf16 --in $G/decode_L8.in.safetensors --out "$tmp/d16.safetensors"
+[ -s "$tmp/d8.safetensors" ] && ! cmp -s "$tmp/d8.safetensors" "$tmp/d16.safetensors" && ok || bad "fp8 decode missing or equal to bf16"
+run_bad "fp8 needs bf16" "needs --precision bf16" "$tmp/x7" vae-decode --model $G/model --vae-quant fp8 \
+    --in $G/decode_L7.in.safetensors --out "$tmp/x7"
+run_bad "bad --vae-quant" "must be none or fp8" "$tmp/x8" vae-decode --model $G/model --precision bf16 --vae-quant int4 \
+    --in $G/decode_L7.in.safetensors --out "$tmp/x8"
+run_bad "--vae-quant on encode" "vae-decode op only" "$tmp/x9" vae-encode --model $G/model --precision bf16 --vae-quant fp8 \
+    --in $G/encode_T1.in.safetensors --out "$tmp/x9"
 echo "RESULT $pass $fail"

@@ -253,20 +253,22 @@ static void vae_log_stderr(void *user, int kind, const char *line) {
 
 /* batches: the video_vae_set_decode_batch values to time at every shape (nb of them; nb = 0: the default only,
  * and the VAE line carries no vae_batch field). */
-static int bench_vae(h3_backend *be, const char *config_dir, int bf16, const bench_shape *shapes, int n,
+static int bench_vae(h3_backend *be, const char *config_dir, int bf16, int vae_fp8, const bench_shape *shapes, int n,
                      int repeats, const int *batches, int nb, bench_result *res, h3_err *e) {
     video_vae_config cfg;
     if (video_vae_config_load(config_dir, &cfg, e) != 0) return -1;
     double t0 = now_s();
-    video_vae *v = video_vae_new_random(be, &cfg, VIDEO_VAE_DECODER | (bf16 ? VIDEO_VAE_BF16 : 0), 7, e);
+    video_vae *v = video_vae_new_random(be, &cfg, VIDEO_VAE_DECODER | (bf16 ? VIDEO_VAE_BF16 : 0) | (vae_fp8 ? VIDEO_VAE_FP8 : 0),
+                                        7, e);
     if (!v) return -1;
     video_vae_set_log(v, vae_log_stderr, NULL);
     h3_sync(be);
     printf("vae: config %s: decoder %d layers, dim %d, random weights made in %.2f s; released tiling "
            "(256 x 256, overlap 64); %s\n",
            config_dir, cfg.dec_layers, cfg.dim, now_s() - t0,
-           bf16 ? "bf16 mode (block linears BF16 + bf16 attention, proj_out fp16, norms/residual/proj_in fp32)"
-                : "fp32 (exact paths)");
+           vae_fp8 ? "fp8 mode (--vae-quant fp8: block linears FP8 W8A8 + bf16 attention, the rest as the bf16 mode)"
+           : bf16  ? "bf16 mode (block linears BF16 + bf16 attention, proj_out fp16, norms/residual/proj_in fp32)"
+                   : "fp32 (exact paths)");
     fflush(stdout);
     video_vae_tiling tiling = video_vae_tiling_default();
     int rc = -1;
@@ -344,7 +346,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: h3 bench [--backend cuda|cpu] [--shapes WxHxF,...] [--text T] [--repeats N] [--vae-repeats N]\n"
             "                [--precision bf16|fp32] [--quant none|fp8] [--token-reduction B:E] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
-            "                [--vae-batch N,...] [--ssd-streaming 0|1] [--check-blocks 0|1]\n"
+            "                [--vae-batch N,...] [--vae-quant none|fp8] [--ssd-streaming 0|1] [--check-blocks 0|1]\n"
             "--check-blocks 1: the per-block non-finite check h3 generate --profile runs (its cost)\n"
             "defaults: --backend cuda --shapes 512x512x22,544x960x124,1344x768x124 --text 256 --repeats 2\n"
             "          --vae-repeats 1 --precision bf16 --what dit,vae\n"
@@ -364,6 +366,7 @@ int cmd_bench(int argc, char **argv) {
     const char *what = "dit,vae", *config = "tests/fixtures/skeleton/transformer";
     const char *vae_config = "tests/fixtures/skeleton/vae", *text_arg = "256", *rep_arg = "2", *vrep_arg = "1";
     const char *vbatch_arg = NULL, *quant = "none", *reduce_arg = NULL, *stream_arg = "0", *check_arg = "0";
+    const char *vae_quant = "none";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -382,6 +385,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--config")) dst = &config;
         else if (!strcmp(a, "--vae-config")) dst = &vae_config;
         else if (!strcmp(a, "--vae-batch")) dst = &vbatch_arg;
+        else if (!strcmp(a, "--vae-quant")) dst = &vae_quant;
         else if (!strcmp(a, "--ssd-streaming")) dst = &stream_arg;
         else if (!strcmp(a, "--check-blocks")) dst = &check_arg;
         else return cli_error("bench: unknown argument '%s' (see h3 bench --help)", a);
@@ -398,6 +402,10 @@ int cmd_bench(int argc, char **argv) {
     if (strcmp(quant, "none") && strcmp(quant, "fp8")) return cli_error("bench: --quant must be none or fp8, got '%s'", quant);
     int fp8 = !strcmp(quant, "fp8");
     if (fp8 && !bf16) return cli_error("bench: --quant fp8 needs --precision bf16");
+    if (strcmp(vae_quant, "none") && strcmp(vae_quant, "fp8"))
+        return cli_error("bench: --vae-quant must be none or fp8, got '%s'", vae_quant);
+    const int vae_fp8 = !strcmp(vae_quant, "fp8");
+    if (vae_fp8 && !bf16) return cli_error("bench: --vae-quant fp8 needs --precision bf16");
     if (strcmp(stream_arg, "0") && strcmp(stream_arg, "1"))
         return cli_error("bench: --ssd-streaming must be 0 or 1, got '%s'", stream_arg);
     const int stream = !strcmp(stream_arg, "1");
@@ -472,7 +480,7 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "h3: bench: DiT: %s\n", e.msg);
         rc = 1;
     }
-    if (rc == 0 && do_vae && bench_vae(be, vae_config, bf16, shapes, n, vae_repeats, vbatch, nvb, res, &e) != 0) {
+    if (rc == 0 && do_vae && bench_vae(be, vae_config, bf16, vae_fp8, shapes, n, vae_repeats, vbatch, nvb, res, &e) != 0) {
         fprintf(stderr, "h3: bench: video VAE decode: %s\n", e.msg);
         printf("VAE not measured: %s\n", e.msg);
         rc = 1;

@@ -43,6 +43,7 @@ static void usage(FILE *f) {
             "  --precision bf16|fp32    bf16 as the release runs (default) or the fp32 reference\n"
             "  --quant none|fp8|int8    fp8: the DiT blocks' linears as FP8 W8A8 (faster, not the reference's numerics);\n"
             "                           int8: INT8 W8A8 quantized at load (docs/int8.md; CPU only so far)\n"
+            "  --vae-quant none|fp8     fp8: the video decoder's block GEMMs as FP8 W8A8 (faster, not the reference's numerics)\n"
             "  --int8-fc2-groups        int8: the FFN down input scaled per 1024 channels instead of per token\n"
             "  --transformer FILE       a single-file transformer (safetensors or GGUF, the published single files'\n"
             "                           layout) instead of the snapshot's transformer/ weights (docs/checkpoints.md)\n"
@@ -80,7 +81,7 @@ static const char *const value_flags[] = {
     "-d", "--model-dir", "-p", "--prompt", "-o", "--output", "--frames-dir", "--wav", "--dump-latents", "--first-frame",
     "--last-frame", "--width", "--height", "--frames", "--steps", "--reuse", "--layers", "--core-reuse",
     "--render-width", "--render-height", "--threads", "--zoom", "--seconds", "--seed", "--precision",
-    "--ref-image-size", "--quant", "--backend", "--device", "--transformer", "--ref-image", "--ref-silent-video", "--ref-video",
+    "--ref-image-size", "--quant", "--vae-quant", "--backend", "--device", "--transformer", "--ref-image", "--ref-silent-video", "--ref-video",
     "--ref-video-audio", "--ref-audio", NULL};
 static const char *const switch_flags[] = {"--profile", "--random-weights", "--resident", "--token-reduction",
                                            "--ssd-streaming", "--show", "--info", "--use-reference-rope",
@@ -213,6 +214,10 @@ int cmd_generate(int argc, char **argv) {
             if (strcmp(v, "fp8") && strcmp(v, "int8") && strcmp(v, "none"))
                 return cli_error("generate: --quant must be none, fp8 or int8, got '%s'", h3_quote(v));
             o->quant = v;
+        } else if (!strcmp(a, "--vae-quant")) {
+            if (strcmp(v, "fp8") && strcmp(v, "none"))
+                return cli_error("generate: --vae-quant must be none or fp8, got '%s'", h3_quote(v));
+            o->vae_quant = v;
         } else if (!strcmp(a, "--backend")) {
             if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
                 return cli_error("generate: --backend must be cpu or cuda (or auto, the default), got '%s'", h3_quote(v));

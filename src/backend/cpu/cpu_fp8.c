@@ -52,8 +52,11 @@ void cpu_fp8_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const uint8_t *xq, 
                         (int)K, 0.0f, acc, (int)nt);
 #pragma omp parallel for schedule(static) if (mt * nt >= 32768)
             for (int64_t r = 0; r < mt; r++)
-                for (int64_t c = 0; c < nt; c++)
-                    y[(m0 + r) * ldy + n0 + c] = h3_f32_to_bf16(acc[r * nt + c] * (xs[m0 + r] * w->scale[n0 + c]));
+                for (int64_t c = 0; c < nt; c++) {
+                    float v = acc[r * nt + c] * (xs[m0 + r] * w->scale[n0 + c]);
+                    if (w->bias) v += h3_bf16_to_f32(w->bias[n0 + c]); /* (no +0 without one: -0 stays -0) */
+                    y[(m0 + r) * ldy + n0 + c] = h3_f32_to_bf16(v);
+                }
         }
     }
     free(xf), free(wf), free(acc);

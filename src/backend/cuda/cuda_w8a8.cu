@@ -78,10 +78,14 @@ extern "C" void cuda_fp8_quant_rows(h3_backend *be, uint8_t *q, float *scale, co
     CUDA_LAUNCHED(be, "fp8_quant_rows");
 }
 
-/* fallback epilogue: y = bf16(acc * (xs[m] * ws[n])) */
+/* fallback epilogue: y = bf16(acc * (xs[m] * ws[n]) [+ bias[n]]) */
 static __global__ void k_scale_rows_cols(uint16_t *y, int64_t ldy, const float *acc, const float *xs, const float *ws,
-                                         int64_t M, int64_t N) {
-    FOR_ROWS_COLS(m, n, M, N) y[m * ldy + n] = f32_to_bf16_bits(acc[m * N + n] * (xs[m] * ws[n]));
+                                         const uint16_t *bias, int64_t M, int64_t N) {
+    FOR_ROWS_COLS(m, n, M, N) {
+        float v = acc[m * N + n] * (xs[m] * ws[n]);
+        if (bias) v += __uint_as_float((uint32_t)bias[n] << 16);
+        y[m * ldy + n] = f32_to_bf16_bits(v);
+    }
 }
 
 
@@ -119,7 +123,8 @@ static cublasStatus_t fp8_gemm(h3_backend *be, int kind, void *y, int64_t ldd, c
     cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
     int8_t fast8 = (int8_t)fast;
     cublasStatus_t st;
-    cuda_gemm_plan *plan = find_plan(c, kind, M, N, K, ldd, align, fast);
+    const int with_bias = kind == CUDA_GEMM_FP8 && w->bias; /* the bias in cuBLASLt's epilogue (bf16, as D) */
+    cuda_gemm_plan *plan = find_plan(c, kind, M, N, K, ldd, align, fast + 2 * with_bias);
     if (plan && plan->mode == 1) return CUBLAS_STATUS_NOT_SUPPORTED;
     if ((st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS) return st;
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA);
@@ -133,6 +138,14 @@ static cublasStatus_t fp8_gemm(h3_backend *be, int kind, void *y, int64_t ldd, c
         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
     }
+    if (with_bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        cudaDataType_t bt = CUDA_R_16BF;
+        const void *bp = w->bias;
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp);
+    }
     if ((st = cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)N, K)) != CUBLAS_STATUS_SUCCESS ||
         (st = cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, (uint64_t)K, (uint64_t)M, K)) != CUBLAS_STATUS_SUCCESS ||
         (st = cublasLtMatrixLayoutCreate(&ld, dt, (uint64_t)N, (uint64_t)M, ldd)) != CUBLAS_STATUS_SUCCESS)
@@ -140,7 +153,7 @@ static cublasStatus_t fp8_gemm(h3_backend *be, int kind, void *y, int64_t ldd, c
     if (!plan) {
         cublasLtMatmulAlgo_t algo;
         st = cuda_lt_heuristic(be, op, la, lb, ld, align, &algo);
-        plan = new_plan(c, kind, M, N, K, ldd, align, fast);
+        plan = new_plan(c, kind, M, N, K, ldd, align, fast + 2 * with_bias);
         if (st != CUBLAS_STATUS_SUCCESS) {
             plan->mode = 1; /* remembered: the next call goes straight to the fallback */
             goto done;
@@ -185,7 +198,8 @@ extern "C" void cuda_fp8_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const u
         snprintf(what, sizeof what, "cublasLt fp8 matmul (M %lld N %lld K %lld)", (long long)M, (long long)N, (long long)K);
         cuda_record_error(be, what, cublasLtGetStatusString(st));
     } else {
-        k_scale_rows_cols<<<grid_rows_cols(M, N, 256), 256, 0, c->stream>>>(y, ldy, acc, xs, w->scale, M, N);
+        k_scale_rows_cols<<<grid_rows_cols(M, N, 256), 256, 0, c->stream>>>(y, ldy, acc, xs, w->scale,
+                                                                            (const uint16_t *)w->bias, M, N);
         CUDA_LAUNCHED(be, "fp8_matmul (scale pass)");
     }
     cuda_free(be, acc);
