@@ -31,6 +31,7 @@ void h3_engine_options_init(h3_engine_options *o) {
     o->backend = "auto";
     o->precision = "bf16";
     o->quant = "none";
+    o->vae_quant = "none";
     o->memory = H3_MEMORY_PHASES;
 }
 
@@ -84,7 +85,7 @@ static int open_options(h3_engine *eng, const h3_engine_options *o, h3_err *e) {
         return h3_fail(e, "--backend must be auto, cpu or cuda, got '%.64s'", b);
     }
     /* the strings are the caller's: only the parsed values above are kept */
-    p->backend = eng->cuda ? "cuda" : "cpu", p->precision = p->quant = p->transformer = NULL;
+    p->backend = eng->cuda ? "cuda" : "cpu", p->precision = p->quant = p->transformer = p->vae_quant = NULL;
     return 0;
 }
 
