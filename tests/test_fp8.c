@@ -74,7 +74,7 @@ static void test_fixture(h3_backend *be) {
 
     /* GEMM on torch's own codes: against _scaled_mm and against the float64 product */
     uint16_t *out = malloc((size_t)(M * (N + 3)) * 2);
-    h3_fp8_linear tw = {wq.data, ws.data, N, K};
+    h3_fp8_linear tw = {.q = wq.data, .scale = ws.data, .N = N, .K = K};
     h3_fp8_matmul(be, out, N + 3, xq.data, xs.data, M, &tw);
     float *got = malloc((size_t)(M * N) * sizeof(float));
     for (int64_t r = 0; r < M; r++)
