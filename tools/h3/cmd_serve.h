@@ -31,15 +31,17 @@ typedef struct serve_input {
 
 #define SERVE_MAX_INPUTS (2 + H3_MAX_REFERENCES)
 
-/* A validated-by-syntax job request. The ranges and combinations are checked later by h3_engine_check (the rules
+/* A validated-by-syntax job request (no library call: the fuzz target links cmd_serve_parse.c alone). The ranges and combinations are checked later by h3_engine_check (the rules
  * the CLI uses), after the inputs were written. */
 typedef struct serve_spec {
     json_t     *settings;     /* the accepted fields without input bytes (persisted, echoed, re-run by the page) */
     const char *prompt;       /* inside settings */
-    int         width, height, frames, steps, reuse, layers, core_reuse, token_reduction;
-    int         render_width, render_height, ref_image_size, reference_rope, previews;
+    int         width, height, frames, steps, reuse, layers, core_reuse, token_reduction; /* 0 = not given */
+    int         render_width, render_height, reference_rope, previews;
+    int         ref_image_size;                                               /* -1 = not given */
     double      seconds;
     uint64_t    seed;
+    int         seed_given;
     serve_input inputs[SERVE_MAX_INPUTS];
     int         ninputs;
 } serve_spec;
@@ -56,8 +58,6 @@ int  serve_spec_parse(const char *content_type, const char *body, size_t len, co
 /* The persisted settings (job.json) -> *s without inputs (the job's input files are on disk). 0 or -1. */
 int  serve_spec_from_settings(json_t *settings, serve_spec *s, char *err, size_t cap);
 void serve_spec_free(serve_spec *s);
-/* h3_params from s: the fields; the inputs' paths are the caller's (paths[i] for s->inputs[i], audio_paths[i]). */
-void serve_spec_params(const serve_spec *s, h3_params *p);
 
 /* Base64 (RFC 4648, padding optional, no whitespace; a "data:...;base64," prefix skipped). malloc'd bytes or NULL. */
 unsigned char *serve_base64_decode(const char *s, size_t n, size_t *out_len);

@@ -331,6 +331,21 @@ static int new_id(char id[SERVE_ID_LEN + 1]) {
     return 0;
 }
 
+/* h3_params from s: the API's defaults, then the fields the request gave */
+static void spec_params(const serve_spec *s, h3_params *p) {
+    h3_params_init(p);
+    p->prompt = s->prompt;
+    p->width = s->width, p->height = s->height, p->frames = s->frames, p->seconds = s->seconds;
+    p->render_width = s->render_width, p->render_height = s->render_height;
+    if (s->steps) p->steps = s->steps;
+    if (s->reuse) p->reuse = s->reuse;
+    if (s->layers) p->layers = s->layers;
+    if (s->core_reuse) p->core_reuse = s->core_reuse;
+    if (s->seed_given) p->seed = s->seed;
+    if (s->ref_image_size >= 0) p->ref_image_size = s->ref_image_size;
+    p->token_reduction = s->token_reduction, p->reference_rope = s->reference_rope;
+}
+
 /* the job's h3_params (paths into the caller's buffers) */
 typedef struct job_paths {
     char out[1200];
@@ -339,7 +354,7 @@ typedef struct job_paths {
 
 static void job_params(const serve_server *sv, const char *id, const serve_spec *s, json_t *inputs, h3_params *p,
                        job_paths *jp) {
-    serve_spec_params(s, p);
+    spec_params(s, p);
     serve_job_path(sv, id, "video.mp4", jp->out, sizeof jp->out);
     p->output_mp4 = jp->out;
     size_t i;
@@ -423,6 +438,8 @@ int serve_jobs_submit(serve_server *sv, serve_spec *s, serve_job **out, char *er
         status = rc == H3_ERR_BAD_INPUT ? 400 : 500;
         goto fail_dir;
     }
+    if (!s->seed_given) /* the seed used is always in the settings (the history shows it, a re-run changes it) */
+        json_object_set_new(s->settings, "seed", json_integer((json_int_t)p.seed));
     j->settings = json_incref(s->settings), j->inputs = inputs, inputs = NULL;
     j->created_at = now_s(), j->eta = -1, j->refs = 2; /* the table's and the caller's */
     pthread_mutex_lock(&sv->mu);

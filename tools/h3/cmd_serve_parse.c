@@ -4,6 +4,7 @@
  * (cmd_generate.c); the ranges and combinations of the generation itself are h3_engine_check's (cmd_serve_jobs.c). */
 #include <ctype.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,23 +161,12 @@ void serve_spec_free(serve_spec *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* every numeric field 0 = not given (h3_params' "unset" or, in cmd_serve_jobs.c, the API's default) */
 static void spec_reset(serve_spec *s) {
     memset(s, 0, sizeof *s);
-    h3_params p;
-    h3_params_init(&p);
-    s->steps = p.steps, s->reuse = p.reuse, s->layers = p.layers, s->core_reuse = p.core_reuse, s->seed = p.seed;
-    s->ref_image_size = p.ref_image_size;
+    s->ref_image_size = -1;
     s->previews = 1;
     s->settings = json_object();
-}
-
-void serve_spec_params(const serve_spec *s, h3_params *p) {
-    h3_params_init(p);
-    p->prompt = s->prompt;
-    p->width = s->width, p->height = s->height, p->frames = s->frames, p->seconds = s->seconds;
-    p->steps = s->steps, p->reuse = s->reuse, p->layers = s->layers, p->core_reuse = s->core_reuse;
-    p->seed = s->seed, p->token_reduction = s->token_reduction, p->reference_rope = s->reference_rope;
-    p->render_width = s->render_width, p->render_height = s->render_height, p->ref_image_size = s->ref_image_size;
 }
 
 /* one field's value as text (form fields are text; JSON numbers are printed back as the CLI would read them) */
@@ -192,8 +182,8 @@ static int get_int(json_t *v, const char *name, long lo, long hi, int form, int 
     const char *t = json_is_integer(v) || form ? text_of(v, buf, sizeof buf) : NULL;
     long x;
     if (!t || h3_parse_int(t, lo, hi, &x))
-        return failf(err, cap, "%s expects an integer in %ld..%ld, got %s", name, lo, hi,
-                     t ? h3_quote(t) : json_is_string(v) ? "a string" : "another type");
+        return failf(err, cap, "%s expects an integer in %ld..%ld, got %s%s%s", name, lo, hi, t ? "'" : "",
+                     t ? h3_quote(t) : json_is_string(v) ? "a string" : "another type", t ? "'" : "");
     *out = (int)x;
     return 0;
 }
@@ -214,11 +204,12 @@ static int get_size(json_t *v, const char *name, int *w, int *h, char *err, size
     char a[16], b[16];
     long lw, lh;
     if (!x || x - t >= (long)sizeof a || strlen(x + 1) >= sizeof b)
-        return failf(err, cap, "%s must be \"WIDTHxHEIGHT\" (e.g. \"960x544\"), got %s", name, t ? h3_quote(t) : "another type");
+        return failf(err, cap, "%s must be \"WIDTHxHEIGHT\" (e.g. \"960x544\"), got %s%s%s", name, t ? "'" : "",
+                     t ? h3_quote(t) : "another type", t ? "'" : "");
     memcpy(a, t, (size_t)(x - t)), a[x - t] = 0;
     snprintf(b, sizeof b, "%s", x + 1);
     if (h3_parse_int(a, 1, 1 << 20, &lw) || h3_parse_int(b, 1, 1 << 20, &lh))
-        return failf(err, cap, "%s must be \"WIDTHxHEIGHT\" with integers in 1..1048576, got %s", name, h3_quote(t));
+        return failf(err, cap, "%s must be \"WIDTHxHEIGHT\" with integers in 1..1048576, got '%s'", name, h3_quote(t));
     *w = (int)lw, *h = (int)lh;
     return 0;
 }
@@ -280,7 +271,7 @@ static int parse_references(json_t *arr, const serve_limits *lim, serve_spec *s,
         json_t *v;
         json_object_foreach(r, key, v)
             if (strcmp(key, "kind") && strcmp(key, "data") && strcmp(key, "audio_data"))
-                return failf(err, cap, "references[%zu]: unknown field %s (kind, data, audio_data)", i, h3_quote(key));
+                return failf(err, cap, "references[%zu]: unknown field '%s' (kind, data, audio_data)", i, h3_quote(key));
         int k = kind_of(json_string_value(json_object_get(r, "kind")));
         if (k < 0)
             return failf(err, cap, "references[%zu].kind must be image, silent_video, video, video_audio or audio", i);
@@ -314,7 +305,7 @@ static int spec_from_object(json_t *obj, int form, const serve_limits *lim, serv
     json_object_foreach(obj, key, v) {
         int ok = 0;
         for (int i = 0; known[i]; i++) ok |= !strcmp(key, known[i]);
-        if (!ok) return failf(err, cap, "unknown field %s (docs/serve.md lists the fields)", h3_quote(key));
+        if (!ok) return failf(err, cap, "unknown field '%s' (docs/serve.md lists the fields)", h3_quote(key));
     }
     json_t *set = s->settings;
     v = json_object_get(obj, "prompt");
@@ -330,7 +321,7 @@ static int spec_from_object(json_t *obj, int form, const serve_limits *lim, serv
         if (t && !strcmp(t, "quality")) ;
         else if (t && !strcmp(t, "fast")) s->layers = 45, s->core_reuse = 4;
         else if (t && !strcmp(t, "preview")) s->layers = 40, s->core_reuse = 6;
-        else return failf(err, cap, "preset must be quality, fast or preview, got %s", t ? h3_quote(t) : "another type");
+        else return failf(err, cap, "preset must be quality, fast or preview, got %s%s%s", t ? "'" : "", t ? h3_quote(t) : "another type", t ? "'" : "");
         json_object_set_new(set, "preset", json_string(t));
     }
     if ((v = json_object_get(obj, "size"))) {
@@ -356,8 +347,8 @@ static int spec_from_object(json_t *obj, int form, const serve_limits *lim, serv
             if (!isfinite(d) || d <= 0 || d > 1e6) return failf(err, cap, "seconds must be a finite number > 0");
             s->seconds = d;
         } else if (!t || h3_parse_decimal(t, &s->seconds) || s->seconds <= 0 || s->seconds > 1e6) {
-            return failf(err, cap, "seconds must be a finite number > 0 in plain decimal (e.g. 10 or 14.375), got %s",
-                         t ? h3_quote(t) : "another type");
+            return failf(err, cap, "seconds must be a finite number > 0 in plain decimal (e.g. 10 or 14.375), got %s%s%s",
+                         t ? "'" : "", t ? h3_quote(t) : "another type", t ? "'" : "");
         }
         if (json_object_get(obj, "frames")) return failf(err, cap, "seconds and frames: give one of them");
         json_object_set_new(set, "seconds", json_real(s->seconds));
@@ -366,11 +357,13 @@ static int spec_from_object(json_t *obj, int form, const serve_limits *lim, serv
         char buf[32];
         const char *t = text_of(v, buf, sizeof buf);
         if (!t || h3_parse_u64(t, &s->seed))
-            return failf(err, cap, "seed expects an unsigned 64-bit integer (a number or a decimal string), got %s",
-                         t ? h3_quote(t) : "another type");
+            return failf(err, cap, "seed expects an unsigned 64-bit integer (a number or a decimal string), got %s%s%s",
+                         t ? "'" : "", t ? h3_quote(t) : "another type", t ? "'" : "");
+        s->seed_given = 1;
+        /* above 2^53 kept as a string (JavaScript's integers are doubles) */
+        json_object_set_new(set, "seed", s->seed < (1ull << 53) ? json_integer((json_int_t)s->seed)
+                                                               : json_sprintf("%llu", (unsigned long long)s->seed));
     }
-    /* the resolved seed is always kept; above 2^53 as a string (JavaScript's integers are doubles) */
-    json_object_set_new(set, "seed", s->seed < (1ull << 53) ? json_integer((json_int_t)s->seed) : json_sprintf("%llu", (unsigned long long)s->seed));
     struct { const char *name; int *out; } bools[] = {
         {"token_reduction", &s->token_reduction}, {"reference_rope", &s->reference_rope}, {"previews", &s->previews}};
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
@@ -486,7 +479,7 @@ static int parse_multipart(const char *ctype, const char *body, size_t len, cons
         char sep[96];
         int sn = snprintf(sep, sizeof sep, "\r\n%s", delim);
         const char *cend = find_bytes(content, (size_t)(end - content), sep, (size_t)sn);
-        if (!cend) return failf(err, cap, "multipart part %d (%s): no closing boundary", part, h3_quote(name));
+        if (!cend) return failf(err, cap, "multipart part %d ('%s'): no closing boundary", part, h3_quote(name));
         size_t cl = (size_t)(cend - content);
         int role, kind;
         if (upload_role(name, &role, &kind)) {
@@ -500,10 +493,10 @@ static int parse_multipart(const char *ctype, const char *body, size_t len, cons
             memcpy(d, content, cl);
             if (add_input(s, role, kind, d, cl, NULL, 0, err, cap)) return -1;
         } else {
-            if (json_object_get(fields, name)) return failf(err, cap, "field %s given twice", h3_quote(name));
-            if (memchr(content, 0, cl)) return failf(err, cap, "field %s must not contain NUL", h3_quote(name));
+            if (json_object_get(fields, name)) return failf(err, cap, "field '%s' given twice", h3_quote(name));
+            if (memchr(content, 0, cl)) return failf(err, cap, "field '%s' must not contain NUL", h3_quote(name));
             json_t *t = json_stringn(content, cl);
-            if (!t) return failf(err, cap, "field %s is not UTF-8", h3_quote(name));
+            if (!t) return failf(err, cap, "field '%s' is not UTF-8", h3_quote(name));
             json_object_set_new(fields, name, t);
         }
         p = cend + sn;
