@@ -51,6 +51,9 @@ wait_status() { # ID STATUS SECONDS
     for _ in $(seq $(($3 * 5))); do [ "$(status_of "$1")" = "$2" ] && return 0; sleep 0.2; done; return 1
 }
 
+t_start=$(date +%s); t_sec=$t_start
+section_done() { local now; now=$(date +%s); echo "section $1: $((now - t_sec)) s"; t_sec=$now; }
+
 # ---- 1. the API end to end ----
 start_server "$tmp/d1" "$tmp/s1.log" --resident --queue 64 --max-body 262144 --max-upload 65536 || { echo "RESULT $pass $fail"; exit 1; }
 h=$(curl -s -w ' %{http_code}' "$B/healthz" | tr -d '\n')
@@ -102,6 +105,7 @@ wait_status "$idr" completed 60; check "the ref2va job completed ($(curl -s "$B/
 curl -s -o "$tmp/vf.mp4" "$B/v1/videos/$idf/content"
 check "the fl2va MP4 probes as H.264 64x32" '[ "$(ffprobe -v error -select_streams v -show_entries stream=codec_name,width,height -of csv=p=0 "$tmp/vf.mp4")" = "h264,64,32" ]'
 
+section_done 1
 # ---- 2. error paths ----
 err() { # NAME EXPECTED_CODE MESSAGE_REGEX curl-args...
     local name=$1 want=$2 re=$3; shift 3
@@ -136,6 +140,7 @@ err "wrong method" 405 'method not allowed' -X PUT "$B/v1/videos"
 err "list: bad limit" 400 'limit' "$B/v1/videos?limit=0"
 check "no error left a job behind (3 jobs listed)" '[ "$(curl -s "$B/v1/videos?limit=100" | jget "len(d[\"data\"])")" = 3 ]'
 
+section_done 2
 # ---- 3. DELETE: cancel a running job, cancel a queued one, delete a finished one ----
 submit '{"prompt":"A long one.","size":"64x32","frames":108,"steps":400,"previews":false}' >/dev/null; idl=$(jget 'd["id"]' <"$tmp/sub.json")
 submit '{"prompt":"Waits.","size":"64x32","frames":108,"steps":1,"previews":false}' >/dev/null; idq=$(jget 'd["id"]' <"$tmp/sub.json")
@@ -154,11 +159,12 @@ d=$(curl -s -X DELETE "$B/v1/videos/$idr")
 check "DELETE a finished job: deleted, 404 after, its folder gone ($d)" \
     '[ "$(jget "d[\"deleted\"]" <<<"$d")" = True ] && [ "$(curl -s -o /dev/null -w "%{http_code}" "$B/v1/videos/$idr")" = 404 ] && [ ! -e "$tmp/d1/jobs/$idr" ]'
 
+section_done 3
 # ---- 4. 50 jobs at once: all completed, in FIFO order, nothing lost (one prompt: the conditioning cache and
-# --resident keep each job short) ----
+# --resident keep each job short, 32x32 the smallest canvas) ----
 t0=$(date +%s)
 seq 50 | xargs -P 8 -I{} curl -s -o "$tmp/q{}.json" -w '%{http_code}\n' -X POST "$B/v1/videos" -H "$J" \
-    -d '{"prompt":"Fifty jobs.","size":"64x32","frames":108,"steps":1,"seed":{},"previews":false}' >"$tmp/codes50"
+    -d '{"prompt":"Fifty jobs.","size":"32x32","frames":108,"steps":1,"seed":{},"previews":false}' >"$tmp/codes50"
 check "50 submissions: all 202 ($(sort "$tmp/codes50" | uniq -c | tr '\n' ' '))" '[ "$(grep -c "^202$" "$tmp/codes50")" = 50 ]'
 ids50=$(cat "$tmp"/q*.json | python3 -c 'import sys,json; [print(json.loads(l)["id"]) for l in sys.stdin.read().replace("}{","}\n{").splitlines()]' | sort -u)
 for _ in $(seq 600); do
@@ -174,6 +180,7 @@ check "every completed job has its MP4 under --data ($nmp4 = 50 + the first two)
 kill -TERM "$PID"; wait "$PID" 2>/dev/null
 check "SIGTERM stops the server cleanly" 'grep -q "stopping" "$tmp/s1.log"'
 
+section_done 4
 # ---- 5. a full queue, kill -9 during a job, restart ----
 start_server "$tmp/d2" "$tmp/s2.log" --queue 2
 submit '{"prompt":"Runs long.","size":"64x32","frames":108,"steps":400,"previews":false}' >/dev/null; ida=$(jget 'd["id"]' <"$tmp/sub.json")
@@ -197,6 +204,7 @@ check "a second restart lists both jobs, the finished one served" \
     '[ "$(curl -s "$B/v1/videos" | jget "len(d[\"data\"])")" = 2 ] && [ "$(curl -s -o /dev/null -w "%{http_code}" "$B/v1/videos/$idb/content")" = 200 ]'
 kill -9 "$PID"; wait "$PID" 2>/dev/null
 
+section_done 5
 # ---- 6. authentication ----
 printf 'k3y-0123456789abcdef\n' >"$tmp/key"
 start_server "$tmp/d3" "$tmp/s3.log" --api-key-file "$tmp/key"
@@ -221,6 +229,7 @@ printf 'short\n' >"$tmp/short.key"
 out=$("$H3" serve -d "$TINY" --api-key-file "$tmp/short.key" 2>&1); rc=$?
 check "a short key is refused ($out)" '[ $rc = 2 ] && grep -q "at least 16 characters" <<<"$out"'
 
+section_done 6
 # ---- 7. the page in headless Chromium ----
 chrome=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$chrome" ]; then
@@ -240,4 +249,6 @@ else
     check "the page's job completed on the server" '[ "$(curl -s -H "Authorization: Bearer k3y-0123456789abcdef" "$B/v1/videos" | jget "d[\"data\"][0][\"status\"]")" = completed ]'
     kill -9 "$PID"; wait "$PID" 2>/dev/null
 fi
+section_done 7
+echo "serve.sh: $(( $(date +%s) - t_start )) s in all"
 echo "RESULT $pass $fail"
