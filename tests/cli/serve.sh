@@ -14,7 +14,8 @@
 #  6. --api-key-file: 401 without / with a wrong key, the bearer key, the page's cookie; healthz and the page open;
 #     a non-loopback --host without a key refused at start;
 #  7. the page in headless Chromium (tests/cli/lib/serve_cdp.c over the DevTools pipe): prompt typed, submitted,
-#     the <video> loads the clip; a screenshot saved (H3_SERVE_ARTIFACTS=DIR keeps it) and checked not blank.
+#     the <video> loads the clip; a screenshot saved as out/test-artifacts/serve_page.png (H3_SERVE_ARTIFACTS=DIR
+#     elsewhere) and checked not blank.
 set -u
 source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 pids=()
@@ -238,7 +239,7 @@ else
     cc -std=c11 -D_GNU_SOURCE -O1 -Wall -o "$tmp/serve_cdp" tests/cli/lib/serve_cdp.c -ljansson 2>"$tmp/cdp.cc"
     check "serve_cdp builds ($(head -2 "$tmp/cdp.cc"))" '[ -x "$tmp/serve_cdp" ]'
     start_server "$tmp/d5" "$tmp/s5.log" --api-key-file "$tmp/key"
-    art=${H3_SERVE_ARTIFACTS:-$tmp}
+    art=${H3_SERVE_ARTIFACTS:-out/test-artifacts} # the screenshot is kept as a test artifact (out/ is not tracked)
     mkdir -p "$art"
     out=$(timeout 180 "$tmp/serve_cdp" "$chrome" "$B/" "k3y-0123456789abcdef" "$art/serve_page.png" "$tmp/chrome" 2>&1); rc=$?
     echo "$out" | tail -5

@@ -2,7 +2,8 @@
  * (--remote-debugging-pipe: NUL-terminated JSON messages, Chromium reads fd 3 and writes fd 4), for
  * tests/cli/serve.sh:
  *   serve_cdp CHROMIUM URL API_KEY SCREENSHOT.png PROFILE_DIR
- * opens URL, signs in with the key when the page asks, types a prompt, sets the tiny snapshot's sizes, submits,
+ * opens URL, types a prompt (Input.insertText), sets the tiny snapshot's sizes, submits, signs in with the key when
+ * the page asks,
  * waits until the <video> element has loaded the clip (readyState >= 2 and its size known), saves a screenshot and
  * prints "video loaded: WxH, N preview(s) seen". Exit 0 on success, 1 with one line on failure. */
 #include <errno.h>
@@ -172,8 +173,13 @@ int main(int argc, char **argv) {
         usleep(200000);
     }
     /* the tiny snapshot's sizes; the submit asks for the key (the server has --api-key-file) */
-    free(eval(session, "document.getElementById('prompt').value = 'A red fox runs through fresh snow.';"
-                       "document.getElementById('size').value = '64x32';"
+    /* the prompt typed (Input.insertText into the focused textarea, as a keyboard's text input would) */
+    free(eval(session, "document.getElementById('prompt').focus(); true"));
+    json_decref(call(session, "Input.insertText", json_pack("{s:s}", "text", "A red fox runs through fresh snow."), 30));
+    v = eval(session, "document.getElementById('prompt').value");
+    if (strcmp(v, "\"A red fox runs through fresh snow.\"")) die("the typed prompt is not in the prompt box");
+    free(v);
+    free(eval(session, "document.getElementById('size').value = '64x32';"
                        "document.getElementById('seconds').value = '4.5';"
                        "document.getElementById('steps').value = '2';"
                        "document.getElementById('seed').value = '7';"
