@@ -226,6 +226,10 @@ out=$("$H3" serve -d "$TINY" --host localhost --data "$tmp/d4" 2>&1); rc=$?
 check "a host name is refused (numeric only) ($out)" '[ $rc = 2 ] && grep -q "numeric IPv4 or IPv6" <<<"$out"'
 out=$("$H3" serve -d "$TINY" --port 70000 2>&1); rc=$?
 check "--port out of range ($out)" '[ $rc = 2 ] && grep -q "port expects an integer in 0..65535" <<<"$out"'
+out=$("$H3" serve --port 0 2>&1); rc=$?
+check "no -d: one line in the CLI's words ($out)" '[ $rc = 2 ] && [ "$out" = "h3: serve: -d SNAPSHOT_DIR is required" ]'
+out=$("$H3" serve -d "$TINY" --backend gpu --port 0 --data "$tmp/d4" 2>&1); rc=$?
+check "a bad engine flag ($out)" '[ $rc = 2 ] && grep -q "^h3: serve: --backend must be auto, cpu or cuda, got .gpu.$" <<<"$out"'
 printf 'short\n' >"$tmp/short.key"
 out=$("$H3" serve -d "$TINY" --api-key-file "$tmp/short.key" 2>&1); rc=$?
 check "a short key is refused ($out)" '[ $rc = 2 ] && grep -q "at least 16 characters" <<<"$out"'

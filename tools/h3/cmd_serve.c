@@ -519,6 +519,18 @@ int cmd_serve(int argc, char **argv) {
     h.sv = svp;
     int rc = 2;
     char err[SERVE_MSG_CAP];
+    /* -d and the engine flags checked first in the CLI's words (flag_messages); the two engines then word their
+     * messages in the API's field names, which the HTTP answers and the jobs' errors use */
+    h3_engine *probe = NULL;
+    o.flag_messages = 1;
+    if (h3_engine_open(dir, &o, &probe) != H3_OK) {
+        rc = h3_engine_status(probe) == H3_ERR_BAD_INPUT ? cli_error("serve: %s", h3_engine_error(probe))
+                                                         : (fprintf(stderr, "h3: serve: %s\n", h3_engine_error(probe)), 1);
+        h3_engine_close(probe);
+        goto out;
+    }
+    h3_engine_close(probe);
+    o.flag_messages = 0;
     if (h3_engine_open(dir, &o, &svp->eng) != H3_OK || h3_engine_open(dir, &o, &svp->check) != H3_OK) {
         h3_engine *bad = svp->check ? svp->check : svp->eng;
         rc = h3_engine_status(bad) == H3_ERR_BAD_INPUT ? cli_error("serve: %s", h3_engine_error(bad))
