@@ -13,8 +13,8 @@
 #     failed, the queued one run, no partial file served or left;
 #  6. --api-key-file: 401 without / with a wrong key, the bearer key, the page's cookie; healthz and the page open;
 #     a non-loopback --host without a key refused at start;
-#  7. the page in headless Chromium (tests/cli/lib/serve_cdp.c over the DevTools pipe): prompt typed, submitted,
-#     the <video> loads the clip; a screenshot saved as out/test-artifacts/serve_page.png (H3_SERVE_ARTIFACTS=DIR
+#  7. the page in headless Chromium (tests/cli/lib/serve_cdp.c over the DevTools pipe): signed in, prompt typed,
+#     submitted, the <video> loads the clip, the history's "new seed" runs it again; a screenshot saved as out/test-artifacts/serve_page.png (H3_SERVE_ARTIFACTS=DIR
 #     elsewhere) and checked not blank.
 set -u
 source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
@@ -249,9 +249,13 @@ else
     echo "$out" | tail -5
     check "the page: key entered, prompt typed and submitted, the <video> loaded the clip ($(tail -1 <<<"$out"))" \
         '[ $rc = 0 ] && grep -q "^video loaded: 64x32" <<<"$out"'
+    rerun=$(grep '^re-run: ' <<<"$out")
+    check "the history's \"new seed\" ran the settings again with another seed ($rerun)" \
+        'grep -qE "^re-run: \"A red fox runs through fresh snow. seed [0-9]+ \| A red fox runs through fresh snow. seed 7\"$" <<<"$rerun" && ! grep -q "seed 7 |" <<<"$rerun"'
     levels=$(ffmpeg -v error -i "$art/serve_page.png" -f rawvideo -pix_fmt gray - 2>/dev/null | od -An -v -tu1 | tr -s ' ' '\n' | sort -u | wc -l)
     check "the screenshot is not blank ($levels grey levels; $art/serve_page.png)" '[ "$levels" -ge 16 ]'
-    check "the page's job completed on the server" '[ "$(curl -s -H "Authorization: Bearer k3y-0123456789abcdef" "$B/v1/videos" | jget "d[\"data\"][0][\"status\"]")" = completed ]'
+    sts=$(curl -s -H "Authorization: Bearer k3y-0123456789abcdef" "$B/v1/videos" | jget '" ".join(v["status"] for v in d["data"])')
+    check "the page's two jobs completed on the server ($sts)" '[ "$sts" = "completed completed" ]'
     kill -9 "$PID"; wait "$PID" 2>/dev/null
 fi
 section_done 7

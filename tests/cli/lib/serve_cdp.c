@@ -2,10 +2,11 @@
  * (--remote-debugging-pipe: NUL-terminated JSON messages, Chromium reads fd 3 and writes fd 4), for
  * tests/cli/serve.sh:
  *   serve_cdp CHROMIUM URL API_KEY SCREENSHOT.png PROFILE_DIR
- * opens URL, types a prompt (Input.insertText), sets the tiny snapshot's sizes, submits, signs in with the key when
- * the page asks,
+ * opens URL, signs in with the key when the page asks, types a prompt (Input.insertText), sets the tiny snapshot's
+ * sizes, submits,
  * waits until the <video> element has loaded the clip (readyState >= 2 and its size known), saves a screenshot and
- * prints "video loaded: WxH, N preview(s) seen". Exit 0 on success, 1 with one line on failure. */
+ * prints "video loaded: WxH, ...", then clicks the history's "new seed" and waits until that second job completed
+ * ("re-run: PROMPT seed A | PROMPT seed B"). Exit 0 on success, 1 with one line on failure. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -172,32 +173,40 @@ int main(int argc, char **argv) {
         if (now() - t0 > 30) die("the page did not load");
         usleep(200000);
     }
-    /* the tiny snapshot's sizes; the submit asks for the key (the server has --api-key-file) */
+    /* with --api-key-file the page asks for the key at once (its first request answers 401): sign in, then wait
+     * until its start-up requests are done (window.h3Ready) */
+    int signed_in = 0, previews = 0;
+    t0 = now();
+    for (;;) {
+        v = eval(session, "getComputedStyle(document.getElementById('login')).display === 'flex' ? 'login' : "
+                          "(window.h3Ready ? 'ready' : '')");
+        int login = !strcmp(v, "\"login\""), ready = !strcmp(v, "\"ready\"");
+        free(v);
+        if (ready) break;
+        if (login && !signed_in) {
+            char js[1024];
+            snprintf(js, sizeof js, "document.getElementById('key').value = %s; document.getElementById('key-save').click(); true",
+                     json_dumps(json_string(argv[3]), JSON_ENCODE_ANY));
+            free(eval(session, js));
+            signed_in = 1;
+        }
+        if (now() - t0 > 30) die("the page did not get ready (sign-in)");
+        usleep(200000);
+    }
     /* the prompt typed (Input.insertText into the focused textarea, as a keyboard's text input would) */
     free(eval(session, "document.getElementById('prompt').focus(); true"));
     json_decref(call(session, "Input.insertText", json_pack("{s:s}", "text", "A red fox runs through fresh snow."), 30));
     v = eval(session, "document.getElementById('prompt').value");
     if (strcmp(v, "\"A red fox runs through fresh snow.\"")) die("the typed prompt is not in the prompt box");
     free(v);
+    /* the tiny snapshot's sizes, then Generate */
     free(eval(session, "document.getElementById('size').value = '64x32';"
                        "document.getElementById('seconds').value = '4.5';"
                        "document.getElementById('steps').value = '2';"
                        "document.getElementById('seed').value = '7';"
                        "document.getElementById('submit').click(); true"));
-    int signed_in = 0, previews = 0;
     t0 = now();
     for (;;) {
-        if (!signed_in) {
-            v = eval(session, "getComputedStyle(document.getElementById('login')).display");
-            if (!strcmp(v, "\"flex\"")) {
-                char js[1024];
-                snprintf(js, sizeof js, "document.getElementById('key').value = %s; document.getElementById('key-save').click(); true",
-                         json_dumps(json_string(argv[3]), JSON_ENCODE_ANY));
-                free(eval(session, js));
-                signed_in = 1;
-            }
-            free(v);
-        }
         v = eval(session, "document.getElementById('preview').src.startsWith('data:image/png') ? 1 : 0");
         previews |= !strcmp(v, "1");
         free(v);
@@ -223,6 +232,21 @@ int main(int argc, char **argv) {
     if (!f || fwrite(png, 1, n, f) != n || fclose(f)) die("cannot write the screenshot");
     char dims[64];
     snprintf(dims, sizeof dims, "%.*s", (int)strlen(v) - 2, v + 1);
+    free(v);
+    /* the history's "new seed": the job's settings again with another seed, a second clip */
+    free(eval(session, "document.querySelectorAll('#history tr')[0].querySelectorAll('button')[1].click(); true"));
+    double t1 = now();
+    for (;;) {
+        v = eval(session, "fetch('/v1/videos?limit=10').then((r) => r.json()).then((d) => d.data.length === 2 && "
+                          "d.data.every((x) => x.status === 'completed') ? d.data.map((x) => x.prompt + ' seed ' + "
+                          "x.settings.seed).join(' | ') : '')");
+        if (strcmp(v, "\"\"")) break;
+        free(v);
+        if (now() - t1 > 120) die("the re-run with a new seed did not complete in 120 s");
+        usleep(300000);
+    }
+    printf("re-run: %s\n", v);
+    free(v);
     /* Browser.close, not waited for (the pipe closes with it); then the browser process is reaped */
     const char bye[] = "{\"id\":999999,\"method\":\"Browser.close\",\"params\":{}}";
     if (write(to_chrome, bye, sizeof bye) < 0) kill(pid, SIGTERM);
