@@ -87,6 +87,9 @@ curl -s -o "$tmp/r2" -H 'Range: bytes=-10' "$B/v1/videos/$id/content"
 check "Range bytes=-10: the last 10 bytes" 'cmp -s "$tmp/r2" <(tail -c 10 "$tmp/v1.mp4")'
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Range: bytes=$size-" "$B/v1/videos/$id/content")
 check "Range past the end: 416 ($code)" '[ "$code" = 416 ]'
+curl -s -N --max-time 10 "$B/v1/videos/$id/events" >"$tmp/events2.txt"
+check "events of a finished job: its done event alone" \
+    '[ "$(grep -c "^event:" "$tmp/events2.txt")" = 1 ] && grep -q "^event: done" "$tmp/events2.txt"'
 l=$(curl -s "$B/v1/videos")
 check "GET /v1/videos lists it" '[ "$(jget "d[\"object\"],d[\"data\"][0][\"id\"]" <<<"$l")" = "list $id" ]'
 # a keyframe (one of the served video's frames) uploaded as multipart/form-data: fl2va
@@ -107,6 +110,9 @@ curl -s -o "$tmp/vf.mp4" "$B/v1/videos/$idf/content"
 check "the fl2va MP4 probes as H.264 64x32" '[ "$(ffprobe -v error -select_streams v -show_entries stream=codec_name,width,height -of csv=p=0 "$tmp/vf.mp4")" = "h264,64,32" ]'
 
 section_done 1
+p1=$(curl -s "$B/v1/videos?order=asc&limit=1" | jget 'd["data"][0]["id"],d["has_more"]')
+p2=$(curl -s "$B/v1/videos?order=asc&limit=5&after=$id" | jget '" ".join(v["id"] for v in d["data"]),d["has_more"]')
+check "list pages: asc, limit, after ($p1 / $p2)" '[ "$p1" = "$id True" ] && [ "$p2" = "$idf $idr False" ]'
 # ---- 2. error paths ----
 err() { # NAME EXPECTED_CODE MESSAGE_REGEX curl-args...
     local name=$1 want=$2 re=$3; shift 3

@@ -310,13 +310,14 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max) {
             sse_append(s, j->deleted ? "deleted" : "shutdown", json_pack("{s:s}", "id", j->id));
             s->done = 1;
         } else if (j->version != s->version || s->first) {
+            /* a stream opened on a finished job gets its done event alone; a followed one every preview */
+            int end = j->status == SERVE_COMPLETED || j->status == SERVE_FAILED, opened_finished = end && s->first;
             s->first = 0, s->version = j->version;
-            if (j->preview && j->preview_version != s->preview_version) {
+            if (j->preview && j->preview_version != s->preview_version && !opened_finished) {
                 s->preview_version = j->preview_version;
                 sse_append(s, "preview", json_pack("{s:s, s:i, s:i, s:s}", "id", j->id, "pass", j->preview_pass,
                                                    "passes", j->preview_passes, "image", j->preview));
             }
-            int end = j->status == SERVE_COMPLETED || j->status == SERVE_FAILED;
             sse_append(s, end ? "done" : "progress", serve_job_json(j));
             s->done = end;
         }

@@ -554,6 +554,8 @@ static void run_job(serve_server *sv, serve_job *j) {
     json_decref(settings), json_decref(inputs);
     pthread_mutex_lock(&sv->mu);
     j->completed_at = now_s();
+    free(j->preview); /* the streams following the job had it; a finished job's stream gets no preview */
+    j->preview = NULL;
     if (rc == H3_OK) {
         j->status = SERVE_COMPLETED, j->progress = 100;
     } else if (rc == H3_ERR_CANCELLED && j->cancel) {
