@@ -59,10 +59,23 @@ ifeq ($(EDIT),1)
   TOOL_LIBS   := -ledit
 endif
 
+# `h3 serve` (docs/serve.md) needs libmicrohttpd (libmicrohttpd-dev); without it the command is left out
+SERVE ?= $(shell pkg-config --exists libmicrohttpd && echo 1 || echo 0)
+SERVE_SRC := $(wildcard tools/h3/cmd_serve*.c)
+ifeq ($(SERVE),1)
+  TOOL_CFLAGS += -DH3_SERVE $(shell pkg-config --cflags libmicrohttpd) -I$(BUILD)/gen
+  TOOL_LIBS   += $(shell pkg-config --libs libmicrohttpd)
+endif
+
 OBJ      := $(SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
-TOOL_SRC := $(wildcard tools/h3/*.c)
+TOOL_SRC := $(filter-out $(if $(filter 1,$(SERVE)),,$(SERVE_SRC)),$(wildcard tools/h3/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 $(TOOL_OBJ): CFLAGS += $(TOOL_CFLAGS)
+# the page (web/index.html) as a C array, included by cmd_serve_page.c
+$(BUILD)/gen/serve_page.h: web/index.html
+	@mkdir -p $(dir $@)
+	{ echo 'static const unsigned char serve_page_data[] = {'; od -An -v -tx1 $< | sed 's/ *\([0-9a-f][0-9a-f]\)/0x\1,/g'; echo '};'; } >$@.tmp && mv $@.tmp $@
+$(BUILD)/tools/h3/cmd_serve_page.o: $(BUILD)/gen/serve_page.h
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/*.c)
@@ -168,6 +181,7 @@ FUZZ_CORE := $(wildcard src/core/*.c src/io/*.c)
 FUZZ_EXTRA_fuzz_tokenizer := src/model/tokenizer.c
 FUZZ_EXTRA_fuzz_media := $(wildcard src/media/*.c)
 FUZZ_EXTRA_fuzz_session := tools/h3/session_parse.c
+FUZZ_EXTRA_fuzz_serve := tools/h3/cmd_serve_parse.c
 FUZZ_LIBS_fuzz_media := -lavformat -lavcodec -lswscale -lswresample -lavutil -ljpeg
 # the config parsers live in the model files, which link the backend (CPU ops through OpenBLAS; OpenMP pragmas off)
 FUZZ_EXTRA_fuzz_config := $(wildcard src/backend/*.c src/backend/cpu/*.c src/model/*.c) src/media/resize.c

@@ -16,6 +16,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_make_tiny(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_serve(int argc, char **argv); /* cmd_serve.c, when built with libmicrohttpd (docs/serve.md) */
 
 /* The flags of `h3 generate` (cmd_generate.c), in the public API's terms (include/h3.h). */
 typedef struct cli_generate {
