@@ -6,6 +6,8 @@
 #                 libh3.a, lib/pkgconfig/h3.pc and bin/h3; make uninstall removes them (docs/api.md)
 # Each configuration has its own default build folder (make does not track flags, so one folder per set of
 # flags keeps a CPU build's objects out of a CUDA link); BUILD=DIR overrides it.
+# `make` alone builds `all` (rules for generated files come before it below)
+.DEFAULT_GOAL := all
 CC      ?= cc
 NVCC    ?= nvcc
 CUDA    ?= 0
