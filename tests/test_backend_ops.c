@@ -234,7 +234,8 @@ static const bo_row rows[] = {
     {"fp8_matmul", "300 x 512 x 5376", c_fp8_matmul, {300, 512, 5376, 512}, 0, 2e-3, BO_ALL, NULL},
     {"fp8_matmul", "257 x 1040 x 1024, y slice of 1104", c_fp8_matmul, {257, 1040, 1024, 1104}, 0, 2e-3, BO_ALL, NULL},
     {"fp8_matmul", "33 x 48 x 64 (tiny model widths)", c_fp8_matmul, {33, 48, 64, 48}, 0, 2e-3, BO_ALL, NULL},
-    {"fp8_matmul", "bias, 300 x 6144 x 2048 (video decoder q|k|v)", c_fp8_matmul, {300, 6144, 2048, 6144, 1}, 0, 2e-3, BO_ALL, NULL},
+    {"fp8_matmul", "bias, 300 x 6144 x 2048 (video decoder q|k|v)", c_fp8_matmul, {300, 6144, 2048, 6144, 1}, 0, 2e-3, BO_CUDA, NULL},
+    {"fp8_matmul", "bias, 96 x 640 x 256", c_fp8_matmul, {96, 640, 256, 640, 1}, 0, 2e-3, BO_ALL, NULL},
     {"fp8_matmul", "bias, 77 x 48 x 64, y slice of 56", c_fp8_matmul, {77, 48, 64, 56, 1}, 0, 2e-3, BO_ALL, NULL},
     {"fp8_fixture", "torch codes and torch._scaled_mm", c_fp8_fixture, {0}, 0, 2e-3, BO_ALL, NULL},
 

@@ -21,7 +21,7 @@ export LD_LIBRARY_PATH="$B/lib:$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 timeout 120 "$B/tests/cuda/test_comm_nccl" >"$O/comm.log" 2>&1
 echo "== test_comm_nccl: rc $? $(grep -E '^  NCCL|^RESULT' "$O/comm.log" | tr '\n' ' ')"; grep -E 'FAIL|rror' "$O/comm.log" | head -5
 if [ -x "$B/bench/bench_mp4" ]; then
-    (cd "$O" && timeout 60 "../$B/bench/bench_mp4" 960 544 124 0 && timeout 60 "../$B/bench/bench_mp4" 960 544 124 15) \
+    (bm=$(realpath "$B/bench/bench_mp4") && cd "$O" && timeout 60 "$bm" 960 544 124 0 && timeout 60 "$bm" 960 544 124 15) \
         >"$O/mp4.log" 2>&1
     echo "== bench_mp4: rc $?"; cat "$O/mp4.log" | head -8
 fi
@@ -30,7 +30,7 @@ timeout 120 "$B/h3" generate -d $T -p "A red fox runs through snow." --width 64 
     -o "$O/clip.mp4" >"$O/gen.log" 2>&1
 echo "== tiny generate -o clip.mp4 on CUDA: rc $? size $(stat -c %s "$O/clip.mp4" 2>/dev/null)"; tail -2 "$O/gen.log"
 [ -f "$O/clip.mp4" ] && echo "   first bytes: $(head -c 12 "$O/clip.mp4" | od -An -c | tr -s ' ')"
-timeout 120 "$B/tests/test_backend_ops" --op fp8_matmul >"$O/fp8_rows.log" 2>&1
+timeout 120 "$B/tests/test_backend_ops" --backend cuda --op fp8_matmul >"$O/fp8_rows.log" 2>&1
 echo "== harness fp8_matmul rows: rc $? $(grep -E '^RESULT' "$O/fp8_rows.log")"; grep -E '^FAIL|FAIL \(|bias.*(ok|FAIL)' "$O/fp8_rows.log" | head -8
 for q in none fp8; do
     H3_VAE_PROFILE=1 timeout 150 "$B/h3" bench --backend cuda --what vae --shapes 544x960x124 --vae-repeats 2 --vae-quant $q \
