@@ -4,8 +4,8 @@
  * Quantization: one block per row (or per run of `group` channels), the absmax with fmaxf (order-free, so the
  * scale is the CPU's), the scale and x / scale as IEEE divisions (__fdiv_rn), __float2int_rn (round half to even,
  * as the CPU's rintf in the default rounding mode), clamp +-127. GEMM: cuBLASLt IMMA, int8 x int8 with
- * CUBLAS_COMPUTE_32I and an int32 output (exact: integer sums have no order), or, where the heuristic offers no
- * algorithm, an exact tiled kernel. Dequantization: its own pass over the int32 accumulators with the CPU's
+ * CUBLAS_COMPUTE_32I and an int32 output (exact: integer sums have no order), the fastest of the heuristic's first
+ * candidates timed at first use of a shape (pick_algo), or, where the heuristic offers none, an exact tiled kernel. Dequantization: its own pass over the int32 accumulators with the CPU's
  * expression evaluated in the same order, every operation rounded once (__fmul_rn / __fadd_rn, and the file is
  * built with --fmad=false): fp32(acc) * sx[m] * sw[n] (+ bias[n]), or for groups the running fp32 sum over the
  * groups, times sw[n]. The int32 tile is staged in scratch in row chunks of at most INT8_ACC_BYTES. */
@@ -125,6 +125,60 @@ static cuda_gemm_plan *find_plan(cuda_impl *c, int64_t M, int64_t N, int64_t K, 
     return NULL;
 }
 
+enum { INT8_ALGOS = 8 };
+
+/* The fastest of cuBLASLt's first INT8_ALGOS heuristic candidates for this GEMM, each timed once after one untimed
+ * run (on the operands themselves; d is overwritten, the caller's GEMM follows): the heuristic's first choice for
+ * IMMA is not always its fastest. Runs once per shape (the plan cache), at the model's first forward. */
+static cublasStatus_t pick_algo(h3_backend *be, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                                cublasLtMatrixLayout_t ld, int align, const int8_t *w, const int8_t *x, int32_t *d,
+                                cublasLtMatmulAlgo_t *best) {
+    cuda_impl *c = cuda_of(be);
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res[INT8_ALGOS];
+    int nres = 0;
+    uint64_t ws = c->workspace_bytes;
+    uint32_t al = (uint32_t)align;
+    cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, INT8_ALGOS, res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    if (nres < 1) return CUBLAS_STATUS_NOT_SUPPORTED;
+    *best = res[0].algo;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    if (nres == 1 || cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess) {
+        if (ev[0]) cudaEventDestroy(ev[0]);
+        (void)cudaGetLastError();
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    float best_ms = 1e30f;
+    const int32_t alpha = 1, beta = 0;
+    for (int i = 0; i < nres; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        if (cublasLtMatmul(c->lt, op, &alpha, w, la, x, lb, &beta, d, ld, d, ld, &res[i].algo, c->workspace,
+                           c->workspace_bytes, c->stream) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        float ms = 0.0f;
+        cudaEventRecord(ev[0], c->stream);
+        st = cublasLtMatmul(c->lt, op, &alpha, w, la, x, lb, &beta, d, ld, d, ld, &res[i].algo, c->workspace,
+                            c->workspace_bytes, c->stream);
+        cudaEventRecord(ev[1], c->stream);
+        if (st != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(ev[1]) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, ev[0], ev[1]) != cudaSuccess)
+            continue;
+        if (ms < best_ms) best_ms = ms, *best = res[i].algo;
+    }
+    cudaEventDestroy(ev[0]), cudaEventDestroy(ev[1]);
+    (void)cudaGetLastError(); /* a candidate that failed to launch is not the op's error */
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 /* d[m, n] (row stride ldd) = sum_{k < K} x[m, k] w[n, k], x row stride ldx, w row stride ldw: cuBLASLt's
  * column-major D[N, M] = A^T B with A = w [K x N] (op T), B = x [K x M] (op N). The algorithm is cached per shape;
  * a shape the heuristic has none for is remembered and goes to k_gemm_s8_tiled. */
@@ -150,7 +204,7 @@ static void s8_gemm(h3_backend *be, int32_t *d, int64_t ldd, const int8_t *x, in
                 (st = cublasLtMatrixLayoutCreate(&ld, CUDA_R_32I, (uint64_t)N, (uint64_t)M, ldd)) == CUBLAS_STATUS_SUCCESS) {
                 if (!plan) {
                     cublasLtMatmulAlgo_t algo;
-                    st = cuda_lt_heuristic(be, op, la, lb, ld, align, &algo);
+                    st = pick_algo(be, op, la, lb, ld, align, w, x, d, &algo);
                     plan = &c->plans[c->plan_next];
                     c->plan_next = (c->plan_next + 1) % CUDA_PLAN_CACHE;
                     memset(plan, 0, sizeof *plan);
