@@ -252,6 +252,14 @@ static const bo_row rows[] = {
     {"int8_matmul", "release ffn up 28672 x 5376, M=200", c_int8_matmul, {200, 28672, 5376, 28672, 0, 0}, 0, 0.0, CUDA_ONLY, NULL},
     {"int8_matmul", "release ffn down 5376 x 14336, M=200", c_int8_matmul, {200, 5376, 14336, 5376, 0, 0}, 0, 0.0, CUDA_ONLY, NULL},
     {"int8_matmul", "release ffn down, groups of 1024, M=200", c_int8_matmul, {200, 5376, 14336, 5376, 1024, 0}, 0, 0.0, CUDA_ONLY, NULL},
+    /* H3_INT8_GEMM=sm90: the own wgmma kernel with the fused dequantization (cuda_int8_sm90.cu), K % 128 == 0 */
+#define SM90 "H3_INT8_GEMM=sm90"
+    {"int8_matmul", "[sm90] 130 x 256 x 384, y slice of 300", c_int8_matmul, {130, 256, 384, 300, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
+    {"int8_matmul", "[sm90] 333 x 520 x 640 (row and column tails), bias", c_int8_matmul, {333, 520, 640, 520, 0, 1}, 0, 0.0, CUDA_ONLY, SM90},
+    {"int8_matmul", "[sm90] release qkv 21504 x 5376, M=200", c_int8_matmul, {200, 21504, 5376, 21504, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
+    {"int8_matmul", "[sm90] release attn out 5376 x 7168, M=200", c_int8_matmul, {200, 5376, 7168, 5376, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
+    {"int8_matmul", "[sm90] release ffn up 28672 x 5376, M=200", c_int8_matmul, {200, 28672, 5376, 28672, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
+    {"int8_matmul", "[sm90] release ffn down 5376 x 14336, M=200", c_int8_matmul, {200, 5376, 14336, 5376, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
 
     /* ---- --perf only: release shapes (bench_cuda_ops.c's per-op part, test_cuda_ops2.c's and test_cuda_fp8.c's
      * timings). The DiT block GEMMs: qkv 21504x5376, attn out 5376x7168, ffn up 28672x5376, ffn down 5376x14336 */
@@ -328,6 +336,10 @@ static const bo_row rows[] = {
     {"int8_matmul", "ffn up 28672 x 5376, M=19540", c_int8_matmul, {19540, 28672, 5376, 28672, 0, 0}, 0, 0, PERF, NULL},
     {"int8_matmul", "ffn down 5376 x 14336, M=19540", c_int8_matmul, {19540, 5376, 14336, 5376, 0, 0}, 0, 0, PERF, NULL},
     {"int8_matmul", "ffn down 5376 x 14336, groups of 1024, M=19540", c_int8_matmul, {19540, 5376, 14336, 5376, 1024, 0}, 0, 0, PERF, NULL},
+    {"int8_matmul", "[sm90] qkv 21504 x 5376, M=19540", c_int8_matmul, {19540, 21504, 5376, 21504, 0, 0}, 0, 0, PERF, SM90},
+    {"int8_matmul", "[sm90] attn out 5376 x 7168, M=19540", c_int8_matmul, {19540, 5376, 7168, 5376, 0, 0}, 0, 0, PERF, SM90},
+    {"int8_matmul", "[sm90] ffn up 28672 x 5376, M=19540", c_int8_matmul, {19540, 28672, 5376, 28672, 0, 0}, 0, 0, PERF, SM90},
+    {"int8_matmul", "[sm90] ffn down 5376 x 14336, M=19540", c_int8_matmul, {19540, 5376, 14336, 5376, 0, 0}, 0, 0, PERF, SM90},
 };
 
 enum { NROWS = (int)(sizeof rows / sizeof rows[0]) };

@@ -20,10 +20,11 @@ W=$(mktemp -d /tmp/h3_int8cuda.XXXXXX)
 
 # 1. harness, the CUDA pass (the CPU pass runs in CI)
 for op in int8_quant_rows int8_matmul; do
-    timeout "$(cap 50)" "$HO" --backend cuda --op $op >"$O/harness_$op.log" 2>&1
+    timeout "$(cap 50)" stdbuf -oL "$HO" --backend cuda --op $op >"$O/harness_$op.log" 2>&1
     echo "== harness $op (cuda): rc $? $(grep '^RESULT' "$O/harness_$op.log")"
     grep -E 'FAILED|^FAIL' "$O/harness_$op.log" | head -5
 done
+grep -E '^\[cuda\] int8_matmul .*sm90' "$O/harness_int8_matmul.log" # the own kernel's rows (H3_INT8_GEMM=sm90)
 
 # 2. tiny end to end: t2va --quant int8, CUDA vs CPU; a converted snapshot vs runtime quantization on CUDA
 GA=(-d tests/fixtures/tiny -p "A red fox trots across fresh snow at dawn." --seed 20260 --width 64 --height 32
@@ -46,7 +47,8 @@ cmp -s "$W/p.rt.st" "$W/p.cv.st" && echo "ok   cuda: converted snapshot == --qua
 cmp -s "$W/p.rt.st" "$W/p.cvo.st" && echo "ok   cuda: converted original layout == diffusers layout (bit for bit)" ||
     echo "DIFF cuda: converted original layout != diffusers layout"
 
-# 3. the DiT forward at 544x960x124: int8, bf16, fp8 (best of 3), int8 with grouped FC2; the per-op rates between
+# 3. the DiT forward at 544x960x124: int8 (cuBLASLt, then H3_INT8_GEMM=sm90: the own kernel), bf16, fp8 (best of
+# 3), int8 with grouped FC2; the per-op rates between
 bench() { # tag, args...
     local tag=$1; shift
     timeout "$(cap 75)" "$H3" bench --backend cuda --what dit --repeats 3 --shapes 544x960x124 "$@" >"$O/bench_$tag.log" 2>&1
@@ -62,6 +64,7 @@ perf() {
     done
 }
 bench int8 --quant int8 --compare-bf16 1
+H3_INT8_GEMM=sm90 bench int8sm90 --quant int8 --compare-bf16 1
 bench bf16
 perf int8_matmul int8_quant_rows
 bench fp8 --quant fp8 --compare-bf16 1

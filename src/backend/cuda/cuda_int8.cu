@@ -299,6 +299,8 @@ extern "C" void cuda_int8_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const 
         cuda_record_error(be, "int8_matmul", "K is not a multiple of the group");
         return;
     }
+    /* H3_INT8_GEMM=sm90: the own kernel with the dequantization fused (cuda_int8_sm90.cu) where it applies */
+    if (ng == 1 && h3_knob_is(H3_KNOB_INT8_GEMM, "sm90") && cuda_int8_matmul_sm90(be, y, ldy, xq, xs, M, w, bias) == 0) return;
     /* rows per chunk: the int32 tile (and the groups' fp32 sums) within INT8_ACC_BYTES, chunks of equal size */
     int64_t nchunk = (M * N * 4 + INT8_ACC_BYTES - 1) / INT8_ACC_BYTES, rc = (M + nchunk - 1) / nchunk;
     if (nchunk > 1) rc = (rc + 127) / 128 * 128;
