@@ -8,7 +8,8 @@
  * candidates timed at first use of a shape (pick_algo), or, where the heuristic offers none, an exact tiled kernel. Dequantization: its own pass over the int32 accumulators with the CPU's
  * expression evaluated in the same order, every operation rounded once (__fmul_rn / __fadd_rn, and the file is
  * built with --fmad=false): fp32(acc) * sx[m] * sw[n] (+ bias[n]), or for groups the running fp32 sum over the
- * groups, times sw[n]. The int32 tile is staged in scratch in row chunks of at most INT8_ACC_BYTES. */
+ * groups, times sw[n] (the groups' GEMMs as one strided batch over the K ranges, one int32 tile each). The int32
+ * tiles are staged in scratch in row chunks of at most INT8_ACC_BYTES. */
 #include "cuda_internal.h"
 #include "cuda_int8.h"
 
@@ -115,11 +116,13 @@ static __global__ void k_gemm_s8_tiled(int32_t *d, int64_t ldd, const int8_t *x,
     }
 }
 
-static cuda_gemm_plan *find_plan(cuda_impl *c, int64_t M, int64_t N, int64_t K, int64_t ldx, int64_t ldd, int align) {
+/* plans of CUDA_GEMM_S8_S32OUT keep the batch count in `bias` */
+static cuda_gemm_plan *find_plan(cuda_impl *c, int64_t M, int64_t N, int64_t K, int64_t ldx, int64_t ldd, int align,
+                                 int batch) {
     for (int i = 0; i < CUDA_PLAN_CACHE; i++) {
         cuda_gemm_plan *p = &c->plans[i];
         if (p->used && p->kind == CUDA_GEMM_S8_S32OUT * 1000 + align && p->M == M && p->N == N && p->K == K &&
-            p->ldx == ldx && p->ldd == ldd)
+            p->ldx == ldx && p->ldd == ldd && p->bias == batch)
             return p;
     }
     return NULL;
@@ -180,17 +183,19 @@ static cublasStatus_t pick_algo(h3_backend *be, cublasLtMatmulDesc_t op, cublasL
 }
 
 /* d[m, n] (row stride ldd) = sum_{k < K} x[m, k] w[n, k], x row stride ldx, w row stride ldw: cuBLASLt's
- * column-major D[N, M] = A^T B with A = w [K x N] (op T), B = x [K x M] (op N). The algorithm is cached per shape;
- * a shape the heuristic has none for is remembered and goes to k_gemm_s8_tiled. */
+ * column-major D[N, M] = A^T B with A = w [K x N] (op T), B = x [K x M] (op N). batch > 1: `batch` such products,
+ * item b on x + b * koff, w + b * koff (consecutive K ranges: the groups) into d + b * dstride. The algorithm is
+ * cached per shape; a shape the heuristic has none for is remembered and goes to k_gemm_s8_tiled. */
 static void s8_gemm(h3_backend *be, int32_t *d, int64_t ldd, const int8_t *x, int64_t ldx, int64_t M, const int8_t *w,
-                    int64_t ldw, int64_t N, int64_t K) {
+                    int64_t ldw, int64_t N, int64_t K, int batch = 1, int64_t koff = 0, int64_t dstride = 0) {
     cuda_impl *c = cuda_of(be);
     if (M <= 0 || N <= 0) return;
     int align = cuda_ptr_align(w);
     if (cuda_ptr_align(x) < align) align = cuda_ptr_align(x);
     if (cuda_ptr_align(d) < align) align = cuda_ptr_align(d);
-    const int lt_ok = ldx == ldw && ldx % 4 == 0 && ldd % 4 == 0 && K % 4 == 0 && align >= 4;
-    cuda_gemm_plan *plan = lt_ok ? find_plan(c, M, N, K, ldx, ldd, align) : NULL;
+    if (batch > 1 && (cuda_ptr_align(x + koff) < align || cuda_ptr_align(d + dstride) < align)) align = 4;
+    const int lt_ok = ldx == ldw && ldx % 4 == 0 && ldd % 4 == 0 && K % 4 == 0 && align >= 4 && koff % 4 == 0;
+    cuda_gemm_plan *plan = lt_ok ? find_plan(c, M, N, K, ldx, ldd, align, batch) : NULL;
     cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
     if (lt_ok && !(plan && plan->mode == 1)) {
         cublasLtMatmulDesc_t op = NULL;
@@ -202,6 +207,15 @@ static void s8_gemm(h3_backend *be, int32_t *d, int64_t ldd, const int8_t *x, in
             if ((st = cublasLtMatrixLayoutCreate(&la, CUDA_R_8I, (uint64_t)K, (uint64_t)N, ldw)) == CUBLAS_STATUS_SUCCESS &&
                 (st = cublasLtMatrixLayoutCreate(&lb, CUDA_R_8I, (uint64_t)K, (uint64_t)M, ldx)) == CUBLAS_STATUS_SUCCESS &&
                 (st = cublasLtMatrixLayoutCreate(&ld, CUDA_R_32I, (uint64_t)N, (uint64_t)M, ldd)) == CUBLAS_STATUS_SUCCESS) {
+                if (batch > 1) {
+                    int32_t bc = batch;
+                    cublasLtMatrixLayout_t ls[3] = {la, lb, ld};
+                    int64_t off[3] = {koff, koff, dstride};
+                    for (int i = 0; i < 3; i++) {
+                        cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc);
+                        cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &off[i], sizeof off[i]);
+                    }
+                }
                 if (!plan) {
                     cublasLtMatmulAlgo_t algo;
                     st = pick_algo(be, op, la, lb, ld, align, w, x, d, &algo);
@@ -209,7 +223,7 @@ static void s8_gemm(h3_backend *be, int32_t *d, int64_t ldd, const int8_t *x, in
                     c->plan_next = (c->plan_next + 1) % CUDA_PLAN_CACHE;
                     memset(plan, 0, sizeof *plan);
                     plan->used = 1, plan->kind = CUDA_GEMM_S8_S32OUT * 1000 + align;
-                    plan->M = M, plan->N = N, plan->K = K, plan->ldx = ldx, plan->ldd = ldd;
+                    plan->M = M, plan->N = N, plan->K = K, plan->ldx = ldx, plan->ldd = ldd, plan->bias = batch;
                     if (st != CUBLAS_STATUS_SUCCESS) plan->mode = 1;
                     else plan->algo = algo;
                 }
@@ -235,7 +249,8 @@ static void s8_gemm(h3_backend *be, int32_t *d, int64_t ldd, const int8_t *x, in
     }
     int64_t gy = (M + 15) / 16;
     dim3 grid((unsigned)((N + 15) / 16), (unsigned)(gy > 65535 ? 65535 : gy));
-    k_gemm_s8_tiled<<<grid, dim3(16, 16), 0, c->stream>>>(d, ldd, x, ldx, w, ldw, M, N, K);
+    for (int b = 0; b < batch; b++)
+        k_gemm_s8_tiled<<<grid, dim3(16, 16), 0, c->stream>>>(d + b * dstride, ldd, x + b * koff, ldx, w + b * koff, ldw, M, N, K);
     CUDA_LAUNCHED(be, "int8 gemm (tiled kernel)");
 }
 
@@ -272,21 +287,17 @@ static __global__ void k_dequant(uint16_t *y, int64_t ldy, const int32_t *acc, c
     }
 }
 
-/* group j of ng: sum[m, n] = (j ? sum[m, n] : 0) + fp32(acc[m, n]) * xs[m * ng + j]; the last group writes
- * y = bf16(sum * ws[n] (+ bias[n])) instead of the sum. */
-static __global__ void k_dequant_group(float *sum, uint16_t *y, int64_t ldy, const int32_t *acc, const float *xs,
-                                       int64_t j, int64_t ng, const float *ws, const uint16_t *bias, int64_t M,
-                                       int64_t N) {
+/* groups: acc holds ng int32 tiles [M, N], tile j at acc + j * tstride; y = bf16(s * ws[n]
+ * (+ bias[n])) with s = 0 + fp32(acc_0) * xs[m, 0] + fp32(acc_1) * xs[m, 1] + ... left to right, as the CPU twin */
+static __global__ void k_dequant_groups(uint16_t *y, int64_t ldy, const int32_t *acc, int64_t tstride, const float *xs,
+                                        int64_t ng, const float *ws, const uint16_t *bias, int64_t M, int64_t N) {
     FOR_ROWS_COLS(m, n, M, N) {
         const int64_t i = m * N + n;
-        float s = __fadd_rn(j ? sum[i] : 0.0f, __fmul_rn(__int2float_rn(acc[i]), xs[m * ng + j]));
-        if (j + 1 < ng) {
-            sum[i] = s;
-        } else {
-            float v = __fmul_rn(s, ws[n]);
-            if (bias) v = __fadd_rn(v, bf16_at(bias[n]));
-            y[m * ldy + n] = f32_to_bf16_bits(v);
-        }
+        float s = 0.0f;
+        for (int64_t j = 0; j < ng; j++) s = __fadd_rn(s, __fmul_rn(__int2float_rn(acc[j * tstride + i]), xs[m * ng + j]));
+        float v = __fmul_rn(s, ws[n]);
+        if (bias) v = __fadd_rn(v, bf16_at(bias[n]));
+        y[m * ldy + n] = f32_to_bf16_bits(v);
     }
 }
 
@@ -301,16 +312,12 @@ extern "C" void cuda_int8_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const 
     }
     /* H3_INT8_GEMM=sm90: the own kernel with the dequantization fused (cuda_int8_sm90.cu) where it applies */
     if (ng == 1 && h3_knob_is(H3_KNOB_INT8_GEMM, "sm90") && cuda_int8_matmul_sm90(be, y, ldy, xq, xs, M, w, bias) == 0) return;
-    /* rows per chunk: the int32 tile (and the groups' fp32 sums) within INT8_ACC_BYTES, chunks of equal size */
-    int64_t nchunk = (M * N * 4 + INT8_ACC_BYTES - 1) / INT8_ACC_BYTES, rc = (M + nchunk - 1) / nchunk;
+    /* rows per chunk: the int32 tiles (one per group) within INT8_ACC_BYTES, chunks of equal size */
+    int64_t nchunk = (M * N * 4 * ng + INT8_ACC_BYTES - 1) / INT8_ACC_BYTES, rc = (M + nchunk - 1) / nchunk;
     if (nchunk > 1) rc = (rc + 127) / 128 * 128;
     if (rc > M) rc = M;
-    int32_t *acc = (int32_t *)cuda_scratch(be, (size_t)(rc * N) * sizeof(int32_t));
-    float *sum = ng > 1 ? (float *)cuda_scratch(be, (size_t)(rc * N) * sizeof(float)) : NULL;
-    if (!acc || (ng > 1 && !sum)) {
-        cuda_free(be, acc), cuda_free(be, sum);
-        return;
-    }
+    int32_t *acc = (int32_t *)cuda_scratch(be, (size_t)(rc * N * ng) * sizeof(int32_t));
+    if (!acc) return;
     const int v4 = N % 4 == 0 && ldy % 4 == 0 && ((uintptr_t)y & 7u) == 0 && ((uintptr_t)w->scale & 15u) == 0;
     for (int64_t r0 = 0; r0 < M; r0 += rc) {
         const int64_t rows = M - r0 < rc ? M - r0 : rc;
@@ -323,15 +330,12 @@ extern "C" void cuda_int8_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const 
                 k_dequant<1><<<grid_rows_cols(rows, N, 256), 256, 0, c->stream>>>(y + r0 * ldy, ldy, acc, xs + r0,
                                                                                 w->scale, bias, rows, N);
             CUDA_LAUNCHED(be, "int8_matmul (dequantization)");
-        } else {
-            for (int64_t j = 0; j < ng; j++) {
-                s8_gemm(be, acc, N, xq + r0 * K + j * g, K, rows, w->q + j * g, K, N, g);
-                k_dequant_group<<<grid_rows_cols(rows, N, 256), 256, 0, c->stream>>>(
-                    sum, y + r0 * ldy, ldy, acc, xs + r0 * ng, j, ng, w->scale, bias, rows, N);
-                CUDA_LAUNCHED(be, "int8_matmul (group dequantization)");
-            }
+        } else { /* the groups' K ranges as one strided batch, then one pass over their int32 tiles */
+            s8_gemm(be, acc, N, xq + r0 * K, K, rows, w->q, K, N, g, (int)ng, g, rows * N);
+            k_dequant_groups<<<grid_rows_cols(rows, N, 256), 256, 0, c->stream>>>(y + r0 * ldy, ldy, acc, rows * N,
+                                                                                 xs + r0 * ng, ng, w->scale, bias, rows, N);
+            CUDA_LAUNCHED(be, "int8_matmul (group dequantization)");
         }
     }
     cuda_free(be, acc);
-    if (sum) cuda_free(be, sum);
 }
