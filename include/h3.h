@@ -89,7 +89,7 @@ typedef struct h3_engine_options {
     int         threads;        /* CPU threads, 0 = all cores */
     const char *precision;      /* "bf16" (default, as the release runs) or "fp32" (the reference) */
     const char *quant;          /* "none" (default), "fp8" (the DiT blocks' linears as FP8 W8A8) or "int8" (INT8 W8A8,
-                                   per-token activations; CPU only so far); bf16 only. A snapshot converted by
+                                   per-token activations; docs/int8.md); bf16 only. A snapshot converted by
                                    `h3 quantize` runs its int8 codes whatever this says */
     int         memory;         /* H3_MEMORY_PHASES (default), H3_MEMORY_RESIDENT or H3_MEMORY_AUTO */
     int         ssd_streaming;  /* 1: the DiT's blocks stay in host memory and are streamed through two device slots
@@ -139,6 +139,10 @@ H3_PUBLIC int h3_engine_set_memory(h3_engine *eng, int memory);
 /* Changes h3_engine_options.ssd_streaming for the next generations (0: automatic on CUDA, 1: on); refused with
  * quant "fp8" (the FP8 blocks are made resident). */
 H3_PUBLIC int h3_engine_set_ssd_streaming(h3_engine *eng, int on);
+/* Changes h3_engine_options.quant ("none", "fp8" or "int8"; NULL: "none") and int8_fc2_groups (0 or 1, int8 only) for
+ * the next generations: the transformer is quantized again at its next load (a kept one made with other settings is
+ * freed then). Refused in fp32 precision and with ssd_streaming on. */
+H3_PUBLIC int h3_engine_set_quant(h3_engine *eng, const char *quant, int int8_fc2_groups);
 
 /* The tasks; the inputs of h3_params choose one (t2va: none, fl2va: first/last keyframe, ref2va: references). */
 enum { H3_TASK_T2VA = 0, H3_TASK_FL2VA = 1, H3_TASK_REF2VA = 2 };

@@ -239,13 +239,30 @@ static const bo_row rows[] = {
     {"fp8_matmul", "bias, 77 x 48 x 64, y slice of 56", c_fp8_matmul, {77, 48, 64, 56, 1}, 0, 2e-3, BO_ALL, NULL},
     {"fp8_fixture", "torch codes and torch._scaled_mm", c_fp8_fixture, {0}, 0, 2e-3, BO_ALL, NULL},
 
-    /* ---- INT8 W8A8 (docs/int8.md): CPU twins only so far, hence BO_CPU ---- */
-    {"int8_quant_rows", "77 x 100 per token", c_int8_quant, {77, 100, 100, 0}, 0, 0.0, BO_CPU, NULL},
-    {"int8_quant_rows", "64 x 2048, stride 4096, groups of 1024", c_int8_quant, {64, 2048, 4096, 1024}, 0, 0.0, BO_CPU, NULL},
-    {"int8_quant_rows", "5 x 7 with stride 9", c_int8_quant, {5, 7, 9, 0}, 0, 0.0, BO_CPU, NULL},
-    {"int8_matmul", "33 x 48 x 64 (tiny widths), bias", c_int8_matmul, {33, 48, 64, 48, 0, 1}, 0, 0.0, BO_CPU, NULL},
-    {"int8_matmul", "130 x 256 x 384, y slice of 300", c_int8_matmul, {130, 256, 384, 300, 0, 0}, 0, 0.0, BO_CPU, NULL},
-    {"int8_matmul", "40 x 96 x 2048, groups of 1024", c_int8_matmul, {40, 96, 2048, 96, 1024, 0}, 0, 0.0, BO_CPU, NULL},
+    /* ---- INT8 W8A8 (docs/int8.md): everything bit for bit (tolerance 0) ---- */
+    {"int8_quant_rows", "77 x 100 per token", c_int8_quant, {77, 100, 100, 0}, 0, 0.0, BO_ALL, NULL},
+    {"int8_quant_rows", "64 x 2048, stride 4096, groups of 1024", c_int8_quant, {64, 2048, 4096, 1024}, 0, 0.0, BO_ALL, NULL},
+    {"int8_quant_rows", "5 x 7 with stride 9", c_int8_quant, {5, 7, 9, 0}, 0, 0.0, BO_ALL, NULL},
+    {"int8_quant_rows", "300 x 5376 (vectorized)", c_int8_quant, {300, 5376, 5376, 0}, 0, 0.0, BO_ALL, NULL},
+    {"int8_quant_rows", "64 x 14336, stride 28672, groups of 1024", c_int8_quant, {64, 14336, 28672, 1024}, 0, 0.0, BO_ALL, NULL},
+    {"int8_matmul", "33 x 48 x 64 (tiny widths), bias", c_int8_matmul, {33, 48, 64, 48, 0, 1}, 0, 0.0, BO_ALL, NULL},
+    {"int8_matmul", "130 x 256 x 384, y slice of 300", c_int8_matmul, {130, 256, 384, 300, 0, 0}, 0, 0.0, BO_ALL, NULL},
+    {"int8_matmul", "7 x 20 x 30 (K not a multiple of 4: tiled kernel)", c_int8_matmul, {7, 20, 30, 20, 0, 1}, 0, 0.0, BO_ALL, NULL},
+    {"int8_matmul", "40 x 96 x 2048, groups of 1024", c_int8_matmul, {40, 96, 2048, 96, 1024, 0}, 0, 0.0, BO_ALL, NULL},
+    /* the release's four block linears at M = 200 (rows past a 128 multiple), CUDA vs the twin bit for bit */
+    {"int8_matmul", "release qkv 21504 x 5376, M=200", c_int8_matmul, {200, 21504, 5376, 21504, 0, 0}, 0, 0.0, CUDA_ONLY, NULL},
+    {"int8_matmul", "release attn out 5376 x 7168, M=200", c_int8_matmul, {200, 5376, 7168, 5376, 0, 0}, 0, 0.0, CUDA_ONLY, NULL},
+    {"int8_matmul", "release ffn up 28672 x 5376, M=200", c_int8_matmul, {200, 28672, 5376, 28672, 0, 0}, 0, 0.0, CUDA_ONLY, NULL},
+    {"int8_matmul", "release ffn down 5376 x 14336, M=200", c_int8_matmul, {200, 5376, 14336, 5376, 0, 0}, 0, 0.0, CUDA_ONLY, NULL},
+    {"int8_matmul", "release ffn down, groups of 1024, M=200", c_int8_matmul, {200, 5376, 14336, 5376, 1024, 0}, 0, 0.0, CUDA_ONLY, NULL},
+    /* H3_INT8_GEMM=sm90: the own wgmma kernel with the fused dequantization (cuda_int8_sm90.cu), K % 128 == 0 */
+#define SM90 "H3_INT8_GEMM=sm90"
+    {"int8_matmul", "[sm90] 130 x 256 x 384, y slice of 300", c_int8_matmul, {130, 256, 384, 300, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
+    {"int8_matmul", "[sm90] 333 x 520 x 640 (row and column tails), bias", c_int8_matmul, {333, 520, 640, 520, 0, 1}, 0, 0.0, CUDA_ONLY, SM90},
+    {"int8_matmul", "[sm90] release qkv 21504 x 5376, M=200", c_int8_matmul, {200, 21504, 5376, 21504, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
+    {"int8_matmul", "[sm90] release attn out 5376 x 7168, M=200", c_int8_matmul, {200, 5376, 7168, 5376, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
+    {"int8_matmul", "[sm90] release ffn up 28672 x 5376, M=200", c_int8_matmul, {200, 28672, 5376, 28672, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
+    {"int8_matmul", "[sm90] release ffn down 5376 x 14336, M=200", c_int8_matmul, {200, 5376, 14336, 5376, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
 
     /* ---- --perf only: release shapes (bench_cuda_ops.c's per-op part, test_cuda_ops2.c's and test_cuda_fp8.c's
      * timings). The DiT block GEMMs: qkv 21504x5376, attn out 5376x7168, ffn up 28672x5376, ffn down 5376x14336 */
@@ -314,6 +331,18 @@ static const bo_row rows[] = {
     {"fp8_matmul", "ffn up 28672 x 5376, M=19540", c_fp8_matmul, {19540, 28672, 5376, 28672}, 0, 0, PERF, env}, \
     {"fp8_matmul", "ffn down 5376 x 14336, M=19540", c_fp8_matmul, {19540, 5376, 14336, 5376}, 0, 0, PERF, env}
     FP8_GEMMS(NULL), FP8_GEMMS("H3_FP8_FAST_ACCUM=1"),
+    {"int8_quant_rows", "19540 x 5376", c_int8_quant, {19540, 5376, 5376, 0}, 0, 0, PERF, NULL},
+    {"int8_quant_rows", "19540 x 14336", c_int8_quant, {19540, 14336, 14336, 0}, 0, 0, PERF, NULL},
+    {"int8_quant_rows", "19540 x 14336, groups of 1024", c_int8_quant, {19540, 14336, 14336, 1024}, 0, 0, PERF, NULL},
+    {"int8_matmul", "qkv 21504 x 5376, M=19540", c_int8_matmul, {19540, 21504, 5376, 21504, 0, 0}, 0, 0, PERF, NULL},
+    {"int8_matmul", "attn out 5376 x 7168, M=19540", c_int8_matmul, {19540, 5376, 7168, 5376, 0, 0}, 0, 0, PERF, NULL},
+    {"int8_matmul", "ffn up 28672 x 5376, M=19540", c_int8_matmul, {19540, 28672, 5376, 28672, 0, 0}, 0, 0, PERF, NULL},
+    {"int8_matmul", "ffn down 5376 x 14336, M=19540", c_int8_matmul, {19540, 5376, 14336, 5376, 0, 0}, 0, 0, PERF, NULL},
+    {"int8_matmul", "ffn down 5376 x 14336, groups of 1024, M=19540", c_int8_matmul, {19540, 5376, 14336, 5376, 1024, 0}, 0, 0, PERF, NULL},
+    {"int8_matmul", "[sm90] qkv 21504 x 5376, M=19540", c_int8_matmul, {19540, 21504, 5376, 21504, 0, 0}, 0, 0, PERF, SM90},
+    {"int8_matmul", "[sm90] attn out 5376 x 7168, M=19540", c_int8_matmul, {19540, 5376, 7168, 5376, 0, 0}, 0, 0, PERF, SM90},
+    {"int8_matmul", "[sm90] ffn up 28672 x 5376, M=19540", c_int8_matmul, {19540, 28672, 5376, 28672, 0, 0}, 0, 0, PERF, SM90},
+    {"int8_matmul", "[sm90] ffn down 5376 x 14336, M=19540", c_int8_matmul, {19540, 5376, 14336, 5376, 0, 0}, 0, 0, PERF, SM90},
 };
 
 enum { NROWS = (int)(sizeof rows / sizeof rows[0]) };

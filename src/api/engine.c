@@ -184,6 +184,30 @@ int h3_engine_set_ssd_streaming(h3_engine *eng, int on) {
     return fail_with(eng, H3_OK, &e);
 }
 
+int h3_engine_set_quant(h3_engine *eng, const char *quant, int int8_fc2_groups) {
+    h3_err e = {{0}};
+    const char *q = quant ? quant : "none";
+    const int fp8 = !strcmp(q, "fp8"), int8 = !strcmp(q, "int8");
+    if (!fp8 && !int8 && strcmp(q, "none"))
+        return h3_fail(&e, "--quant must be none, fp8 or int8, got '%.64s'", q), fail_with(eng, H3_ERR_BAD_INPUT, &e);
+    if (int8_fc2_groups != 0 && int8_fc2_groups != 1)
+        return h3_fail(&e, "--int8-fc2-groups must be 0 or 1, got %d", int8_fc2_groups), fail_with(eng, H3_ERR_BAD_INPUT, &e);
+    if (int8_fc2_groups && !int8)
+        return h3_fail(&e, "--int8-fc2-groups needs --quant int8"), fail_with(eng, H3_ERR_BAD_INPUT, &e);
+    if ((fp8 || int8) && !eng->bf16)
+        return h3_fail(&e, "--quant %s needs --precision bf16 (the fp32 mode is the reference)", q),
+               fail_with(eng, H3_ERR_BAD_INPUT, &e);
+    if ((fp8 || int8) && eng->opt.ssd_streaming)
+        return h3_fail(&e, "--ssd-streaming cannot be combined with --quant %s (the quantized blocks are made resident)", q),
+               fail_with(eng, H3_ERR_BAD_INPUT, &e);
+    pthread_mutex_lock(&eng->lock);
+    /* the kept transformer's key holds these settings (gen_dit.c), so the next load quantizes as asked */
+    eng->quant_fp8 = fp8, eng->quant_int8 = int8, eng->opt.int8_fc2_groups = int8_fc2_groups;
+    eng->opt.quant = fp8 ? "fp8" : int8 ? "int8" : "none";
+    pthread_mutex_unlock(&eng->lock);
+    return fail_with(eng, H3_OK, &e);
+}
+
 int h3_engine_has_task(h3_engine *eng, int task) {
     if (!eng->opened) return not_opened(eng);
     h3_err e = {{0}};

@@ -1,6 +1,5 @@
-/* Dispatch of the INT8 W8A8 ops (backend_int8.h) to the CPU twins (cpu/cpu_int8.c). No CUDA twin yet: on a CUDA
- * backend each op records "no CUDA twin" (h3_backend_check reports it) and the model refuses int8 before any
- * GPU work (dit_int8.c). */
+/* Dispatch of the INT8 W8A8 ops (backend_int8.h) to the CPU twins (cpu/cpu_int8.c) or the CUDA ones
+ * (cuda/cuda_int8.cu), which give the same bits. */
 #include "backend_int8.h"
 
 #include <math.h>
@@ -9,6 +8,10 @@
 
 #include "../core/dtype.h"
 #include "cpu/cpu_int8.h"
+#ifdef H3_CUDA
+#include "cuda/cuda_int8.h"
+#endif
+#include "backend_timed.h"
 
 float h3_int8_quantize_row(const float *x, int64_t n, int8_t *q) {
     float amax = 0.0f;
@@ -22,28 +25,19 @@ float h3_int8_quantize_row(const float *x, int64_t n, int8_t *q) {
     return s;
 }
 
-#define CPU_ONLY(be, op)                                                     \
-    if ((be)->kind != H3_BACKEND_CPU) {                                      \
-        h3_backend_unsupported((be), op, "the INT8 ops have a CPU twin only"); \
-        return;                                                              \
-    }
-
 void h3_int8_quant_rows(h3_backend *be, int8_t *q, float *scale, const h3_bf16 *x, int64_t rows, int64_t dim,
                         int64_t ldx, int64_t group) {
-    CPU_ONLY(be, "h3_int8_quant_rows");
-    cpu_int8_quant_rows(be, q, scale, x, rows, dim, ldx, group);
+    TIMED_DISPATCH(be, int8_quant_rows, be, q, scale, x, rows, dim, ldx, group);
 }
 
 void h3_int8_gemm_s32(h3_backend *be, int32_t *acc, const int8_t *xq, int64_t M, const h3_int8_linear *w, int64_t k0,
                       int64_t kn) {
-    CPU_ONLY(be, "h3_int8_gemm_s32");
-    cpu_int8_gemm_s32(be, acc, xq, M, w, k0, kn);
+    TIMED_DISPATCH(be, int8_gemm_s32, be, acc, xq, M, w, k0, kn);
 }
 
 void h3_int8_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const int8_t *xq, const float *xs, int64_t M,
                     const h3_int8_linear *w, const h3_bf16 *bias) {
-    CPU_ONLY(be, "h3_int8_matmul");
-    cpu_int8_matmul(be, y, ldy, xq, xs, M, w, bias);
+    TIMED_DISPATCH(be, int8_matmul, be, y, ldy, xq, xs, M, w, bias);
 }
 
 static int alloc_linear(h3_backend *be, h3_int8_linear *out, int64_t N, int64_t K, h3_err *e) {

@@ -8,7 +8,7 @@
  *     grouped:    y[m, n] = bf16((sum_g fp32(acc_g[m, n]) * sx[m, g]) * sw[n])
  * acc = sum_k xq[m, k] * wq[n, k] in int32 (|acc| <= 128 * 127 * K fits for K < 2^17). Weights made by LightX2V's
  * generic converter may hold -128 codes (its clamp is [-128, 127]): the GEMM takes them as they are.
- * The CPU twins (cpu/cpu_int8.c) define the numerics; no CUDA twin exists yet (the ops report that). */
+ * The CPU twins (cpu/cpu_int8.c) define the numerics; the CUDA twins (cuda/cuda_int8.cu) give the same bits. */
 #ifndef H3_BACKEND_INT8_H
 #define H3_BACKEND_INT8_H
 

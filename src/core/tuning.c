@@ -28,6 +28,7 @@ static const h3_knob_info knobs[H3_KNOB_COUNT] = {
     [H3_KNOB_ATTN_STRIDED] = {"H3_ATTN_STRIDED", "word", "on", "0: cuDNN attention always on head-major copies"},
     [H3_KNOB_VAE_ATTN] = {"H3_VAE_ATTN", "tile|cudnn", "the own batched kernel", "the video decoder's tile attention implementation"},
     [H3_KNOB_FP8_FAST_ACCUM] = {"H3_FP8_FAST_ACCUM", "int", "0", ">0: cuBLASLt's fast FP8 accumulation for --quant fp8"},
+    [H3_KNOB_INT8_GEMM] = {"H3_INT8_GEMM", "lt|sm90", "lt", "--quant int8 on CUDA: sm90 = the own wgmma kernel with the fused dequantization (same bits)"},
     [H3_KNOB_CUDA_OPTIME] = {"H3_CUDA_OPTIME", "word", "off", "1: time every CUDA op with events (a table at backend shutdown)"},
     [H3_KNOB_CUDNN_VARIANT] = {"H3_CUDNN_VARIANT", "int", "the default engine", "the cuDNN SDPA engine configuration to use (tuning runs)"},
     [H3_KNOB_CUDNN_VERBOSE] = {"H3_CUDNN_VERBOSE", "flag", "off", "set: the cuDNN SDPA plan search says what it tried"},

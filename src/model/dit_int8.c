@@ -220,9 +220,6 @@ static int usable_here(dit_model *m, const char *what, h3_err *e) {
     if (!m->bf16) return h3_fail(e, "%s runs in the bf16 mode (--precision bf16; the fp32 mode is the reference)", what);
     if (m->stream)
         return h3_fail(e, "--ssd-streaming cannot be combined with %s (the int8 blocks are made resident)", what);
-    if (m->be->kind != H3_BACKEND_CPU)
-        return h3_fail(e, "%s: the int8 GEMMs have no %s kernels yet (docs/int8.md): run it with --device cpu", what,
-                       h3_backend_name(m->be));
     return 0;
 }
 

@@ -71,6 +71,10 @@ static dit_model *dit_make(gen *s, h3_backend *be, const char *dir, int mode, h3
         return NULL;
     }
     progress_end(&s->pg);
+    if (dit_int8_profile(m))
+        gen_log(s->r, "DiT int8 W8A8 (docs/int8.md): profile %s%s, activations quantized per token%s", dit_int8_profile_name(dit_int8_profile(m)),
+                s->r->quant_int8 ? " (quantized at load)" : " (the snapshot's codes)",
+                s->r->int8_fc2_groups ? ", the FFN down input per 1024 channels" : "");
     return m;
 }
 

@@ -104,9 +104,6 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
         return h3_fail(e, "--quant int8 and --int8-fc2-groups need --precision bf16 (the fp32 mode is the reference)");
     if (r->quant_int8 && r->ssd_streaming)
         return h3_fail(e, "--ssd-streaming cannot be combined with --quant int8 (the int8 blocks are made resident)");
-    if ((r->quant_int8 || r->int8_fc2_groups) && r->cuda) /* refused before anything is loaded (docs/int8.md) */
-        return h3_fail(e, "--quant int8 runs on the CPU only so far (no CUDA int8 GEMM yet): use --backend cpu, or "
-                          "--quant fp8 on the GPU");
     if (r->quant_fp8 && !r->bf16) return h3_fail(e, "--quant fp8 needs --precision bf16 (the fp32 mode is the reference)");
     if (r->vae_fp8 && !r->bf16) return h3_fail(e, "--vae-quant fp8 needs --precision bf16 (the fp32 mode is the reference)");
     if (r->quant_fp8 && r->ssd_streaming)

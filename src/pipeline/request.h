@@ -59,7 +59,7 @@ typedef struct h3_request {
     int         bf16;          /* --precision bf16 (default) vs fp32 */
     int         quant_fp8;     /* --quant fp8: the DiT blocks' linears as FP8 W8A8 (docs/fp8.md); bf16 only */
     const char *transformer_file; /* --transformer: a single-file transformer (docs/checkpoints.md), NULL: the snapshot's */
-    int         quant_int8;    /* --quant int8: INT8 W8A8, quantized at load (docs/int8.md); bf16, CPU only so far */
+    int         quant_int8;    /* --quant int8: INT8 W8A8, quantized at load (docs/int8.md); bf16, CPU and CUDA */
     int         int8_fc2_groups; /* --int8-fc2-groups: the FFN down input scaled per 1024 channels (docs/int8.md) */
     int         vae_fp8;       /* --vae-quant fp8: the video decoder's block GEMMs as FP8 W8A8 (docs/fast.md); bf16 only */
     int         resident;      /* sessions: H3_RESIDENT_ALL (--resident) keeps each phase's model for the next generation,

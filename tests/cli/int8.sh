@@ -2,7 +2,8 @@
 # INT8 W8A8 (docs/int8.md): `h3 quantize` on the tiny snapshot (codes and scales by the rule, every other tensor's
 # bytes, the index; an existing DST refused; nothing left behind on failure), `h3 info` on the result and on the
 # LightX2V-made fixtures, each scope-validation breach rejected with one line and exit 2, `h3 probe dit` on a
-# converted snapshot bit-identical to `--quant int8` on its source (both layouts), `--int8-fc2-groups`.
+# converted snapshot bit-identical to `--quant int8` on its source (both layouts), `--int8-fc2-groups`, the session's
+# `!quant`, `h3 bench --quant int8`.
 # The numbers against the torch W8A8 forward are tests/test_int8.c (same library code).
 set -u
 source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
@@ -116,4 +117,27 @@ for d in lightx2v lightx2v_single; do
     "$H3" info -d "$tmp/lxs" >"$tmp/info" 2>&1; rc=$?
     [ $rc -eq 0 ] && grep -q "int8: W8A8 profile all" "$tmp/info" && ok || bad "info $d: rc $rc: $(grep -i 'problem\|int8' "$tmp/info" | head -3)"
 done
+# --- the session's !quant: a generation after "!quant int8" is the one-shot --quant int8 run byte for byte; a bad
+# value is one error line and the session goes on; fp32 refuses it
+SA=(-d $TINY --width 64 --height 32 --frames 120 --steps 1 --seed 3 -o '')
+"$H3" generate "${SA[@]}" -p "A red fox." --quant int8 --dump-latents "$tmp/s_one.st" 2>"$tmp/err" || bad "one-shot: $(tail -1 "$tmp/err")"
+printf '%s\n' "!quant int8" "A red fox." "!quant bogus" "!quant" "!quant none" "A red fox." |
+    TMPDIR="$tmp" "$H3" generate "${SA[@]}" --dump-latents "$tmp/s.st" >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc -eq 0 ] && ok || bad "session !quant: exit $rc: $(tail -2 "$tmp/err")"
+cmp -s "$tmp/s_one.st" "$tmp/s-0001.st" && ok || bad "session !quant int8 != one-shot --quant int8"
+cmp -s "$tmp/s_one.st" "$tmp/s-0002.st" && bad "session !quant none still int8" || ok
+[ "$(grep -c "!quant expects none, fp8, int8 or int8-fc2-groups, got 'bogus'" "$tmp/err")" -eq 1 ] && ok \
+    || bad "!quant bogus: $(grep -i quant "$tmp/err")"
+grep -q "^quant int8$" "$tmp/out" && ok || bad "!quant shows: $(grep '^quant' "$tmp/out")"
+printf '%s\n' "!quant int8" | "$H3" generate "${SA[@]}" --precision fp32 >"$tmp/out" 2>"$tmp/err"
+grep -q "^h3: !quant: --quant int8 needs --precision bf16" "$tmp/err" && ok || bad "!quant int8 in fp32: $(cat "$tmp/err")"
+# --- h3 bench --quant int8 (tiny config, CPU): a timed forward and its distance from the bf16 forward on the same
+# random weights (--compare-bf16 1); the flag rules
+BN=(bench --backend cpu --what dit --shapes 64x64x5 --config $TINY/transformer --repeats 1)
+"$H3" "${BN[@]}" --quant int8 --compare-bf16 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+rel=$(sed -n 's/^DIT .* vs_bf16_video_rel_l2=\([^ ]*\) .*/\1/p' "$tmp/out")
+[ $rc -eq 0 ] && grep -q "quantized to INT8 (per token)" "$tmp/out" && [ -n "$rel" ] &&
+    awk -v r="$rel" 'BEGIN { exit !(r > 0 && r < 5e-2) }' && ok || bad "bench --quant int8: rc $rc, rel $rel: $(tail -2 "$tmp/err")"
+one_line_2 "bench fc2 groups without int8" "needs --quant int8" "$tmp/none" "$H3" "${BN[@]}" --int8-fc2-groups 1
+one_line_2 "bench compare without quant" "needs --quant" "$tmp/none" "$H3" "${BN[@]}" --compare-bf16 1
 echo "RESULT $pass $fail"

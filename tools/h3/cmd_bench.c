@@ -2,7 +2,8 @@
  * directly in backend memory (no 66 GB file needed).
  *
  *   h3 bench [--backend cuda|cpu] [--shapes 512x512x22,544x960x124,1344x768x124] [--text 256]
- *            [--repeats N] [--vae-repeats N] [--precision bf16|fp32] [--quant none|fp8] [--token-reduction B:E] [--what dit,vae]
+ *            [--repeats N] [--vae-repeats N] [--precision bf16|fp32] [--quant none|fp8|int8] [--int8-fc2-groups 0|1]
+ *            [--token-reduction B:E] [--what dit,vae]
  *            [--config TRANSFORMER_DIR] [--vae-config VAE_DIR] [--vae-batch N,...]
  *
  * --vae-batch times the bf16 video decoder once per value at every shape (video_vae_set_decode_batch: tiles per
@@ -20,6 +21,7 @@
 
 #include "backend/backend_bench.h"
 #include "model/dit.h"
+#include "model/dit_int8.h"
 #include "model/video_vae.h"
 #include "pipeline/layout.h"
 #include "cli.h"
@@ -109,8 +111,21 @@ static int64_t *i64_fill(int64_t n, int64_t v) {
 
 /* ---- DiT ---- */
 
+/* ref (--compare-bf16 1 with --quant): NULL, or the bf16 forward's outputs at this shape: ref->want set: one forward
+ * (no timing) whose outputs are kept in ref; else the timed forwards' outputs are compared with ref's. */
+typedef struct bench_ref {
+    int    want;
+    float *video, *audio;
+} bench_ref;
+
+static void compare_line(const char *what, const float *got, const float *ref, int64_t n) {
+    printf(" vs_bf16_%s_rel_l2=%.3e vs_bf16_%s_max_abs=%.3e", what, h3_rel_l2(got, ref, (size_t)n), what,
+           h3_max_abs(got, ref, (size_t)n));
+}
+
 static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, int64_t T, const float *ts,
-                           int repeats, int bf16, const int *reduce, int check_blocks, bench_result *r, h3_err *e) {
+                           int repeats, int bf16, const int *reduce, int check_blocks, bench_ref *ref, bench_result *r,
+                           h3_err *e) {
     const dit_config *c = dit_get_config(m);
     int rc = -1;
     int64_t *text_tags = i64_fill(T, 1);
@@ -149,6 +164,12 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
     h3_memory_reset_peak(be);
     /* warm-up: plans, scratch pool, cuDNN graphs */
     if (dit_forward(m, &in, vout, aout, e) != 0) goto done;
+    if (ref && ref->want) { /* the bf16 reference: kept, not timed */
+        ref->video = vout, ref->audio = aout, vout = aout = NULL;
+        printf("dit: bf16 forward at shape %s kept for --compare-bf16\n", s->name);
+        rc = 0;
+        goto done;
+    }
     dit_stream_stats st0, st1;
     dit_get_stream_stats(m, &st0);
     double best = 1e30, sum = 0;
@@ -180,6 +201,10 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
            r->dit_tflop, r->dit_tflop / r->dit_s, r->dit_peak);
     if (base > 0) printf(" baseline_s=%.3f ratio=%.2f", base, r->dit_s / base);
     if (reduce) printf(" token_reduction=%d:%d", reduce[0], reduce[1]);
+    if (ref && ref->video) {
+        compare_line("video", vout, ref->video, L->Nv * vo);
+        compare_line("audio", aout, ref->audio, L->Na * c->audio_in_channels);
+    }
     dit_get_stream_stats(m, &st1);
     if (st1.slot_bytes > 0) /* --ssd-streaming, per forward: the bytes copied, the host time in the copy calls (waits for a free slot
                              * included) and bytes / forward time */
@@ -194,8 +219,9 @@ done:
     return rc;
 }
 
-static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, int stream, const int *reduce, int check_blocks,
-                     const bench_shape *shapes, int n, int64_t T, int repeats, bench_result *res, h3_err *e) {
+/* quant: 0 none, 1 --quant fp8, 2 --quant int8, 3 --quant int8 with --int8-fc2-groups 1 */
+static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int quant, int compare, int stream, const int *reduce,
+                     int check_blocks, const bench_shape *shapes, int n, int64_t T, int repeats, bench_result *res, h3_err *e) {
     dit_config cfg;
     if (dit_config_load(config_dir, &cfg, e) != 0) return -1;
     double t0 = now_s();
@@ -203,16 +229,6 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, 
     if (!m) return -1;
     h3_sync(be);
     double t_build = now_s() - t0, t_quant = 0;
-    if (fp8) { /* --quant fp8: the blocks' linears quantized as a real generation does it at load */
-        t0 = now_s();
-        if (dit_quantize_fp8(m, e) != 0) {
-            dit_free(m);
-            return -1;
-        }
-        h3_sync(be);
-        t_quant = now_s() - t0;
-        printf("dit: --quant fp8: block linears quantized to FP8 E4M3 in %.2f s\n", t_quant);
-    }
     /* every shape uses the same two timestep values: prepare their AdaLN tables once, then drop
      * the AdaLN projections as the pipeline does (docs/dit.md) */
     const float ts[2] = {0.75f, 0.5f};
@@ -232,7 +248,29 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, 
            stream ? "; --ssd-streaming: the blocks' linears in host memory, two slots on the backend" : "");
     fflush(stdout);
     int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) rc = bench_dit_shape(be, m, &shapes[i], T, ts, repeats, bf16, reduce, check_blocks, &res[i], e);
+    /* --compare-bf16 1: the bf16 forward at the first shape on these weights before they are quantized */
+    bench_ref ref = {.want = 1};
+    if (compare && quant && (rc = bench_dit_shape(be, m, &shapes[0], T, ts, 1, bf16, reduce, check_blocks, &ref, &res[0], e)) != 0) {
+        dit_free(m);
+        return rc;
+    }
+    ref.want = 0;
+    if (quant) { /* --quant fp8 / int8: the blocks' linears quantized as a real generation does it at load */
+        t0 = now_s();
+        if ((quant == 1 ? dit_quantize_fp8(m, e) : dit_quantize_int8(m, quant == 3, e)) != 0 || h3_backend_check(be, e) != 0) {
+            dit_free(m);
+            free(ref.video), free(ref.audio);
+            return -1;
+        }
+        h3_sync(be);
+        t_quant = now_s() - t0;
+        printf("dit: --quant %s: block linears quantized to %s in %.2f s\n", quant == 1 ? "fp8" : "int8",
+               quant == 1 ? "FP8 E4M3" : quant == 3 ? "INT8 (FFN down input per 1024 channels)" : "INT8 (per token)", t_quant);
+    }
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = bench_dit_shape(be, m, &shapes[i], T, ts, repeats, bf16, reduce, check_blocks, i == 0 && ref.video ? &ref : NULL,
+                             &res[i], e);
+    free(ref.video), free(ref.audio);
     dit_free(m);
     return rc;
 }
@@ -345,8 +383,10 @@ done:
 static void usage(void) {
     fprintf(stderr,
             "usage: h3 bench [--backend cuda|cpu] [--shapes WxHxF,...] [--text T] [--repeats N] [--vae-repeats N]\n"
-            "                [--precision bf16|fp32] [--quant none|fp8] [--token-reduction B:E] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
-            "                [--vae-batch N,...] [--vae-quant none|fp8] [--ssd-streaming 0|1] [--check-blocks 0|1]\n"
+            "                [--precision bf16|fp32] [--quant none|fp8|int8] [--int8-fc2-groups 0|1] [--token-reduction B:E] [--what dit,vae]\n"
+            "                [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
+            "                [--vae-batch N,...] [--vae-quant none|fp8] [--ssd-streaming 0|1] [--check-blocks 0|1] [--compare-bf16 0|1]\n"
+            "--compare-bf16 1 (with --quant): the first shape's outputs against the bf16 forward on the same weights\n"
             "--check-blocks 1: the per-block non-finite check h3 generate --profile runs (its cost)\n"
             "defaults: --backend cuda --shapes 512x512x22,544x960x124,1344x768x124 --text 256 --repeats 2\n"
             "          --vae-repeats 1 --precision bf16 --what dit,vae\n"
@@ -367,6 +407,7 @@ int cmd_bench(int argc, char **argv) {
     const char *vae_config = "tests/fixtures/skeleton/vae", *text_arg = "256", *rep_arg = "2", *vrep_arg = "1";
     const char *vbatch_arg = NULL, *quant = "none", *reduce_arg = NULL, *stream_arg = "0", *check_arg = "0";
     const char *vae_quant = "none";
+    const char *fc2g_arg = "0", *compare_arg = "0";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -388,6 +429,8 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--vae-quant")) dst = &vae_quant;
         else if (!strcmp(a, "--ssd-streaming")) dst = &stream_arg;
         else if (!strcmp(a, "--check-blocks")) dst = &check_arg;
+        else if (!strcmp(a, "--int8-fc2-groups")) dst = &fc2g_arg;
+        else if (!strcmp(a, "--compare-bf16")) dst = &compare_arg;
         else return cli_error("bench: unknown argument '%s' (see h3 bench --help)", a);
         if (i + 1 >= argc) return cli_error("bench: %s needs a value", a);
         *dst = argv[++i];
@@ -399,9 +442,19 @@ int cmd_bench(int argc, char **argv) {
     if (strcmp(precision, "fp32") && strcmp(precision, "bf16"))
         return cli_error("bench: --precision must be fp32 or bf16, got '%s'", precision);
     int bf16 = !strcmp(precision, "bf16"), T, repeats, vae_repeats;
-    if (strcmp(quant, "none") && strcmp(quant, "fp8")) return cli_error("bench: --quant must be none or fp8, got '%s'", quant);
-    int fp8 = !strcmp(quant, "fp8");
-    if (fp8 && !bf16) return cli_error("bench: --quant fp8 needs --precision bf16");
+    if (strcmp(quant, "none") && strcmp(quant, "fp8") && strcmp(quant, "int8"))
+        return cli_error("bench: --quant must be none, fp8 or int8, got '%s'", quant);
+    int fp8 = !strcmp(quant, "fp8"), int8 = !strcmp(quant, "int8");
+    if ((fp8 || int8) && !bf16) return cli_error("bench: --quant %s needs --precision bf16", quant);
+    if (strcmp(fc2g_arg, "0") && strcmp(fc2g_arg, "1"))
+        return cli_error("bench: --int8-fc2-groups must be 0 or 1, got '%s'", fc2g_arg);
+    const int fc2g = !strcmp(fc2g_arg, "1");
+    if (fc2g && !int8) return cli_error("bench: --int8-fc2-groups 1 needs --quant int8");
+    const int qmode = fp8 ? 1 : int8 ? (fc2g ? 3 : 2) : 0;
+    if (strcmp(compare_arg, "0") && strcmp(compare_arg, "1"))
+        return cli_error("bench: --compare-bf16 must be 0 or 1, got '%s'", compare_arg);
+    const int compare = !strcmp(compare_arg, "1");
+    if (compare && !qmode) return cli_error("bench: --compare-bf16 1 needs --quant fp8 or int8");
     if (strcmp(vae_quant, "none") && strcmp(vae_quant, "fp8"))
         return cli_error("bench: --vae-quant must be none or fp8, got '%s'", vae_quant);
     const int vae_fp8 = !strcmp(vae_quant, "fp8");
@@ -412,7 +465,7 @@ int cmd_bench(int argc, char **argv) {
     if (strcmp(check_arg, "0") && strcmp(check_arg, "1"))
         return cli_error("bench: --check-blocks must be 0 or 1, got '%s'", check_arg);
     const int check_blocks = !strcmp(check_arg, "1");
-    if (stream && fp8) return cli_error("bench: --ssd-streaming 1 cannot be combined with --quant fp8");
+    if (stream && (fp8 || int8)) return cli_error("bench: --ssd-streaming 1 cannot be combined with --quant %s", quant);
     int reduce[2] = {0, 0}, nreduce = 0;
     if (reduce_arg) {
         char *mid, *end;
@@ -469,14 +522,15 @@ int cmd_bench(int argc, char **argv) {
         return 1;
     }
     printf("h3 bench: backend %s, precision %s%s, text rows %d, repeats %d (DiT) / %d (VAE)", h3_backend_name(be),
-           precision, fp8 ? " + fp8 DiT linears (--quant fp8)" : "", T, repeats, vae_repeats);
+           precision,
+           fp8 ? " + fp8 DiT linears (--quant fp8)" : int8 ? (fc2g ? " + int8 DiT linears (--quant int8 --int8-fc2-groups 1)" : " + int8 DiT linears (--quant int8)") : "", T, repeats, vae_repeats);
     if (ms.total_bytes) printf(", device memory %.1f GiB", gib(ms.total_bytes));
     printf("\n");
     fflush(stdout);
     bench_result res[BENCH_MAX_SHAPES];
     memset(res, 0, sizeof res);
     int rc = 0;
-    if (do_dit && bench_dit(be, config, bf16, fp8, stream, nreduce ? reduce : NULL, check_blocks, shapes, n, T, repeats, res, &e) != 0) {
+    if (do_dit && bench_dit(be, config, bf16, qmode, compare, stream, nreduce ? reduce : NULL, check_blocks, shapes, n, T, repeats, res, &e) != 0) {
         fprintf(stderr, "h3: bench: DiT: %s\n", e.msg);
         rc = 1;
     }

@@ -42,7 +42,7 @@ static void usage(FILE *f) {
             "  --dump-latents PATH      write final latents, frames and audio (safetensors, docs/probe.md)\n"
             "  --precision bf16|fp32    bf16 as the release runs (default) or the fp32 reference\n"
             "  --quant none|fp8|int8    fp8: the DiT blocks' linears as FP8 W8A8 (faster, not the reference's numerics);\n"
-            "                           int8: INT8 W8A8 quantized at load (docs/int8.md; CPU only so far)\n"
+            "                           int8: INT8 W8A8 quantized at load (docs/int8.md)\n"
             "  --vae-quant none|fp8     fp8: the video decoder's block GEMMs as FP8 W8A8 (faster, not the reference's numerics)\n"
             "  --int8-fc2-groups        int8: the FFN down input scaled per 1024 channels instead of per token\n"
             "  --transformer FILE       a single-file transformer (safetensors or GGUF, the published single files'\n"

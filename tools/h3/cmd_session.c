@@ -46,6 +46,8 @@ typedef struct session {
     const h3_engine_options *opt; /* the start-up flags' (precision, quant, random weights) */
     int         memory;      /* !resident: H3_MEMORY_* */
     int         ssd_streaming; /* !ssd-streaming */
+    const char *quant;       /* !quant: "none", "fp8" or "int8" (start-up: --quant) */
+    int         fc2_groups;  /* !quant int8-fc2-groups: --int8-fc2-groups */
     int         show;        /* !show: the preview sink on */
     int         seed_fixed;  /* --seed / !seed N; else a fresh random seed per generation */
     int         mux;         /* an MP4 per generation (-o '' at start-up: none for the whole session) */
@@ -269,12 +271,12 @@ static int c_status(session *s, const char *arg) {
     if (s->frames_base) printf("frames %s/video-NNNN/\n", s->frames_base);
     if (s->wav_base) printf("wav %s, numbered\n", s->wav_base);
     if (s->dump_base) printf("latents %s, numbered\n", s->dump_base);
-    printf("profile %s; %d generated, %d failed; resident %s, quant %s, ssd-streaming %s\n", st->profile ? "on" : "off",
+    printf("profile %s; %d generated, %d failed; resident %s, quant %s%s, ssd-streaming %s\n", st->profile ? "on" : "off",
            s->done, s->failed,
            s->memory == H3_MEMORY_RESIDENT ? "on (!cache lists the kept models)"
            : s->memory == H3_MEMORY_AUTO   ? "auto (the transformer and the video decoder stay when they fit)"
                                               : "off (each generation loads every phase's weights)",
-           o->quant, s->ssd_streaming ? "on" : "auto");
+           s->quant, s->fc2_groups ? " (FFN down input per 1024 channels)" : "", s->ssd_streaming ? "on" : "auto");
     printf("show %s (terminal graphics: %s, zoom %d); open %s; spatial RoPE at 256x256: %s\n",
            s->show ? "on" : "off", term_graphics_name(s->tp.g), s->tp.zoom, s->open ? "on" : "off",
            st->reference_rope ? "released" : "halved");
@@ -562,11 +564,26 @@ static int c_show(session *s, const char *arg) {
 static int c_ssd_streaming(session *s, const char *arg) {
     int on = s->ssd_streaming;
     if (arg && parse_toggle("ssd-streaming", arg, &on)) return -1;
-    if (arg && on && !strcmp(s->opt->quant, "fp8"))
-        return say_error("!ssd-streaming: cannot be combined with --quant fp8 (the FP8 blocks are made resident)");
+    if (arg && on && strcmp(s->quant, "none"))
+        return say_error("!ssd-streaming: cannot be combined with quant %s (the quantized blocks are made resident)", s->quant);
     if (arg && h3_engine_set_ssd_streaming(s->eng, on) != H3_OK) return say_error("!ssd-streaming: %s", h3_engine_error(s->eng));
     s->ssd_streaming = on;
     printf("ssd-streaming %s\n", s->ssd_streaming ? "on" : "auto (on with --backend cuda when the resident DiT does not fit)");
+    return 0;
+}
+
+/* !quant [none|fp8|int8|int8-fc2-groups]: --quant (int8-fc2-groups: --quant int8 --int8-fc2-groups); the
+ * transformer is quantized again at its next load (docs/int8.md, docs/fp8.md) */
+static int c_quant(session *s, const char *arg) {
+    if (arg) {
+        const int g = !strcmp(arg, "int8-fc2-groups");
+        const char *q = g ? "int8" : arg;
+        if (strcmp(q, "none") && strcmp(q, "fp8") && strcmp(q, "int8"))
+            return say_error("!quant expects none, fp8, int8 or int8-fc2-groups, got '%s'", h3_quote(arg));
+        if (h3_engine_set_quant(s->eng, q, g) != H3_OK) return say_error("!quant: %s", h3_engine_error(s->eng));
+        s->quant = !strcmp(q, "fp8") ? "fp8" : !strcmp(q, "int8") ? "int8" : "none", s->fc2_groups = g;
+    }
+    printf("quant %s%s\n", s->quant, s->fc2_groups ? " (FFN down input per 1024 channels)" : "");
     return 0;
 }
 
@@ -607,6 +624,8 @@ static const struct {
      "and video decoder when they fit (auto, the default), none (off)", c_resident, 1},
     {"cache", "[clear]", "show / free the models kept by !resident", c_cache, 1},
     {"token-reduction", "[on|off]", "DiT middle blocks on paired video tokens (docs/model/features.md 5.5)", c_token_reduction, 1},
+    {"quant", "[none|fp8|int8|int8-fc2-groups]", "the DiT blocks' linears as W8A8 (docs/int8.md, docs/fp8.md), from the next load",
+     c_quant, 1},
     {"ssd-streaming", "[on|off]", "DiT blocks streamed from host memory through two GPU slots (docs/model/features.md 7.3)", c_ssd_streaming, 1},
     {"show", "[on|off]", "terminal previews (--show); refused without a graphics terminal", c_show, 1},
     {"zoom", "[N]", "previews shown at N x their pixel size (--zoom, 1..64)", c_zoom, 1},
@@ -744,6 +763,8 @@ int cmd_session(h3_engine *eng, const cli_generate *g) {
     /* docs/model/features.md 3: a session keeps the prepared DiT and decoder (auto) unless --resident keeps all */
     s.memory = g->resident ? H3_MEMORY_RESIDENT : H3_MEMORY_AUTO;
     s.ssd_streaming = g->opt.ssd_streaming;
+    s.quant = g->opt.quant && !strcmp(g->opt.quant, "fp8") ? "fp8" : g->opt.quant && !strcmp(g->opt.quant, "int8") ? "int8" : "none";
+    s.fc2_groups = g->opt.int8_fc2_groups;
     s.tp = (term_preview){term_graphics_detect(), g->zoom, stdout};
     s.show = g->show; /* --show, when the terminal has graphics (cmd_generate checked) */
     s.seed_fixed = g->seed_given;

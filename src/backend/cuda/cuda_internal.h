@@ -18,12 +18,13 @@ typedef struct cuda_gemm_plan {
     int64_t                M, N, K;
     int64_t                ldx, ldd; /* row strides of x and of the output */
     int                    bias;     /* 0 none, else the epilogue bias's cudaDataType_t + 1 */
-    int                    mode;     /* CUDA_GEMM_FP8 (cuda_w8a8.cu): 1 = no algorithm takes the scale vectors */
+    int                    mode;     /* CUDA_GEMM_FP8 (cuda_w8a8.cu): 1 = no algorithm takes the scale vectors;
+                                      * CUDA_GEMM_S8_S32OUT (cuda_int8.cu): 1 = none for the shape */
     cublasLtMatmulAlgo_t   algo;
 } cuda_gemm_plan;
 
 enum { CUDA_GEMM_F32 = 0, CUDA_GEMM_BF16_F32OUT = 1, CUDA_GEMM_BF16_BF16OUT = 2, CUDA_GEMM_FP8 = 3,
-       CUDA_GEMM_FP8_F32OUT = 4, CUDA_GEMM_F16_F32OUT = 5 };
+       CUDA_GEMM_FP8_F32OUT = 4, CUDA_GEMM_F16_F32OUT = 5, CUDA_GEMM_S8_S32OUT = 6 /* cuda_int8.cu */ };
 enum { CUDA_PLAN_CACHE = 128, CUDA_PIN_CACHE = 8 };
 
 typedef struct cuda_impl {
