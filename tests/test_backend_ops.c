@@ -238,14 +238,15 @@ static const bo_row rows[] = {
     {"fp8_fixture", "torch codes and torch._scaled_mm", c_fp8_fixture, {0}, 0, 2e-3, BO_ALL, NULL},
 
     /* ---- INT8 W8A8 (docs/int8.md): CPU twins only so far, hence BO_CPU ---- */
-    /* sage8_attention (a: Sq Skv Hq Hkv D outliers variant; variant 6 = the plain CUDA kernel) */
+    /* sage8_attention (a: Sq Skv Hq Hkv D outliers variant; >= cuda_sage8_sm90_variants(): the plain CUDA kernel) */
     {"sage8_attention", "Sq300 Skv300 H4 D128", c_sage8, {300, 300, 4, 4, 128, 0, -1}, 0, 2e-2, BO_ALL, NULL},
     {"sage8_attention", "Sq100 Skv700 H4/2 D128, K outliers", c_sage8, {100, 700, 4, 2, 128, 1, -1}, 0, 2e-2, BO_ALL, NULL},
     {"sage8_attention", "Sq130 Skv257 H2 D64", c_sage8, {130, 257, 2, 2, 64, 1, -1}, 0, 2e-2, BO_ALL, NULL},
     {"sage8_attention", "Sq77 Skv77 H3 D32", c_sage8, {77, 77, 3, 3, 32, 0, -1}, 0, 2e-2, BO_ALL, NULL},
-    {"sage8_attention", "Sq300 Skv300 H4 D128, plain kernel", c_sage8, {300, 300, 4, 4, 128, 1, 6}, 0, 2e-2, CUDA_ONLY, NULL},
+    {"sage8_attention", "Sq300 Skv300 H4 D128, plain kernel", c_sage8, {300, 300, 4, 4, 128, 1, 99}, 0, 2e-2, CUDA_ONLY, NULL},
 #define SAGE8_VARIANT(v) {"sage8_attention", "Sq1000 Skv1000 H2 D128, K outliers, sm90 variant " #v, c_sage8, {1000, 1000, 2, 2, 128, 1, v}, 0, 2e-2, CUDA_ONLY, NULL}
     SAGE8_VARIANT(0), SAGE8_VARIANT(1), SAGE8_VARIANT(2), SAGE8_VARIANT(3), SAGE8_VARIANT(4), SAGE8_VARIANT(5),
+    SAGE8_VARIANT(6), SAGE8_VARIANT(7),
     {"sage8_attention", "Sq1500 Skv1500 H8/4 D128", c_sage8, {1500, 1500, 8, 4, 128, 0, -1}, 0, 2e-2, CUDA_ONLY, NULL},
     {"sage8_attention", "S19540 H56 D128", c_sage8, {19540, 19540, 56, 56, 128, 0, -1}, 0, 0, PERF, NULL},
     {"int8_quant_rows", "77 x 100 per token", c_int8_quant, {77, 100, 100, 0}, 0, 0.0, BO_CPU, NULL},

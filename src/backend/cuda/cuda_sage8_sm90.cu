@@ -19,7 +19,8 @@
  * while the 8-bit A fragment's register r holds logical columns 4t..4t+3 (+16): the quantizer stores V^T's tokens
  * in that order (h3_sage8_vt_token), so the accumulator bytes are used as they are, with no shuffles.
  * Variants (template parameters, tuning): ST stages; OV = 1 overlaps the softmax of tile j with P V of tile
- * j-1; PP = 1 adds the ping-pong between the two consumer warpgroups. */
+ * j-1; PP = 1 adds the ping-pong between the two consumer warpgroups; CV = 1 converts S with the int32 -> fp32
+ * instruction instead of the magic-number trick (the same values). */
 #include "cuda_internal.h"
 
 #include <cuda.h> /* CUtensorMap and its enums only: the encoder comes from cudaGetDriverEntryPoint */
@@ -153,10 +154,12 @@ __device__ __forceinline__ void gemm_pv(float (&pv)[64], const uint32_t (&pa)[4]
     for (int kk = 0; kk < 4; kk++) wgmma_e4m3_rs_n128(pv, pa[kk], sm_desc(v_addr + kk * 32, 16, 1024), kk > 0);
 }
 
-/* exact int32 -> fp32 (|x| < 2^22), masking keys at or past `valid` (the last tile) to -inf */
+/* exact int32 -> fp32 (|x| < 2^22: CV 0 the magic-number trick, 1 the conversion instruction), masking keys at or
+ * past `valid` (the last tile) to -inf */
+template <int CV>
 __device__ __forceinline__ void to_scores(float (&s)[64], const int32_t (&a)[64], int valid, int lane) {
 #pragma unroll
-    for (int i = 0; i < 64; i++) s[i] = __int_as_float(a[i] + 0x4B400000) - 12582912.0f;
+    for (int i = 0; i < 64; i++) s[i] = CV ? __int2float_rn(a[i]) : __int_as_float(a[i] + 0x4B400000) - 12582912.0f;
     if (valid < BN) {
 #pragma unroll
         for (int j = 0; j < 16; j++)
@@ -231,7 +234,7 @@ __device__ __forceinline__ void release(uint32_t bar, int lane) {
 }
 #endif /* sm_90a device code */
 
-template <int ST, int OV, int PP>
+template <int ST, int OV, int PP, int CV>
 __global__ void __launch_bounds__(THREADS, 1)
 k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
            const __grid_constant__ CUtensorMap tmV, const Params p) {
@@ -312,7 +315,7 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
                 wg_wait<0>();
                 keep(sa);
                 release(k_empty(st), lane);
-                to_scores(s, sa, j == n - 1 ? last_valid : BN, lane);
+                to_scores<CV>(s, sa, j == n - 1 ? last_valid : BN, lane);
                 softmax_tile(s, m, l, corr, fsc);
                 to_e4m3(pa, s);
                 mbar_wait(v_full(st), par);
@@ -348,7 +351,7 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
             wg_wait<0>();
             keep(sa);
             release(k_empty(0), lane);
-            to_scores(s, sa, n == 1 ? last_valid : BN, lane);
+            to_scores<CV>(s, sa, n == 1 ? last_valid : BN, lane);
             softmax_tile(s, m, l, corr, fsc);
             to_e4m3(pa, s);
             for (int j = 1; j < n; j++) {
@@ -369,7 +372,7 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
                 wg_wait<1>();
                 keep(sa);
                 release(k_empty(st), lane);
-                to_scores(s, sa, j == n - 1 ? last_valid : BN, lane);
+                to_scores<CV>(s, sa, j == n - 1 ? last_valid : BN, lane);
                 softmax_tile(s, m, l, corr, fsc);
                 wg_wait<0>();
                 keep(pv);
@@ -443,7 +446,7 @@ int make_map(encode_tiled_fn enc, CUtensorMap *m, const void *ptr, int64_t inner
     return r == CUDA_SUCCESS ? 0 : -1;
 }
 
-template <int ST, int OV, int PP>
+template <int ST, int OV, int PP, int CV>
 int launch(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c, float scale) {
     constexpr size_t smem = TILE + 2 * ST * TILE + 8 * (1 + 4 * ST) + 1024;
     static_assert(smem <= 232448, "shared memory");
@@ -459,7 +462,7 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c,
     p.n_tiles = (int)((c->Skv + BN - 1) / BN);
     p.nqb = (int)((c->Sq + H3_SAGE8_BQ - 1) / H3_SAGE8_BQ), p.nkb = p.n_tiles;
     p.sl2 = scale * 1.4426950408889634f;
-    auto kern = k_sage8_90<ST, OV, PP>;
+    auto kern = k_sage8_90<ST, OV, PP, CV>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) return -1;
     dim3 grid((unsigned)((c->Sq + BM - 1) / BM), (unsigned)c->Hq, 1);
     kern<<<grid, THREADS, smem, cuda_of(be)->stream>>>(mq, mk, mv, p);
@@ -471,7 +474,7 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c,
 
 static_assert(H3_SAGE8_BQ == 64 && H3_SAGE8_BK == BN, "the kernel's tiles are the scale blocks");
 
-extern "C" int cuda_sage8_sm90_variants(void) { return 6; }
+extern "C" int cuda_sage8_sm90_variants(void) { return 8; }
 
 extern "C" int cuda_sage8_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c, float scale) {
     if (cuda_of(be)->sm_arch != 90 || c->D != HD || c->Sq < 1 || c->Skv < 1 || c->Hq < 1 || c->Hkv < 1 ||
@@ -480,12 +483,14 @@ extern "C" int cuda_sage8_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, cons
     if (c->Sq >= (1LL << 31) - BM || c->Skv >= (1LL << 31) - 256 || c->Hq > 65535) return -1;
     if (((uintptr_t)out & 3) || (o_rs & 1)) return -1;
     const int v = cuda_of(be)->sage8_variant;
-    switch (v < 0 ? 3 : v) { /* stages, overlap, ping-pong */
-    case 0: return launch<2, 0, 0>(be, out, o_rs, c, scale);
-    case 1: return launch<2, 1, 0>(be, out, o_rs, c, scale);
-    case 2: return launch<2, 1, 1>(be, out, o_rs, c, scale);
-    case 3: return launch<3, 1, 1>(be, out, o_rs, c, scale);
-    case 4: return launch<3, 1, 0>(be, out, o_rs, c, scale);
-    default: return launch<4, 1, 1>(be, out, o_rs, c, scale);
+    switch (v < 0 ? 3 : v) { /* stages, overlap, ping-pong, int32 -> fp32 by instruction */
+    case 0: return launch<2, 0, 0, 0>(be, out, o_rs, c, scale);
+    case 1: return launch<2, 1, 0, 0>(be, out, o_rs, c, scale);
+    case 2: return launch<2, 1, 1, 0>(be, out, o_rs, c, scale);
+    case 3: return launch<3, 1, 1, 0>(be, out, o_rs, c, scale);
+    case 4: return launch<3, 1, 0, 0>(be, out, o_rs, c, scale);
+    case 5: return launch<4, 1, 1, 0>(be, out, o_rs, c, scale);
+    case 6: return launch<3, 1, 1, 1>(be, out, o_rs, c, scale);
+    default: return launch<2, 0, 0, 1>(be, out, o_rs, c, scale);
     }
 }
