@@ -106,6 +106,8 @@ typedef struct h3_engine_options {
                                     Metal engine's scheme) instead of per token */
     const char *transformer;    /* NULL, or a single-file transformer (safetensors or GGUF, the published single files'
                                    layout) used instead of the snapshot's transformer/ weights for t2va and fl2va */
+    const char *attention;      /* "exact" (default) or "sage8": the DiT's self-attention with INT8 Q K^T and FP8 P V
+                                   (SageAttention2's scheme, docs/fast.md; faster, not the reference's numerics); bf16 only */
 } h3_engine_options;
 
 H3_PUBLIC void h3_engine_options_init(h3_engine_options *o);

@@ -31,6 +31,7 @@ void h3_engine_options_init(h3_engine_options *o) {
     o->backend = "auto";
     o->precision = "bf16";
     o->quant = "none";
+    o->attention = "exact";
     o->memory = H3_MEMORY_PHASES;
 }
 
@@ -57,6 +58,9 @@ static int open_options(h3_engine *eng, const h3_engine_options *o, h3_err *e) {
     if (!strcmp(q, "fp8")) eng->quant_fp8 = 1;
     else if (!strcmp(q, "int8")) eng->quant_int8 = 1;
     else if (strcmp(q, "none")) return h3_fail(e, "--quant must be none, fp8 or int8, got '%.64s'", q);
+    const char *at = p->attention ? p->attention : "exact";
+    if (!strcmp(at, "sage8")) eng->attention_sage8 = 1;
+    else if (strcmp(at, "exact")) return h3_fail(e, "--attention must be exact or sage8, got '%.64s'", at);
     if (p->memory < H3_MEMORY_PHASES || p->memory > H3_MEMORY_AUTO)
         return h3_fail(e, "memory must be H3_MEMORY_PHASES, H3_MEMORY_RESIDENT or H3_MEMORY_AUTO, got %d", p->memory);
     if (p->threads < 0 || p->threads > 4096) return h3_fail(e, "--threads must be 0..4096 (0: all cores), got %d", p->threads);
@@ -81,7 +85,7 @@ static int open_options(h3_engine *eng, const h3_engine_options *o, h3_err *e) {
         return h3_fail(e, "--backend must be auto, cpu or cuda, got '%.64s'", b);
     }
     /* the strings are the caller's: only the parsed values above are kept */
-    p->backend = eng->cuda ? "cuda" : "cpu", p->precision = p->quant = p->transformer = NULL;
+    p->backend = eng->cuda ? "cuda" : "cpu", p->precision = p->quant = p->transformer = p->attention = NULL;
     return 0;
 }
 

@@ -2,7 +2,7 @@
  * directly in backend memory (no 66 GB file needed).
  *
  *   h3 bench [--backend cuda|cpu] [--shapes 512x512x22,544x960x124,1344x768x124] [--text 256]
- *            [--repeats N] [--vae-repeats N] [--precision bf16|fp32] [--quant none|fp8] [--token-reduction B:E] [--what dit,vae]
+ *            [--repeats N] [--vae-repeats N] [--precision bf16|fp32] [--quant none|fp8] [--attention exact|sage8] [--token-reduction B:E] [--what dit,vae]
  *            [--config TRANSFORMER_DIR] [--vae-config VAE_DIR] [--vae-batch N,...]
  *
  * --vae-batch times the bf16 video decoder once per value at every shape (video_vae_set_decode_batch: tiles per
@@ -194,7 +194,7 @@ done:
     return rc;
 }
 
-static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, int stream, const int *reduce, int check_blocks,
+static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, int sage8, int stream, const int *reduce, int check_blocks,
                      const bench_shape *shapes, int n, int64_t T, int repeats, bench_result *res, h3_err *e) {
     dit_config cfg;
     if (dit_config_load(config_dir, &cfg, e) != 0) return -1;
@@ -203,6 +203,7 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int fp8, 
     if (!m) return -1;
     h3_sync(be);
     double t_build = now_s() - t0, t_quant = 0;
+    dit_set_attention(m, sage8); /* --attention sage8 (docs/fast.md) */
     if (fp8) { /* --quant fp8: the blocks' linears quantized as a real generation does it at load */
         t0 = now_s();
         if (dit_quantize_fp8(m, e) != 0) {
@@ -343,7 +344,7 @@ done:
 static void usage(void) {
     fprintf(stderr,
             "usage: h3 bench [--backend cuda|cpu] [--shapes WxHxF,...] [--text T] [--repeats N] [--vae-repeats N]\n"
-            "                [--precision bf16|fp32] [--quant none|fp8] [--token-reduction B:E] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
+            "                [--precision bf16|fp32] [--quant none|fp8] [--attention exact|sage8] [--token-reduction B:E] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
             "                [--vae-batch N,...] [--ssd-streaming 0|1] [--check-blocks 0|1]\n"
             "--check-blocks 1: the per-block non-finite check h3 generate --profile runs (its cost)\n"
             "defaults: --backend cuda --shapes 512x512x22,544x960x124,1344x768x124 --text 256 --repeats 2\n"
@@ -363,7 +364,7 @@ int cmd_bench(int argc, char **argv) {
     const char *backend = "cuda", *shapes_arg = "512x512x22,544x960x124,1344x768x124", *precision = "bf16";
     const char *what = "dit,vae", *config = "tests/fixtures/skeleton/transformer";
     const char *vae_config = "tests/fixtures/skeleton/vae", *text_arg = "256", *rep_arg = "2", *vrep_arg = "1";
-    const char *vbatch_arg = NULL, *quant = "none", *reduce_arg = NULL, *stream_arg = "0", *check_arg = "0";
+    const char *vbatch_arg = NULL, *quant = "none", *attention = "exact", *reduce_arg = NULL, *stream_arg = "0", *check_arg = "0";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -377,6 +378,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--vae-repeats")) dst = &vrep_arg;
         else if (!strcmp(a, "--precision")) dst = &precision;
         else if (!strcmp(a, "--quant")) dst = &quant;
+        else if (!strcmp(a, "--attention")) dst = &attention;
         else if (!strcmp(a, "--token-reduction")) dst = &reduce_arg;
         else if (!strcmp(a, "--what")) dst = &what;
         else if (!strcmp(a, "--config")) dst = &config;
@@ -398,6 +400,10 @@ int cmd_bench(int argc, char **argv) {
     if (strcmp(quant, "none") && strcmp(quant, "fp8")) return cli_error("bench: --quant must be none or fp8, got '%s'", quant);
     int fp8 = !strcmp(quant, "fp8");
     if (fp8 && !bf16) return cli_error("bench: --quant fp8 needs --precision bf16");
+    if (strcmp(attention, "exact") && strcmp(attention, "sage8"))
+        return cli_error("bench: --attention must be exact or sage8, got '%s'", attention);
+    int sage8 = !strcmp(attention, "sage8");
+    if (sage8 && !bf16) return cli_error("bench: --attention sage8 needs --precision bf16");
     if (strcmp(stream_arg, "0") && strcmp(stream_arg, "1"))
         return cli_error("bench: --ssd-streaming must be 0 or 1, got '%s'", stream_arg);
     const int stream = !strcmp(stream_arg, "1");
@@ -460,15 +466,16 @@ int cmd_bench(int argc, char **argv) {
         h3_backend_free(be);
         return 1;
     }
-    printf("h3 bench: backend %s, precision %s%s, text rows %d, repeats %d (DiT) / %d (VAE)", h3_backend_name(be),
-           precision, fp8 ? " + fp8 DiT linears (--quant fp8)" : "", T, repeats, vae_repeats);
+    printf("h3 bench: backend %s, precision %s%s%s, text rows %d, repeats %d (DiT) / %d (VAE)", h3_backend_name(be),
+           precision, fp8 ? " + fp8 DiT linears (--quant fp8)" : "", sage8 ? " + 8-bit attention (--attention sage8)" : "",
+           T, repeats, vae_repeats);
     if (ms.total_bytes) printf(", device memory %.1f GiB", gib(ms.total_bytes));
     printf("\n");
     fflush(stdout);
     bench_result res[BENCH_MAX_SHAPES];
     memset(res, 0, sizeof res);
     int rc = 0;
-    if (do_dit && bench_dit(be, config, bf16, fp8, stream, nreduce ? reduce : NULL, check_blocks, shapes, n, T, repeats, res, &e) != 0) {
+    if (do_dit && bench_dit(be, config, bf16, fp8, sage8, stream, nreduce ? reduce : NULL, check_blocks, shapes, n, T, repeats, res, &e) != 0) {
         fprintf(stderr, "h3: bench: DiT: %s\n", e.msg);
         rc = 1;
     }
