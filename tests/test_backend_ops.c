@@ -243,6 +243,7 @@ static const bo_row rows[] = {
     {"sage8_attention", "Sq100 Skv700 H4/2 D128, K outliers", c_sage8, {100, 700, 4, 2, 128, 1, -1}, 0, 2e-2, BO_ALL, NULL},
     {"sage8_attention", "Sq130 Skv257 H2 D64", c_sage8, {130, 257, 2, 2, 64, 1, -1}, 0, 2e-2, BO_ALL, NULL},
     {"sage8_attention", "Sq77 Skv77 H3 D32", c_sage8, {77, 77, 3, 3, 32, 0, -1}, 0, 2e-2, BO_ALL, NULL},
+    {"sage8_attention", "Sq50 Skv90 H2/1 D18 (scalar column stats)", c_sage8, {50, 90, 2, 1, 18, 1, -1}, 0, 2e-2, BO_ALL, NULL},
     {"sage8_attention", "Sq300 Skv300 H4 D128, plain kernel", c_sage8, {300, 300, 4, 4, 128, 1, 99}, 0, 2e-2, CUDA_ONLY, NULL},
 #define SAGE8_VARIANT(v) {"sage8_attention", "Sq1000 Skv1000 H2 D128, K outliers, sm90 variant " #v, c_sage8, {1000, 1000, 2, 2, 128, 1, v}, 0, 2e-2, CUDA_ONLY, NULL}
     SAGE8_VARIANT(0), SAGE8_VARIANT(1), SAGE8_VARIANT(2), SAGE8_VARIANT(3), SAGE8_VARIANT(4), SAGE8_VARIANT(5),
