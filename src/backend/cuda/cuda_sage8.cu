@@ -140,6 +140,91 @@ __global__ void k_quant_rows(int8_t *dst, float *scale, const uint16_t *x, int64
     if (threadIdx.x == 0) scale[(int64_t)h * nb + b] = sc;
 }
 
+/* k_quant_rows with 8 channels per 16-byte load (D % 8 == 0, D <= 256, 16-byte aligned rows), the block's values
+ * kept in registers between the amax and the codes: the same codes and scales */
+template <int R>
+__global__ void __launch_bounds__(256) k_quant_rows8(int8_t *dst, float *scale, const uint16_t *x, int64_t rs, int64_t hs,
+                                                     int64_t S, int D, const float *mean) {
+    __shared__ float red[32];
+    constexpr int MAXV = R / 8; /* 16-byte vectors per thread at D 256 */
+    const int b = blockIdx.x, h = blockIdx.y, nb = gridDim.x, vpr = D / 8;
+    const int64_t r0 = (int64_t)b * R;
+    const int n = (int)(S - r0 < R ? S - r0 : R), tot = n * vpr;
+    const uint16_t *xh = x + h * hs;
+    const float *mh = mean ? mean + (int64_t)h * D : nullptr;
+    uint4 raw[MAXV];
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < MAXV; i++) {
+        const int e = threadIdx.x + i * 256;
+        if (e < tot) {
+            const int r = e / vpr, c = (e - r * vpr) * 8;
+            raw[i] = *(const uint4 *)(xh + (r0 + r) * rs + c);
+            const uint32_t w[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float val = bf((uint16_t)(w[k >> 1] >> (16 * (k & 1))));
+                if (mh) val = __fsub_rn(val, mh[c + k]);
+                amax = fmaxf(amax, fabsf(val));
+            }
+        }
+    }
+    amax = block_max(amax, red);
+    const float sc = __fdiv_rn(fmaxf(amax, H3_SAGE8_MIN_AMAX), 127.0f);
+    int8_t *dh = dst + ((int64_t)h * S + r0) * D;
+#pragma unroll
+    for (int i = 0; i < MAXV; i++) {
+        const int e = threadIdx.x + i * 256;
+        if (e < tot) {
+            const int r = e / vpr, c = (e - r * vpr) * 8;
+            const uint32_t w[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+            uint32_t out[2] = {0u, 0u};
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float val = bf((uint16_t)(w[k >> 1] >> (16 * (k & 1))));
+                if (mh) val = __fsub_rn(val, mh[c + k]);
+                int cq = __float2int_rn(__fdiv_rn(val, sc));
+                cq = cq > 127 ? 127 : cq < -127 ? -127 : cq;
+                out[k >> 2] |= ((uint32_t)cq & 0xffu) << (8 * (k & 3));
+            }
+            *(uint2 *)(dh + (int64_t)r * D + c) = make_uint2(out[0], out[1]);
+        }
+    }
+    if (threadIdx.x == 0) scale[(int64_t)h * nb + b] = sc;
+}
+
+/* k_quant_vt with 16-byte loads of 8 channels and 4-byte stores of 4 columns (D % 8 == 0, aligned rows) */
+__global__ void __launch_bounds__(256) k_quant_vt8(uint8_t *vt, const uint16_t *v, int64_t v_rs, int64_t v_hs,
+                                                   const float *vscale, int64_t Skv, int64_t P, int D) {
+    extern __shared__ uint8_t codes[]; /* [128][D + 4] */
+    const int blk = blockIdx.x, h = blockIdx.y, ld = D + 4, vpr = D / 8;
+    const int64_t s0 = (int64_t)blk * 128;
+    const float *vs = vscale + (int64_t)h * D;
+    for (int e = threadIdx.x; e < 128 * vpr; e += 256) {
+        const int tk = e / vpr, c = (e - tk * vpr) * 8;
+        const int64_t s = s0 + tk;
+        uint32_t out[2] = {0u, 0u};
+        if (s < Skv) {
+            const uint4 raw = *(const uint4 *)(v + s * v_rs + h * v_hs + c);
+            const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                out[k >> 2] |= (uint32_t)e4m3(__fdiv_rn(bf((uint16_t)(w[k >> 1] >> (16 * (k & 1)))), vs[c + k])) << (8 * (k & 3));
+        }
+        *(uint32_t *)(codes + tk * ld + c) = out[0];
+        *(uint32_t *)(codes + tk * ld + c + 4) = out[1];
+    }
+    __syncthreads();
+    uint8_t *dh = vt + (int64_t)h * D * P + s0;
+    for (int e = threadIdx.x; e < 32 * D; e += 256) {
+        const int d = e >> 5, col = (e & 31) * 4;
+        uint32_t w = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) w |= (uint32_t)codes[((col & ~31) + vt_token((col + i) & 31)) * ld + d] << (8 * i);
+        *(uint32_t *)(dh + (int64_t)d * P + col) = w;
+    }
+}
+
 /* E4M3 codes of 128 tokens of one kv head, written transposed with the runs of 32 permuted (zero past Skv) */
 __global__ void k_quant_vt(uint8_t *vt, const uint16_t *v, int64_t v_rs, int64_t v_hs, const float *vscale,
                            int64_t Skv, int64_t P, int D) {
@@ -240,13 +325,19 @@ extern "C" void cuda_sage8_quantize(h3_backend *be, h3_sage8_codes *c, const h3_
         k_colstats<<<dim3((unsigned)nch, (unsigned)c->Hkv), 128, 0, st>>>(ksum, vmax, k, k_rs, k_hs, v, v_rs, v_hs, c->Skv, D);
     k_colfinal<<<c->Hkv, 128, 0, st>>>(c->k_mean, c->v_scale, ksum, vmax, nch, c->Skv, D);
     const int64_t nqb = (c->Sq + H3_SAGE8_BQ - 1) / H3_SAGE8_BQ, nkb = (c->Skv + H3_SAGE8_BK - 1) / H3_SAGE8_BK;
-    k_quant_rows<<<dim3((unsigned)nqb, (unsigned)c->Hq), 256, 0, st>>>(c->q, c->q_scale, q, q_rs, q_hs, c->Sq, D,
-                                                                       H3_SAGE8_BQ, nullptr);
-    k_quant_rows<<<dim3((unsigned)nkb, (unsigned)c->Hkv), 256, 0, st>>>(c->k, c->k_scale, k, k_rs, k_hs, c->Skv, D,
-                                                                        H3_SAGE8_BK, c->k_mean);
-    k_quant_vt<<<dim3((unsigned)(c->Skv_pad / 128), (unsigned)c->Hkv), 256, 128 * (D + 4), st>>>(c->vt, v, v_rs, v_hs,
-                                                                                         c->v_scale, c->Skv,
-                                                                                         c->Skv_pad, D);
+    /* 16-byte vectors where the rows allow them (the DiT's fused q|k|v rows do) */
+    const int v8 = D % 8 == 0 && !(((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15) &&
+                   !((q_rs | q_hs | k_rs | k_hs | v_rs | v_hs) & 7);
+    const dim3 gq((unsigned)nqb, (unsigned)c->Hq), gk((unsigned)nkb, (unsigned)c->Hkv);
+    if (v8) {
+        k_quant_rows8<H3_SAGE8_BQ><<<gq, 256, 0, st>>>(c->q, c->q_scale, q, q_rs, q_hs, c->Sq, D, nullptr);
+        k_quant_rows8<H3_SAGE8_BK><<<gk, 256, 0, st>>>(c->k, c->k_scale, k, k_rs, k_hs, c->Skv, D, c->k_mean);
+        k_quant_vt8<<<gk, 256, 128 * (D + 4), st>>>(c->vt, v, v_rs, v_hs, c->v_scale, c->Skv, c->Skv_pad, D);
+    } else {
+        k_quant_rows<<<gq, 256, 0, st>>>(c->q, c->q_scale, q, q_rs, q_hs, c->Sq, D, H3_SAGE8_BQ, nullptr);
+        k_quant_rows<<<gk, 256, 0, st>>>(c->k, c->k_scale, k, k_rs, k_hs, c->Skv, D, H3_SAGE8_BK, c->k_mean);
+        k_quant_vt<<<gk, 256, 128 * (D + 4), st>>>(c->vt, v, v_rs, v_hs, c->v_scale, c->Skv, c->Skv_pad, D);
+    }
     CUDA_LAUNCHED(be, "sage8_quantize");
     cuda_free(be, ksum);
 }

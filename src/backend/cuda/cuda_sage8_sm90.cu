@@ -172,11 +172,19 @@ __device__ __forceinline__ void to_scores(float (&s)[64], const int32_t (&a)[64]
 /* online softmax of one tile in the log2 domain (backend_sage8.h): p * 448 in place, row sums, corrections */
 __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2], float (&corr)[2], float fsc) {
     const float l448 = 8.807354922057604f; /* log2(448) */
-    float mx[2] = {-INFINITY, -INFINITY}, cb[2];
+    float mx[2], cb[2];
+    /* row maxima as a tree (max is exact in any order; short dependency chains) */
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
-        mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
-        mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
+    for (int r = 0; r < 2; r++) {
+        float t[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            t[j] = fmaxf(fmaxf(s[8 * j + 2 * r], s[8 * j + 2 * r + 1]), fmaxf(s[8 * j + 4 + 2 * r], s[8 * j + 5 + 2 * r]));
+#pragma unroll
+        for (int w = 4; w; w >>= 1)
+#pragma unroll
+            for (int j = 0; j < w; j++) t[j] = fmaxf(t[j], t[j + w]);
+        mx[r] = t[0];
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -187,17 +195,17 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], floa
         m[r] = mn;
         cb[r] = l448 - mn;
     }
-    float rs[2] = {0.0f, 0.0f};
+    float rs[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}; /* two partial sums per row: half the dependency chain */
 #pragma unroll
     for (int j = 0; j < 16; j++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             float p0 = ex2(fmaf(s[4 * j + 2 * r], fsc, cb[r])), p1 = ex2(fmaf(s[4 * j + 2 * r + 1], fsc, cb[r]));
             s[4 * j + 2 * r] = p0, s[4 * j + 2 * r + 1] = p1;
-            rs[r] += p0 + p1;
+            rs[r][j & 1] += p0 + p1;
         }
 #pragma unroll
-    for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + rs[r];
+    for (int r = 0; r < 2; r++) l[r] = l[r] * corr[r] + (rs[r][0] + rs[r][1]);
 }
 
 /* the accumulator values of k-step kk as the 8-bit A fragment (the V^T token order makes them line up) */
@@ -474,7 +482,7 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c,
 
 static_assert(H3_SAGE8_BQ == 64 && H3_SAGE8_BK == BN, "the kernel's tiles are the scale blocks");
 
-extern "C" int cuda_sage8_sm90_variants(void) { return 8; }
+extern "C" int cuda_sage8_sm90_variants(void) { return 12; }
 
 extern "C" int cuda_sage8_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c, float scale) {
     if (cuda_of(be)->sm_arch != 90 || c->D != HD || c->Sq < 1 || c->Skv < 1 || c->Hq < 1 || c->Hkv < 1 ||
@@ -483,7 +491,8 @@ extern "C" int cuda_sage8_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, cons
     if (c->Sq >= (1LL << 31) - BM || c->Skv >= (1LL << 31) - 256 || c->Hq > 65535) return -1;
     if (((uintptr_t)out & 3) || (o_rs & 1)) return -1;
     const int v = cuda_of(be)->sage8_variant;
-    switch (v < 0 ? 3 : v) { /* stages, overlap, ping-pong, int32 -> fp32 by instruction */
+    /* default: measured on the H200 at the release shape (docs/fast.md 5) */
+    switch (v < 0 ? 8 : v) { /* stages, overlap, ping-pong, int32 -> fp32 by instruction */
     case 0: return launch<2, 0, 0, 0>(be, out, o_rs, c, scale);
     case 1: return launch<2, 1, 0, 0>(be, out, o_rs, c, scale);
     case 2: return launch<2, 1, 1, 0>(be, out, o_rs, c, scale);
@@ -491,6 +500,10 @@ extern "C" int cuda_sage8_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, cons
     case 4: return launch<3, 1, 0, 0>(be, out, o_rs, c, scale);
     case 5: return launch<4, 1, 1, 0>(be, out, o_rs, c, scale);
     case 6: return launch<3, 1, 1, 1>(be, out, o_rs, c, scale);
-    default: return launch<2, 0, 0, 1>(be, out, o_rs, c, scale);
+    case 7: return launch<2, 0, 0, 1>(be, out, o_rs, c, scale);
+    case 8: return launch<2, 1, 0, 1>(be, out, o_rs, c, scale);
+    case 9: return launch<3, 1, 0, 1>(be, out, o_rs, c, scale);
+    case 10: return launch<4, 1, 0, 1>(be, out, o_rs, c, scale);
+    default: return launch<2, 1, 1, 1>(be, out, o_rs, c, scale);
     }
 }
