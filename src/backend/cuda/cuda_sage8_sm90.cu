@@ -20,7 +20,8 @@
  * in that order (h3_sage8_vt_token), so the accumulator bytes are used as they are, with no shuffles.
  * Variants (template parameters, tuning): ST stages; OV = 1 overlaps the softmax of tile j with P V of tile
  * j-1; PP = 1 adds the ping-pong between the two consumer warpgroups; CV = 1 converts S with the int32 -> fp32
- * instruction instead of the magic-number trick (the same values). */
+ * instruction instead of the magic-number trick (the same values); EP > 0 computes EP of every 16 score chunks' exp2 with
+ * a polynomial on the FMA pipe instead of the MUFU (ex2_poly: the same approximation class). */
 #include "cuda_internal.h"
 
 #include <cuda.h> /* CUtensorMap and its enums only: the encoder comes from cudaGetDriverEntryPoint */
@@ -119,6 +120,22 @@ __device__ __forceinline__ float ex2(float x) {
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
+/* 2^x on the FMA pipe (EP variants: a share of the scores off the MUFU, the softmax's narrowest unit): x rounded to
+ * an integer n by the 1.5 * 2^23 trick, 2^(x - n) by its degree-6 Taylor polynomial (relative error ~2e-7 on
+ * [-0.5, 0.5], the class of ex2.approx's), n added to the exponent bits; x clamped at -126 (2^-126 is code 0) */
+__device__ __forceinline__ float ex2_poly(float x) {
+    x = fmaxf(x, -126.0f);
+    const float t = x + 12582912.0f;
+    const float f = x - (t - 12582912.0f);
+    float p = 1.5403530393381606e-4f;
+    p = fmaf(p, f, 1.3333558146428443e-3f);
+    p = fmaf(p, f, 9.618129107628477e-3f);
+    p = fmaf(p, f, 5.550410866482158e-2f);
+    p = fmaf(p, f, 0.2402265069591007f);
+    p = fmaf(p, f, 0.6931471805599453f);
+    p = fmaf(p, f, 1.0f);
+    return __int_as_float((int)((unsigned)__float_as_int(p) + ((unsigned)__float_as_int(t) << 23)));
+}
 
 /* S (s32, m64 x 128) [+]= Qc Kc^T over one k32 step, both from shared memory (K-major) */
 static __device__ __forceinline__ void wgmma_s8_n128(int32_t (&d)[64], uint64_t da, uint64_t db, int scale_d) {
@@ -170,6 +187,7 @@ __device__ __forceinline__ void to_scores(float (&s)[64], const int32_t (&a)[64]
 }
 
 /* online softmax of one tile in the log2 domain (backend_sage8.h): p * 448 in place, row sums, corrections */
+template <int EP>
 __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2], float (&corr)[2], float fsc) {
     const float l448 = 8.807354922057604f; /* log2(448) */
     float mx[2], cb[2];
@@ -200,7 +218,9 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], floa
     for (int j = 0; j < 16; j++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            float p0 = ex2(fmaf(s[4 * j + 2 * r], fsc, cb[r])), p1 = ex2(fmaf(s[4 * j + 2 * r + 1], fsc, cb[r]));
+            const float x0 = fmaf(s[4 * j + 2 * r], fsc, cb[r]), x1 = fmaf(s[4 * j + 2 * r + 1], fsc, cb[r]);
+            const bool poly = (j & 7) < EP / 2; /* EP of the 16 column chunks on the FMA pipe */
+            const float p0 = poly ? ex2_poly(x0) : ex2(x0), p1 = poly ? ex2_poly(x1) : ex2(x1);
             s[4 * j + 2 * r] = p0, s[4 * j + 2 * r + 1] = p1;
             rs[r][j & 1] += p0 + p1;
         }
@@ -242,7 +262,7 @@ __device__ __forceinline__ void release(uint32_t bar, int lane) {
 }
 #endif /* sm_90a device code */
 
-template <int ST, int OV, int PP, int CV>
+template <int ST, int OV, int PP, int CV, int EP>
 __global__ void __launch_bounds__(THREADS, 1)
 k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
            const __grid_constant__ CUtensorMap tmV, const Params p) {
@@ -324,7 +344,7 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
                 keep(sa);
                 release(k_empty(st), lane);
                 to_scores<CV>(s, sa, j == n - 1 ? last_valid : BN, lane);
-                softmax_tile(s, m, l, corr, fsc);
+                softmax_tile<EP>(s, m, l, corr, fsc);
                 to_e4m3(pa, s);
                 mbar_wait(v_full(st), par);
                 keep(pv);
@@ -360,7 +380,7 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
             keep(sa);
             release(k_empty(0), lane);
             to_scores<CV>(s, sa, n == 1 ? last_valid : BN, lane);
-            softmax_tile(s, m, l, corr, fsc);
+            softmax_tile<EP>(s, m, l, corr, fsc);
             to_e4m3(pa, s);
             for (int j = 1; j < n; j++) {
                 int st = j % ST, pst = (j - 1) % ST;
@@ -381,7 +401,7 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
                 keep(sa);
                 release(k_empty(st), lane);
                 to_scores<CV>(s, sa, j == n - 1 ? last_valid : BN, lane);
-                softmax_tile(s, m, l, corr, fsc);
+                softmax_tile<EP>(s, m, l, corr, fsc);
                 wg_wait<0>();
                 keep(pv);
                 release(v_empty(pst), lane);
@@ -454,7 +474,7 @@ int make_map(encode_tiled_fn enc, CUtensorMap *m, const void *ptr, int64_t inner
     return r == CUDA_SUCCESS ? 0 : -1;
 }
 
-template <int ST, int OV, int PP, int CV>
+template <int ST, int OV, int PP, int CV, int EP = 0>
 int launch(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c, float scale) {
     constexpr size_t smem = TILE + 2 * ST * TILE + 8 * (1 + 4 * ST) + 1024;
     static_assert(smem <= 232448, "shared memory");
@@ -470,7 +490,7 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c,
     p.n_tiles = (int)((c->Skv + BN - 1) / BN);
     p.nqb = (int)((c->Sq + H3_SAGE8_BQ - 1) / H3_SAGE8_BQ), p.nkb = p.n_tiles;
     p.sl2 = scale * 1.4426950408889634f;
-    auto kern = k_sage8_90<ST, OV, PP, CV>;
+    auto kern = k_sage8_90<ST, OV, PP, CV, EP>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) return -1;
     dim3 grid((unsigned)((c->Sq + BM - 1) / BM), (unsigned)c->Hq, 1);
     kern<<<grid, THREADS, smem, cuda_of(be)->stream>>>(mq, mk, mv, p);
@@ -482,7 +502,7 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c,
 
 static_assert(H3_SAGE8_BQ == 64 && H3_SAGE8_BK == BN, "the kernel's tiles are the scale blocks");
 
-extern "C" int cuda_sage8_sm90_variants(void) { return 12; }
+extern "C" int cuda_sage8_sm90_variants(void) { return 15; }
 
 extern "C" int cuda_sage8_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c, float scale) {
     if (cuda_of(be)->sm_arch != 90 || c->D != HD || c->Sq < 1 || c->Skv < 1 || c->Hq < 1 || c->Hkv < 1 ||
@@ -504,6 +524,9 @@ extern "C" int cuda_sage8_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, cons
     case 8: return launch<2, 1, 0, 1>(be, out, o_rs, c, scale);
     case 9: return launch<3, 1, 0, 1>(be, out, o_rs, c, scale);
     case 10: return launch<4, 1, 0, 1>(be, out, o_rs, c, scale);
-    default: return launch<2, 1, 1, 1>(be, out, o_rs, c, scale);
+    case 11: return launch<2, 1, 1, 1>(be, out, o_rs, c, scale);
+    case 12: return launch<2, 1, 0, 1, 2>(be, out, o_rs, c, scale); /* 1/8 of the exp2 on the FMA pipe */
+    case 13: return launch<2, 1, 0, 1, 4>(be, out, o_rs, c, scale); /* 1/4 */
+    default: return launch<3, 1, 1, 1, 2>(be, out, o_rs, c, scale);
     }
 }
