@@ -248,7 +248,7 @@ static const bo_row rows[] = {
 #define SAGE8_VARIANT(v) {"sage8_attention", "Sq1000 Skv1000 H2 D128, K outliers, sm90 variant " #v, c_sage8, {1000, 1000, 2, 2, 128, 1, v}, 0, 2e-2, CUDA_ONLY, NULL}
     SAGE8_VARIANT(0), SAGE8_VARIANT(1), SAGE8_VARIANT(2), SAGE8_VARIANT(3), SAGE8_VARIANT(4), SAGE8_VARIANT(5),
     SAGE8_VARIANT(6), SAGE8_VARIANT(7), SAGE8_VARIANT(8), SAGE8_VARIANT(9), SAGE8_VARIANT(10), SAGE8_VARIANT(11),
-    SAGE8_VARIANT(12), SAGE8_VARIANT(13), SAGE8_VARIANT(14), SAGE8_VARIANT(15), SAGE8_VARIANT(16), SAGE8_VARIANT(17),
+    SAGE8_VARIANT(12), SAGE8_VARIANT(13), SAGE8_VARIANT(14),
     {"sage8_attention", "Sq1500 Skv1500 H8/4 D128", c_sage8, {1500, 1500, 8, 4, 128, 0, -1}, 0, 2e-2, CUDA_ONLY, NULL},
     {"sage8_attention", "S19540 H56 D128", c_sage8, {19540, 19540, 56, 56, 128, 0, -1}, 0, 0, PERF, NULL},
     {"int8_quant_rows", "77 x 100 per token", c_int8_quant, {77, 100, 100, 0}, 0, 0.0, BO_CPU, NULL},

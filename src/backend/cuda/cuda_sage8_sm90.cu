@@ -18,10 +18,12 @@
  * The QK^T accumulator of a thread holds, for k-step kk, keys {2t, 2t+1, 8+2t, 9+2t, 16+2t, ...} of its rows,
  * while the 8-bit A fragment's register r holds logical columns 4t..4t+3 (+16): the quantizer stores V^T's tokens
  * in that order (h3_sage8_vt_token), so the accumulator bytes are used as they are, with no shuffles.
- * Variants (template parameters, tuning): ST stages; OV = 1 overlaps the softmax of tile j with P V of tile
- * j-1, OV = 2 also issues Q K^T of tile j+1 before the output update of tile j-1 (double-buffered P fragments); PP = 1 adds the ping-pong between the two consumer warpgroups; CV = 1 converts S with the int32 -> fp32
- * instruction instead of the magic-number trick (the same values); EP > 0 computes EP of every 16 score chunks' exp2 with
- * a polynomial on the FMA pipe instead of the MUFU (ex2_poly: the same approximation class). */
+ * Variants (template parameters, tuning; measured in docs/fast.md 5): ST stages; OV = 1 overlaps the softmax of
+ * tile j with P V of tile j-1; PP = 1 adds the ping-pong between the two consumer warpgroups; CV = 1 converts S
+ * with the int32 -> fp32 instruction instead of the magic-number trick (the same values); EP > 0 computes EP of
+ * every 16 score chunks' exp2 with a polynomial on the FMA pipe instead of the MUFU (ex2_poly: the same
+ * approximation class). A deeper overlap (Q K^T of tile j+1 before the output update of tile j-1, double-buffered
+ * P fragments) spilled and lost; it was removed after the measurement. */
 #include "cuda_internal.h"
 
 #include <cuda.h> /* CUtensorMap and its enums only: the encoder comes from cudaGetDriverEntryPoint */
@@ -366,51 +368,6 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
                     }
                 }
             }
-        } else if (OV == 2) {
-            /* deeper overlap: after the softmax of tile j, its P fragments go to the other buffer and Q K^T of tile
-             * j+1 is issued before waiting for P V of tile j-1, so the output update overlaps that product */
-            uint32_t pb[2][4][4];
-            float fsc = fq * __ldg(ks);
-            mbar_wait(k_full(0), 0);
-            keep(sa);
-            wg_fence();
-            gemm_qk(sa, q_addr, sK);
-            wg_commit();
-            for (int j = 0; j < n; j++) {
-                const int st = j % ST;
-                if (j == 0) wg_wait<0>(); /* in flight: Q K^T of j (oldest), P V of j-1 */
-                else wg_wait<1>();
-                keep(sa);
-                release(k_empty(st), lane);
-                to_scores<CV>(s, sa, j == n - 1 ? last_valid : BN, lane);
-                softmax_tile<EP>(s, m, l, corr, fsc);
-                to_e4m3(pb[j & 1], s);
-                if (j + 1 < n) {
-                    const int nst = (j + 1) % ST;
-                    fsc = fq * __ldg(ks + j + 1);
-                    mbar_wait(k_full(nst), (unsigned)((j + 1) / ST) & 1u);
-                    keep(sa);
-                    wg_fence();
-                    gemm_qk(sa, q_addr, sK + nst * TILE);
-                    wg_commit();
-                }
-                if (j > 0) { /* P V of j-1: the older group */
-                    if (j + 1 < n) wg_wait<1>();
-                    else wg_wait<0>();
-                    keep(pv);
-                    release(v_empty((j - 1) % ST), lane);
-                    accumulate(o, pv, corr);
-                }
-                mbar_wait(v_full(st), (unsigned)(j / ST) & 1u);
-                keep(pv);
-                wg_fence();
-                gemm_pv(pv, pb[j & 1], sV + st * TILE);
-                wg_commit();
-            }
-            wg_wait<0>();
-            keep(pv);
-#pragma unroll
-            for (int i = 0; i < 64; i++) o[i] += pv[i];
         } else {
             if (PP && cw == 1) nbar_arrive(other_bar); /* consumer 0 issues first */
             float fsc = fq * __ldg(ks);
@@ -547,7 +504,7 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c,
 
 static_assert(H3_SAGE8_BQ == 64 && H3_SAGE8_BK == BN, "the kernel's tiles are the scale blocks");
 
-extern "C" int cuda_sage8_sm90_variants(void) { return 18; }
+extern "C" int cuda_sage8_sm90_variants(void) { return 15; }
 
 extern "C" int cuda_sage8_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c, float scale) {
     if (cuda_of(be)->sm_arch != 90 || c->D != HD || c->Sq < 1 || c->Skv < 1 || c->Hq < 1 || c->Hkv < 1 ||
@@ -572,9 +529,6 @@ extern "C" int cuda_sage8_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, cons
     case 11: return launch<2, 1, 1, 1>(be, out, o_rs, c, scale);
     case 12: return launch<2, 1, 0, 1, 2>(be, out, o_rs, c, scale); /* 1/8 of the exp2 on the FMA pipe */
     case 13: return launch<2, 1, 0, 1, 4>(be, out, o_rs, c, scale); /* 1/4 */
-    case 14: return launch<3, 1, 1, 1, 2>(be, out, o_rs, c, scale);
-    case 15: return launch<2, 2, 0, 1>(be, out, o_rs, c, scale); /* the deeper overlap */
-    case 16: return launch<3, 2, 0, 1>(be, out, o_rs, c, scale);
-    default: return launch<3, 2, 0, 1, 2>(be, out, o_rs, c, scale);
+    default: return launch<3, 1, 1, 1, 2>(be, out, o_rs, c, scale);
     }
 }
