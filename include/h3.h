@@ -108,6 +108,8 @@ typedef struct h3_engine_options {
                                    layout) used instead of the snapshot's transformer/ weights for t2va and fl2va */
     const char *vae_quant;      /* "none" (default) or "fp8": the video decoder's block GEMMs as FP8 W8A8 (an opt-in
                                    fast mode, not the reference's arithmetic); bf16 only */
+    const char *attention;      /* "exact" (default) or "sage8": the DiT's self-attention with INT8 Q K^T and FP8 P V
+                                   (SageAttention2's scheme, docs/fast.md; faster, not the reference's numerics); bf16 only */
 } h3_engine_options;
 
 H3_PUBLIC void h3_engine_options_init(h3_engine_options *o);

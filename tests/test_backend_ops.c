@@ -20,6 +20,7 @@
 #include "backend_ops/ops_bf16.h"
 #include "backend_ops/ops_fp8.h"
 #include "backend_ops/ops_int8.h"
+#include "backend_ops/ops_sage8.h"
 
 #define F32 H3_F32
 #define BF16 H3_BF16
@@ -239,6 +240,19 @@ static const bo_row rows[] = {
     {"fp8_matmul", "bias, 77 x 48 x 64, y slice of 56", c_fp8_matmul, {77, 48, 64, 56, 1}, 0, 2e-3, BO_ALL, NULL},
     {"fp8_fixture", "torch codes and torch._scaled_mm", c_fp8_fixture, {0}, 0, 2e-3, BO_ALL, NULL},
 
+    /* sage8_attention (a: Sq Skv Hq Hkv D outliers variant; >= cuda_sage8_sm90_variants(): the plain CUDA kernel) */
+    {"sage8_attention", "Sq300 Skv300 H4 D128", c_sage8, {300, 300, 4, 4, 128, 0, -1}, 0, 2e-2, BO_ALL, NULL},
+    {"sage8_attention", "Sq100 Skv700 H4/2 D128, K outliers", c_sage8, {100, 700, 4, 2, 128, 1, -1}, 0, 2e-2, BO_ALL, NULL},
+    {"sage8_attention", "Sq130 Skv257 H2 D64", c_sage8, {130, 257, 2, 2, 64, 1, -1}, 0, 2e-2, BO_ALL, NULL},
+    {"sage8_attention", "Sq77 Skv77 H3 D32", c_sage8, {77, 77, 3, 3, 32, 0, -1}, 0, 2e-2, BO_ALL, NULL},
+    {"sage8_attention", "Sq50 Skv90 H2/1 D18 (scalar column stats)", c_sage8, {50, 90, 2, 1, 18, 1, -1}, 0, 2e-2, BO_ALL, NULL},
+    {"sage8_attention", "Sq300 Skv300 H4 D128, plain kernel", c_sage8, {300, 300, 4, 4, 128, 1, 99}, 0, 2e-2, CUDA_ONLY, NULL},
+#define SAGE8_VARIANT(v) {"sage8_attention", "Sq1000 Skv1000 H2 D128, K outliers, sm90 variant " #v, c_sage8, {1000, 1000, 2, 2, 128, 1, v}, 0, 2e-2, CUDA_ONLY, NULL}
+    SAGE8_VARIANT(0), SAGE8_VARIANT(1), SAGE8_VARIANT(2), SAGE8_VARIANT(3), SAGE8_VARIANT(4), SAGE8_VARIANT(5),
+    SAGE8_VARIANT(6), SAGE8_VARIANT(7), SAGE8_VARIANT(8), SAGE8_VARIANT(9), SAGE8_VARIANT(10), SAGE8_VARIANT(11),
+    SAGE8_VARIANT(12), SAGE8_VARIANT(13), SAGE8_VARIANT(14),
+    {"sage8_attention", "Sq1500 Skv1500 H8/4 D128", c_sage8, {1500, 1500, 8, 4, 128, 0, -1}, 0, 2e-2, CUDA_ONLY, NULL},
+    {"sage8_attention", "S19540 H56 D128", c_sage8, {19540, 19540, 56, 56, 128, 0, -1}, 0, 0, PERF, NULL},
     /* ---- INT8 W8A8 (docs/int8.md): everything bit for bit (tolerance 0) ---- */
     {"int8_quant_rows", "77 x 100 per token", c_int8_quant, {77, 100, 100, 0}, 0, 0.0, BO_ALL, NULL},
     {"int8_quant_rows", "64 x 2048, stride 4096, groups of 1024", c_int8_quant, {64, 2048, 4096, 1024}, 0, 0.0, BO_ALL, NULL},

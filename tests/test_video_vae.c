@@ -449,7 +449,7 @@ static void test_bf16_decode(h3_backend *be) {
     video_vae_free(v);
 }
 
-/* --vae-quant fp8 (docs/fast.md "Video decoder"): the bf16 mode with the block GEMMs as FP8 W8A8, against the same fp32
+/* --vae-quant fp8 (docs/fast.md 7): the bf16 mode with the block GEMMs as FP8 W8A8, against the same fp32
  * goldens. Not the reference's arithmetic: FP8_DECODE_TOL is a bound on the measured error (docs/fast.md gives the
  * numbers), and the decode must differ from the bf16 mode's (the FP8 GEMMs ran) and repeat bit for bit. */
 #define FP8_DECODE_TOL 5e-2

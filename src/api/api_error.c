@@ -36,7 +36,7 @@ static const char *const words[][2] = {
     {"--ref-audio", "refs (audio)"},       {"--ref-*", "refs"},
     {"--precision", "precision"},          {"--quant", "quant"}, {"--int8-fc2-groups", "int8_fc2_groups"}, {"--transformer", "transformer"},
     {"--backend", "backend"},              {"--threads", "threads"},
-    {"--device", "device"},
+    {"--device", "device"},                {"--attention", "attention"},
     {"--token-reduction", "token_reduction"}, {"--ssd-streaming", "ssd_streaming"},
     {"--use-reference-rope", "reference_rope"}, {"--resident", "memory"},
     {"--random-weights", "random_weights"}, {"--profile", "profile"},

@@ -32,6 +32,7 @@ void h3_engine_options_init(h3_engine_options *o) {
     o->precision = "bf16";
     o->quant = "none";
     o->vae_quant = "none";
+    o->attention = "exact";
     o->memory = H3_MEMORY_PHASES;
 }
 
@@ -61,6 +62,9 @@ static int open_options(h3_engine *eng, const h3_engine_options *o, h3_err *e) {
     const char *vq = p->vae_quant ? p->vae_quant : "none";
     if (!strcmp(vq, "fp8")) eng->vae_fp8 = 1;
     else if (strcmp(vq, "none")) return h3_fail(e, "--vae-quant must be none or fp8, got '%.64s'", vq);
+    const char *at = p->attention ? p->attention : "exact";
+    if (!strcmp(at, "sage8")) eng->attention_sage8 = 1;
+    else if (strcmp(at, "exact")) return h3_fail(e, "--attention must be exact or sage8, got '%.64s'", at);
     if (p->memory < H3_MEMORY_PHASES || p->memory > H3_MEMORY_AUTO)
         return h3_fail(e, "memory must be H3_MEMORY_PHASES, H3_MEMORY_RESIDENT or H3_MEMORY_AUTO, got %d", p->memory);
     if (p->threads < 0 || p->threads > 4096) return h3_fail(e, "--threads must be 0..4096 (0: all cores), got %d", p->threads);
@@ -85,7 +89,7 @@ static int open_options(h3_engine *eng, const h3_engine_options *o, h3_err *e) {
         return h3_fail(e, "--backend must be auto, cpu or cuda, got '%.64s'", b);
     }
     /* the strings are the caller's: only the parsed values above are kept */
-    p->backend = eng->cuda ? "cuda" : "cpu", p->precision = p->quant = p->transformer = p->vae_quant = NULL;
+    p->backend = eng->cuda ? "cuda" : "cpu", p->precision = p->quant = p->transformer = p->vae_quant = p->attention = NULL;
     return 0;
 }
 

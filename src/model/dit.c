@@ -35,6 +35,8 @@
 
 
 const dit_config *dit_get_config(const dit_model *m) { return &m->cfg; }
+void dit_set_attention(dit_model *m, int sage8) { m->attention_sage8 = sage8 != 0; }
+
 int dit_get_mode(const dit_model *m) { return (m->bf16 ? DIT_BF16 : 0) | (m->stream ? DIT_STREAM : 0); }
 
 static int keep_tensor(dit_model *m, h3_tensor *t, int is_view) {

@@ -88,6 +88,9 @@ int dit_layer_skipped(const dit_model *m, int block);
  * per-output-channel scales and runs them as W8A8 GEMMs with per-token activation scales (the token refiner,
  * AdaLN and I/O projections stay as they are); gives the bf16 weights back. bf16 mode only; once. */
 int dit_quantize_fp8(dit_model *m, h3_err *e);
+/* --attention exact|sage8 (docs/fast.md): sage8 runs the bf16 mode's self-attention as h3_sage8_attention (INT8
+ * Q K^T, FP8 P V); exact (0, the default) as h3_bf16_attention. A setting of the model, changed between forwards. */
+void dit_set_attention(dit_model *m, int sage8);
 /* Block `block`'s AdaLN table rows for a prepared timestep value: [3 modalities][6 slots][hidden] in
  * backend memory, or NULL (for tests). */
 const float *dit_adaln_block_table(const dit_model *m, float t, int block);

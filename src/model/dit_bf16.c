@@ -7,6 +7,7 @@
 
 #include "../backend/backend_bf16.h"
 #include "../backend/backend_fp8.h"
+#include "../backend/backend_sage8.h"
 #include "dit_internal.h"
 
 void dit16_free_scratch(h3_backend *be, dit_scratch16 *s) {
@@ -78,7 +79,9 @@ static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int
     int rot = 6 * c->rope_freq_dim;
     h3_bf16_head_norm_rope(be, q, rows, ld, NH, hs, D, w->norm_q, c->qk_norm_eps, rot, cos, sin);
     h3_bf16_head_norm_rope(be, k, rows, ld, NH, hs, D, w->norm_k, c->qk_norm_eps, rot, cos, sin);
-    h3_bf16_attention(be, s->mid, I, q, ld, hs, k, ld, hs, v, ld, hs, rows, rows, NH, NH, D, 1.0f / sqrtf((float)D));
+    /* --attention sage8 (docs/fast.md): the same arguments, 8-bit products */
+    (m->attention_sage8 ? h3_sage8_attention : h3_bf16_attention)(be, s->mid, I, q, ld, hs, k, ld, hs, v, ld, hs, rows, rows,
+                                                                  NH, NH, D, 1.0f / sqrtf((float)D));
     lin16(m, s, out, H, s->mid, I, rows, w->to_out, &w->f8_out, &w->i8_out, 0);
 }
 

@@ -80,6 +80,7 @@ struct dit_model {
     int         fp8;  /* dit_quantize_fp8 ran: the main blocks' linears are FP8 W8A8 (backend_fp8.h) */
     int         int8_profile;    /* DIT_INT8_* (dit_int8.h): the int8 snapshot's profile, or dit_quantize_int8's */
     int         int8_fc2_groups; /* --int8-fc2-groups */
+    int         attention_sage8; /* --attention sage8 (dit_set_attention): the bf16 blocks' attention in 8 bits */
     st_set     *st;
     struct gguf_file *gguf;     /* a GGUF single file (dit_load_single_file), instead of st */
     void      **gguf_bufs;      /* its tensors dequantized (gguf_view_as), freed with the model */

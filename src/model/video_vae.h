@@ -66,7 +66,7 @@ int video_vae_split_tiles(int64_t length, int tile, int min_overlap, int ratio, 
  * accumulation; on CUDA the tensor-core GEMM and the bf16 attention); proj_out is an fp16 GEMM on the fp16-rounded
  * norm_out output (F16 weights, fp32 accumulation and output; H3_VAE_PROJ_OUT=fp32 keeps the fp32 SGEMM); residual
  * stream, norms, RoPE tables, softmax, blends, post_quant_conv, proj_in and norm_out stay fp32. The encoder ignores it.
- * VIDEO_VAE_FP8 (`--vae-quant fp8`, docs/fast.md "Video decoder"): the bf16 mode with the four block GEMMs (q|k|v, to_out,
+ * VIDEO_VAE_FP8 (`--vae-quant fp8`, docs/fast.md 7): the bf16 mode with the four block GEMMs (q|k|v, to_out,
  * the FFN's value|gate and ff.net.2) as FP8 W8A8 (backend_fp8.h: per-token activation and per-channel weight scales,
  * the bias in the epilogue); implies VIDEO_VAE_BF16 and the tile-batched path. An opt-in fast mode: not the
  * reference's arithmetic. */

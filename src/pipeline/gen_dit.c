@@ -271,6 +271,7 @@ int phase_dit(gen *s, h3_err *e) {
         if (!(s->pv = preview_vae_new(s, be, e))) goto done;
         s->pv_L = d.L, s->pv_vrows = d.vrows, s->pv_arows = d.arows, s->pv_err.msg[0] = 0;
     }
+    dit_set_attention(m, s->r->attention_sage8); /* a setting of the forward, not of the weights: a kept model takes it */
     if (dit_loop(s, be, m, &da, e)) goto done;
     if (!s->pv_borrowed) video_vae_free(s->pv);
     s->pv = NULL, s->pv_borrowed = 0;

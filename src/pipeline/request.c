@@ -106,6 +106,8 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
         return h3_fail(e, "--ssd-streaming cannot be combined with --quant int8 (the int8 blocks are made resident)");
     if (r->quant_fp8 && !r->bf16) return h3_fail(e, "--quant fp8 needs --precision bf16 (the fp32 mode is the reference)");
     if (r->vae_fp8 && !r->bf16) return h3_fail(e, "--vae-quant fp8 needs --precision bf16 (the fp32 mode is the reference)");
+    if (r->attention_sage8 && !r->bf16)
+        return h3_fail(e, "--attention sage8 needs --precision bf16 (the fp32 mode is the reference)");
     if (r->quant_fp8 && r->ssd_streaming)
         return h3_fail(e, "--ssd-streaming cannot be combined with --quant fp8 (the FP8 blocks are made resident)");
     if (r->token_reduction && !r->bf16)

@@ -67,6 +67,7 @@ typedef struct h3_request {
                                   decoder when the GPU has their room (generate.c resident_auto_room); H3_RESIDENT_OFF: none */
     int         ssd_streaming; /* --ssd-streaming (docs/model/features.md 7.3): the DiT's main blocks streamed from host memory
                                   through two backend slots (automatic on CUDA when the resident model does not fit) */
+    int         attention_sage8; /* --attention sage8 (docs/fast.md): the DiT's attention with 8-bit products; bf16 only */
     int         token_reduction; /* --token-reduction (docs/model/features.md 5.5): pooled target-video tokens in middle blocks */
     int         ref_image_size; /* --ref-image-size: 0 reference (2048 short edge, as diffusers), 1 match, 2 max
                                    (cond_ref_size, docs/model/features.md 1.3) */

@@ -3,7 +3,7 @@
  *
  *   h3 bench [--backend cuda|cpu] [--shapes 512x512x22,544x960x124,1344x768x124] [--text 256]
  *            [--repeats N] [--vae-repeats N] [--precision bf16|fp32] [--quant none|fp8|int8] [--int8-fc2-groups 0|1]
- *            [--token-reduction B:E] [--what dit,vae]
+ *            [--attention exact|sage8] [--token-reduction B:E] [--what dit,vae]
  *            [--config TRANSFORMER_DIR] [--vae-config VAE_DIR] [--vae-batch N,...]
  *
  * --vae-batch times the bf16 video decoder once per value at every shape (video_vae_set_decode_batch: tiles per
@@ -219,9 +219,10 @@ done:
     return rc;
 }
 
-/* quant: 0 none, 1 --quant fp8, 2 --quant int8, 3 --quant int8 with --int8-fc2-groups 1 */
-static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int quant, int compare, int stream, const int *reduce,
-                     int check_blocks, const bench_shape *shapes, int n, int64_t T, int repeats, bench_result *res, h3_err *e) {
+/* quant: 0 none, 1 --quant fp8, 2 --quant int8, 3 --quant int8 with --int8-fc2-groups 1; sage8: --attention sage8 */
+static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int quant, int sage8, int compare, int stream,
+                     const int *reduce, int check_blocks, const bench_shape *shapes, int n, int64_t T, int repeats,
+                     bench_result *res, h3_err *e) {
     dit_config cfg;
     if (dit_config_load(config_dir, &cfg, e) != 0) return -1;
     double t0 = now_s();
@@ -250,11 +251,12 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int quant
     int rc = 0;
     /* --compare-bf16 1: the bf16 forward at the first shape on these weights before they are quantized */
     bench_ref ref = {.want = 1};
-    if (compare && quant && (rc = bench_dit_shape(be, m, &shapes[0], T, ts, 1, bf16, reduce, check_blocks, &ref, &res[0], e)) != 0) {
+    if (compare && (quant || sage8) && (rc = bench_dit_shape(be, m, &shapes[0], T, ts, 1, bf16, reduce, check_blocks, &ref, &res[0], e)) != 0) {
         dit_free(m);
         return rc;
     }
     ref.want = 0;
+    dit_set_attention(m, sage8); /* --attention sage8 (docs/fast.md), after the exact reference */
     if (quant) { /* --quant fp8 / int8: the blocks' linears quantized as a real generation does it at load */
         t0 = now_s();
         if ((quant == 1 ? dit_quantize_fp8(m, e) : dit_quantize_int8(m, quant == 3, e)) != 0 || h3_backend_check(be, e) != 0) {
@@ -383,10 +385,11 @@ done:
 static void usage(void) {
     fprintf(stderr,
             "usage: h3 bench [--backend cuda|cpu] [--shapes WxHxF,...] [--text T] [--repeats N] [--vae-repeats N]\n"
-            "                [--precision bf16|fp32] [--quant none|fp8|int8] [--int8-fc2-groups 0|1] [--token-reduction B:E] [--what dit,vae]\n"
-            "                [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
+            "                [--precision bf16|fp32] [--quant none|fp8|int8] [--int8-fc2-groups 0|1] [--attention exact|sage8]\n"
+            "                [--token-reduction B:E] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
             "                [--vae-batch N,...] [--vae-quant none|fp8] [--ssd-streaming 0|1] [--check-blocks 0|1] [--compare-bf16 0|1]\n"
-            "--compare-bf16 1 (with --quant): the first shape's outputs against the bf16 forward on the same weights\n"
+            "--compare-bf16 1 (with --quant or --attention sage8): the first shape's outputs against the bf16 forward on the\n"
+            "                same weights\n"
             "--check-blocks 1: the per-block non-finite check h3 generate --profile runs (its cost)\n"
             "defaults: --backend cuda --shapes 512x512x22,544x960x124,1344x768x124 --text 256 --repeats 2\n"
             "          --vae-repeats 1 --precision bf16 --what dit,vae\n"
@@ -408,6 +411,7 @@ int cmd_bench(int argc, char **argv) {
     const char *vbatch_arg = NULL, *quant = "none", *reduce_arg = NULL, *stream_arg = "0", *check_arg = "0";
     const char *vae_quant = "none";
     const char *fc2g_arg = "0", *compare_arg = "0";
+    const char *attention = "exact";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -421,6 +425,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--vae-repeats")) dst = &vrep_arg;
         else if (!strcmp(a, "--precision")) dst = &precision;
         else if (!strcmp(a, "--quant")) dst = &quant;
+        else if (!strcmp(a, "--attention")) dst = &attention;
         else if (!strcmp(a, "--token-reduction")) dst = &reduce_arg;
         else if (!strcmp(a, "--what")) dst = &what;
         else if (!strcmp(a, "--config")) dst = &config;
@@ -454,7 +459,11 @@ int cmd_bench(int argc, char **argv) {
     if (strcmp(compare_arg, "0") && strcmp(compare_arg, "1"))
         return cli_error("bench: --compare-bf16 must be 0 or 1, got '%s'", compare_arg);
     const int compare = !strcmp(compare_arg, "1");
-    if (compare && !qmode) return cli_error("bench: --compare-bf16 1 needs --quant fp8 or int8");
+    if (strcmp(attention, "exact") && strcmp(attention, "sage8"))
+        return cli_error("bench: --attention must be exact or sage8, got '%s'", attention);
+    const int sage8 = !strcmp(attention, "sage8");
+    if (sage8 && !bf16) return cli_error("bench: --attention sage8 needs --precision bf16");
+    if (compare && !qmode && !sage8) return cli_error("bench: --compare-bf16 1 needs --quant fp8 / int8 or --attention sage8");
     if (strcmp(vae_quant, "none") && strcmp(vae_quant, "fp8"))
         return cli_error("bench: --vae-quant must be none or fp8, got '%s'", vae_quant);
     const int vae_fp8 = !strcmp(vae_quant, "fp8");
@@ -521,16 +530,17 @@ int cmd_bench(int argc, char **argv) {
         h3_backend_free(be);
         return 1;
     }
-    printf("h3 bench: backend %s, precision %s%s, text rows %d, repeats %d (DiT) / %d (VAE)", h3_backend_name(be),
+    printf("h3 bench: backend %s, precision %s%s%s, text rows %d, repeats %d (DiT) / %d (VAE)", h3_backend_name(be),
            precision,
-           fp8 ? " + fp8 DiT linears (--quant fp8)" : int8 ? (fc2g ? " + int8 DiT linears (--quant int8 --int8-fc2-groups 1)" : " + int8 DiT linears (--quant int8)") : "", T, repeats, vae_repeats);
+           fp8 ? " + fp8 DiT linears (--quant fp8)" : int8 ? (fc2g ? " + int8 DiT linears (--quant int8 --int8-fc2-groups 1)" : " + int8 DiT linears (--quant int8)") : "",
+           sage8 ? " + 8-bit attention (--attention sage8)" : "", T, repeats, vae_repeats);
     if (ms.total_bytes) printf(", device memory %.1f GiB", gib(ms.total_bytes));
     printf("\n");
     fflush(stdout);
     bench_result res[BENCH_MAX_SHAPES];
     memset(res, 0, sizeof res);
     int rc = 0;
-    if (do_dit && bench_dit(be, config, bf16, qmode, compare, stream, nreduce ? reduce : NULL, check_blocks, shapes, n, T, repeats, res, &e) != 0) {
+    if (do_dit && bench_dit(be, config, bf16, qmode, sage8, compare, stream, nreduce ? reduce : NULL, check_blocks, shapes, n, T, repeats, res, &e) != 0) {
         fprintf(stderr, "h3: bench: DiT: %s\n", e.msg);
         rc = 1;
     }

@@ -45,6 +45,8 @@ static void usage(FILE *f) {
             "                           int8: INT8 W8A8 quantized at load (docs/int8.md)\n"
             "  --vae-quant none|fp8     fp8: the video decoder's block GEMMs as FP8 W8A8 (faster, not the reference's numerics)\n"
             "  --int8-fc2-groups        int8: the FFN down input scaled per 1024 channels instead of per token\n"
+            "  --attention exact|sage8  sage8: the DiT's attention with INT8 Q K^T and FP8 P V (SageAttention2's scheme,\n"
+            "                           docs/fast.md; faster, not the reference's numerics; bf16) [exact]\n"
             "  --transformer FILE       a single-file transformer (safetensors or GGUF, the published single files'\n"
             "                           layout) instead of the snapshot's transformer/ weights (docs/checkpoints.md)\n"
             "  --resident               sessions: keep each phase's model loaded for the next generation (!resident)\n"
@@ -81,7 +83,7 @@ static const char *const value_flags[] = {
     "-d", "--model-dir", "-p", "--prompt", "-o", "--output", "--frames-dir", "--wav", "--dump-latents", "--first-frame",
     "--last-frame", "--width", "--height", "--frames", "--steps", "--reuse", "--layers", "--core-reuse",
     "--render-width", "--render-height", "--threads", "--zoom", "--seconds", "--seed", "--precision",
-    "--ref-image-size", "--quant", "--vae-quant", "--backend", "--device", "--transformer", "--ref-image", "--ref-silent-video", "--ref-video",
+    "--ref-image-size", "--quant", "--vae-quant", "--attention", "--backend", "--device", "--transformer", "--ref-image", "--ref-silent-video", "--ref-video",
     "--ref-video-audio", "--ref-audio", NULL};
 static const char *const switch_flags[] = {"--profile", "--random-weights", "--resident", "--token-reduction",
                                            "--ssd-streaming", "--show", "--info", "--use-reference-rope",
@@ -218,6 +220,10 @@ int cmd_generate(int argc, char **argv) {
             if (strcmp(v, "fp8") && strcmp(v, "none"))
                 return cli_error("generate: --vae-quant must be none or fp8, got '%s'", h3_quote(v));
             o->vae_quant = v;
+        } else if (!strcmp(a, "--attention")) {
+            if (strcmp(v, "exact") && strcmp(v, "sage8"))
+                return cli_error("generate: --attention must be exact or sage8, got '%s'", h3_quote(v));
+            o->attention = v;
         } else if (!strcmp(a, "--backend")) {
             if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
                 return cli_error("generate: --backend must be cpu or cuda (or auto, the default), got '%s'", h3_quote(v));

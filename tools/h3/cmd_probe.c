@@ -85,6 +85,7 @@ static void probe_usage(FILE *f) {
                "                [--transformer FILE]   (dit: the weights from a single-file transformer)\n"
                "                [--quant none|int8] [--int8-fc2-groups] (dit, docs/int8.md)\n"
                "                [--vae-quant none|fp8] (vae-decode: the FP8 decoder, docs/fast.md)\n"
+               "                [--attention exact|sage8] (dit with bf16: 8-bit attention, docs/fast.md)\n"
                "                [--backend cpu|cuda]\nops:");
     for (size_t i = 0; i < sizeof probe_ops / sizeof probe_ops[0]; i++) fprintf(f, " %s", probe_ops[i].name);
     fprintf(f, "\n");
@@ -98,6 +99,7 @@ int cmd_probe(int argc, char **argv) {
     probe_ctx p = {0};
     p.op = argv[1];
     const char *in_path = NULL, *out_path = NULL, *precision = "fp32", *backend = "cpu", *quant = "none", *vae_quant = "none";
+    const char *attention = "exact";
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
@@ -110,6 +112,7 @@ int cmd_probe(int argc, char **argv) {
         else if (!strcmp(a, "--backend")) dst = &backend;
         else if (!strcmp(a, "--quant")) dst = &quant;
         else if (!strcmp(a, "--vae-quant")) dst = &vae_quant;
+        else if (!strcmp(a, "--attention")) dst = &attention;
         else if (!strcmp(a, "--int8-fc2-groups")) {
             p.int8_fc2_groups = 1;
             continue;
@@ -137,6 +140,11 @@ int cmd_probe(int argc, char **argv) {
     p.vae_fp8 = !strcmp(vae_quant, "fp8");
     if (p.vae_fp8 && strcmp(p.op, "vae-decode")) return cli_error("probe: --vae-quant is an option of the vae-decode op only");
     if (p.vae_fp8 && !p.bf16) return cli_error("probe: --vae-quant fp8 needs --precision bf16");
+    if (strcmp(attention, "exact") && strcmp(attention, "sage8"))
+        return cli_error("probe: --attention must be exact or sage8, got '%s'", attention);
+    p.attention_sage8 = !strcmp(attention, "sage8");
+    if (p.attention_sage8 && (!p.bf16 || strcmp(p.op, "dit")))
+        return cli_error("probe: --attention sage8 is an option of the dit op with --precision bf16");
     if (p.component && strcmp(p.component, "transformer") && strcmp(p.component, "transformer_ref"))
         return cli_error("probe: --component must be transformer or transformer_ref, got '%s'", p.component);
     h3_backend_kind kind;

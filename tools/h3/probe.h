@@ -18,6 +18,7 @@ typedef struct probe_ctx {
     int         quant_int8; /* --quant int8 (dit; docs/int8.md) */
     int         int8_fc2_groups; /* --int8-fc2-groups */
     int         vae_fp8;    /* --vae-quant fp8 (vae-decode; docs/fast.md) */
+    int         attention_sage8; /* --attention sage8 (dit; docs/fast.md) */
     st_set     *in;         /* --in */
     st_writer  *out;        /* collected outputs, saved atomically to --out by the driver */
     h3_backend *be;         /* --backend cpu|cuda */

@@ -102,6 +102,7 @@ int probe_dit(probe_ctx *p, h3_err *e) {
     if ((p->quant_int8 || p->int8_fc2_groups || dit_int8_profile(m)) &&
         dit_quantize_int8(m, p->int8_fc2_groups, e) != 0) /* an int8 snapshot keeps its codes */
         goto done;
+    dit_set_attention(m, p->attention_sage8);
     int64_t B = t[0]->shape[0];
     int64_t VP = t[0]->shape[2], CA = cfg.audio_in_channels;
     video = malloc((size_t)(B * in.Nv * VP + 1) * sizeof(float));

@@ -45,7 +45,7 @@ static video_vae *open_vae(probe_ctx *p, int parts, h3_err *e) {
         return NULL;
     }
     if (p->bf16) parts |= VIDEO_VAE_BF16; /* the decoder's bf16 mode (docs/model/video_vae.md 11) */
-    if (p->vae_fp8) parts |= VIDEO_VAE_FP8; /* its FP8 block GEMMs (docs/fast.md "Video decoder") */
+    if (p->vae_fp8) parts |= VIDEO_VAE_FP8; /* its FP8 block GEMMs (docs/fast.md 7) */
     /* SNAPSHOT/vae, or the vae folder itself */
     char dir[4096], probe_path[4200];
     snprintf(dir, sizeof dir, "%s/vae", p->model);
