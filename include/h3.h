@@ -110,6 +110,9 @@ typedef struct h3_engine_options {
                                    fast mode, not the reference's arithmetic); bf16 only */
     const char *attention;      /* "exact" (default) or "sage8": the DiT's self-attention with INT8 Q K^T and FP8 P V
                                    (SageAttention2's scheme, docs/fast.md; faster, not the reference's numerics); bf16 only */
+    const char *preset;         /* "exact" (default: the fields as set) or "fast": quant "fp8", attention "sage8" and
+                                   vae_quant "fp8" wherever those fields are at their defaults (a value set explicitly
+                                   wins); bf16 only. Not the reference's arithmetic (docs/fast.md) */
 } h3_engine_options;
 
 H3_PUBLIC void h3_engine_options_init(h3_engine_options *o);

@@ -19,7 +19,7 @@ struct h3_engine {
     char                  dir[API_PATH_CAP];
     char                  transformer[API_PATH_CAP]; /* options.transformer, "" when none */
     int                   cuda;          /* the resolved backend */
-    int                   bf16, quant_fp8, quant_int8, vae_fp8, attention_sage8;
+    int                   bf16, quant_fp8, quant_int8, vae_fp8, attention_sage8, preset_fast;
     char                  note[API_NOTE_CAP];   /* why "auto" chose the CPU, or "" */
     char                  header_note[API_NOTE_CAP + 16]; /* " (auto: ...)" on the generation's first log line */
     h3_gen_ctx           *ctx;

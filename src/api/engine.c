@@ -32,6 +32,7 @@ void h3_engine_options_init(h3_engine_options *o) {
     o->precision = "bf16";
     o->quant = "none";
     o->vae_quant = "none";
+    o->preset = "exact";
     o->attention = "exact";
     o->memory = H3_MEMORY_PHASES;
 }
@@ -51,6 +52,18 @@ static int open_options(h3_engine *eng, const h3_engine_options *o, h3_err *e) {
                        o->struct_size, sizeof *o);
     if (o) memcpy(&eng->opt, o, o->struct_size);
     h3_engine_options *p = &eng->opt;
+    /* --preset fast (docs/fast.md): the fast modes wherever the fields are at their defaults */
+    const char *ps = p->preset ? p->preset : "exact";
+    if (!strcmp(ps, "fast")) {
+        eng->preset_fast = 1;
+        if (!p->quant || !strcmp(p->quant, "none")) p->quant = "fp8";
+        if (!p->attention || !strcmp(p->attention, "exact")) p->attention = "sage8";
+        if (!p->vae_quant || !strcmp(p->vae_quant, "none")) p->vae_quant = "fp8";
+        if (p->precision && strcmp(p->precision, "bf16"))
+            return h3_fail(e, "--preset fast needs --precision bf16 (its modes are bf16 only)");
+    } else if (strcmp(ps, "exact")) {
+        return h3_fail(e, "--preset must be exact or fast, got '%.64s'", ps);
+    }
     const char *b = p->backend ? p->backend : "auto", *pr = p->precision ? p->precision : "bf16",
                *q = p->quant ? p->quant : "none";
     if (!strcmp(pr, "bf16")) eng->bf16 = 1;
@@ -89,7 +102,7 @@ static int open_options(h3_engine *eng, const h3_engine_options *o, h3_err *e) {
         return h3_fail(e, "--backend must be auto, cpu or cuda, got '%.64s'", b);
     }
     /* the strings are the caller's: only the parsed values above are kept */
-    p->backend = eng->cuda ? "cuda" : "cpu", p->precision = p->quant = p->transformer = p->vae_quant = p->attention = NULL;
+    p->backend = eng->cuda ? "cuda" : "cpu", p->precision = p->quant = p->transformer = p->vae_quant = p->attention = p->preset = NULL;
     return 0;
 }
 

@@ -108,6 +108,7 @@ int api_request_from(const h3_engine *eng, const h3_params *p, h3_request *r, ap
     r->quant_fp8 = eng->quant_fp8;
     r->quant_int8 = eng->quant_int8;
     r->vae_fp8 = eng->vae_fp8;
+    r->preset_fast = eng->preset_fast;
     r->attention_sage8 = eng->attention_sage8;
     r->int8_fc2_groups = eng->opt.int8_fc2_groups;
     r->resident = eng->opt.memory;

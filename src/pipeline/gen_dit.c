@@ -272,6 +272,10 @@ int phase_dit(gen *s, h3_err *e) {
         s->pv_L = d.L, s->pv_vrows = d.vrows, s->pv_arows = d.arows, s->pv_err.msg[0] = 0;
     }
     dit_set_attention(m, s->r->attention_sage8); /* a setting of the forward, not of the weights: a kept model takes it */
+    if (s->r->preset_fast)
+        gen_log(s->r, "preset fast: DiT linears %s, attention %s, video decoder %s (docs/fast.md; not the reference's arithmetic)",
+                s->r->quant_fp8 ? "fp8" : s->r->quant_int8 ? "int8" : "bf16", s->r->attention_sage8 ? "sage8" : "exact",
+                s->r->vae_fp8 ? "fp8" : "bf16");
     if (dit_loop(s, be, m, &da, e)) goto done;
     if (!s->pv_borrowed) video_vae_free(s->pv);
     s->pv = NULL, s->pv_borrowed = 0;

@@ -62,6 +62,7 @@ typedef struct h3_request {
     int         quant_int8;    /* --quant int8: INT8 W8A8, quantized at load (docs/int8.md); bf16, CPU and CUDA */
     int         int8_fc2_groups; /* --int8-fc2-groups: the FFN down input scaled per 1024 channels (docs/int8.md) */
     int         vae_fp8;       /* --vae-quant fp8: the video decoder's block GEMMs as FP8 W8A8 (docs/fast.md); bf16 only */
+    int         preset_fast;   /* --preset fast chose (some of) quant / attention / vae_quant: said in the log */
     int         resident;      /* sessions: H3_RESIDENT_ALL (--resident) keeps each phase's model for the next generation,
                                   H3_RESIDENT_AUTO (a session's default, docs/model/features.md 3) the transformer and the video
                                   decoder when the GPU has their room (generate.c resident_auto_room); H3_RESIDENT_OFF: none */

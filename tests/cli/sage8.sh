@@ -65,4 +65,19 @@ one_line_2 "generate sage8 fp32" "needs --precision bf16" "$tmp/gc.mp4" \
     "$H3" generate -d $TINY "${GA[@]}" --attention sage8 --precision fp32 -o "$tmp/gc.mp4"
 one_line_2 "generate bad --attention" "exact or sage8" "$tmp/gc.mp4" \
     "$H3" generate -d $TINY "${GA[@]}" --attention fast -o "$tmp/gc.mp4"
+# --preset fast (docs/fast.md): the three fast modes where the flags are at their defaults, said in the log; an
+# explicit non-default value wins; the same latents as the three flags given by hand
+"$H3" generate -d $TINY "${GA[@]}" --preset fast --dump-latents "$tmp/pf.st" -o '' 2>"$tmp/err" && ok \
+    || bad "generate --preset fast: $(tail -1 "$tmp/err")"
+grep -q "preset fast: DiT linears fp8, attention sage8, video decoder fp8" "$tmp/err" && ok || bad "--preset fast: no log line"
+"$H3" generate -d $TINY "${GA[@]}" --quant fp8 --attention sage8 --vae-quant fp8 --dump-latents "$tmp/ph.st" -o '' \
+    2>/dev/null && cmp -s "$tmp/pf.st" "$tmp/ph.st" && ok || bad "--preset fast differs from its three flags"
+"$H3" generate -d $TINY "${GA[@]}" --preset fast --quant int8 --dump-latents "$tmp/pi.st" -o '' 2>"$tmp/err" && \
+    grep -q "preset fast: DiT linears int8, attention sage8, video decoder fp8" "$tmp/err" && ok \
+    || bad "--preset fast --quant int8: $(grep preset "$tmp/err")"
+"$H3" generate -d $TINY "${GA[@]}" --preset exact --dump-latents "$tmp/pe.st" -o '' 2>/dev/null && \
+    cmp -s "$tmp/pe.st" "$tmp/gb.st" && ok || bad "--preset exact is not the default"
+one_line_2 "bad --preset" "exact or fast" "$tmp/gd.mp4" "$H3" generate -d $TINY "${GA[@]}" --preset turbo -o "$tmp/gd.mp4"
+one_line_2 "--preset fast fp32" "needs --precision bf16" "$tmp/gd.mp4" \
+    "$H3" generate -d $TINY "${GA[@]}" --preset fast --precision fp32 -o "$tmp/gd.mp4"
 echo "RESULT $pass $fail"

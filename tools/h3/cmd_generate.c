@@ -44,6 +44,7 @@ static void usage(FILE *f) {
             "  --quant none|fp8|int8    fp8: the DiT blocks' linears as FP8 W8A8 (faster, not the reference's numerics);\n"
             "                           int8: INT8 W8A8 quantized at load (docs/int8.md)\n"
             "  --vae-quant none|fp8     fp8: the video decoder's block GEMMs as FP8 W8A8 (faster, not the reference's numerics)\n"
+            "  --preset exact|fast      fast: --quant fp8 --attention sage8 --vae-quant fp8 (a flag given a non-default value wins; docs/fast.md)\n"
             "  --int8-fc2-groups        int8: the FFN down input scaled per 1024 channels instead of per token\n"
             "  --attention exact|sage8  sage8: the DiT's attention with INT8 Q K^T and FP8 P V (SageAttention2's scheme,\n"
             "                           docs/fast.md; faster, not the reference's numerics; bf16) [exact]\n"
@@ -83,7 +84,7 @@ static const char *const value_flags[] = {
     "-d", "--model-dir", "-p", "--prompt", "-o", "--output", "--frames-dir", "--wav", "--dump-latents", "--first-frame",
     "--last-frame", "--width", "--height", "--frames", "--steps", "--reuse", "--layers", "--core-reuse",
     "--render-width", "--render-height", "--threads", "--zoom", "--seconds", "--seed", "--precision",
-    "--ref-image-size", "--quant", "--vae-quant", "--attention", "--backend", "--device", "--transformer", "--ref-image", "--ref-silent-video", "--ref-video",
+    "--ref-image-size", "--quant", "--vae-quant", "--attention", "--preset", "--backend", "--device", "--transformer", "--ref-image", "--ref-silent-video", "--ref-video",
     "--ref-video-audio", "--ref-audio", NULL};
 static const char *const switch_flags[] = {"--profile", "--random-weights", "--resident", "--token-reduction",
                                            "--ssd-streaming", "--show", "--info", "--use-reference-rope",
@@ -216,6 +217,10 @@ int cmd_generate(int argc, char **argv) {
             if (strcmp(v, "fp8") && strcmp(v, "int8") && strcmp(v, "none"))
                 return cli_error("generate: --quant must be none, fp8 or int8, got '%s'", h3_quote(v));
             o->quant = v;
+        } else if (!strcmp(a, "--preset")) {
+            if (strcmp(v, "exact") && strcmp(v, "fast"))
+                return cli_error("generate: --preset must be exact or fast, got '%s'", h3_quote(v));
+            o->preset = v;
         } else if (!strcmp(a, "--vae-quant")) {
             if (strcmp(v, "fp8") && strcmp(v, "none"))
                 return cli_error("generate: --vae-quant must be none or fp8, got '%s'", h3_quote(v));

@@ -277,6 +277,9 @@ static int c_status(session *s, const char *arg) {
            : s->memory == H3_MEMORY_AUTO   ? "auto (the transformer and the video decoder stay when they fit)"
                                               : "off (each generation loads every phase's weights)",
            s->quant, s->fc2_groups ? " (FFN down input per 1024 channels)" : "", s->ssd_streaming ? "on" : "auto");
+    printf("preset %s\n", s->opt->preset && !strcmp(s->opt->preset, "fast")
+                               ? "fast (--quant fp8, --attention sage8, --vae-quant fp8 where not set otherwise; docs/fast.md)"
+                               : "exact");
     printf("show %s (terminal graphics: %s, zoom %d); open %s; spatial RoPE at 256x256: %s\n",
            s->show ? "on" : "off", term_graphics_name(s->tp.g), s->tp.zoom, s->open ? "on" : "off",
            st->reference_rope ? "released" : "halved");
