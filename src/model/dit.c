@@ -29,6 +29,7 @@
 #include "../io/safetensors.h"
 #include "dit_int8.h"
 #include "dit_internal.h"
+#include "dit_lora.h"
 
 
 /* ---------------------------------------------------------------- model */
@@ -96,6 +97,31 @@ static int get_view(dit_model *m, const char *name, h3_dtype want, h3_tensor *vi
     return m->gguf ? gguf_view(m, name, want, view, e) : get_view_at(m, name, view, &i, e);
 }
 
+/* --lora (docs/lora.md): the view becomes a merged copy (the stored dtype in bf16 mode, F32 in the fp32 mode, as
+ * diffusers' model holds it), kept with the model; the file's pages are never written. */
+static int lora_merged_view(dit_model *m, const char *name, h3_tensor *view, int *mi, h3_err *e) {
+    const h3_dtype out = m->bf16 ? view->dtype : H3_F32;
+    void *buf;
+    if (dit_lora_merge(m->lora, &m->cfg, name, view, out, &buf, e) != 0) return -1;
+    if (!buf) return 0;
+    void **v = realloc(m->lora_bufs, (size_t)(m->n_lora_bufs + 1) * sizeof *v);
+    if (!v) {
+        free(buf);
+        return h3_fail(e, "out of memory");
+    }
+    m->lora_bufs = v;
+    m->lora_bufs[m->n_lora_bufs++] = buf;
+    view->data = buf, view->dtype = out, view->owns_data = 0;
+    *mi = -1;
+    return 0;
+}
+
+static int is_lora_buf(const dit_model *m, const void *p) {
+    for (int i = 0; i < m->n_lora_bufs; i++)
+        if (m->lora_bufs[i] == p) return 1;
+    return 0;
+}
+
 /* Looks a tensor up, checks its shape against the expected list and makes it backend resident. */
 /* The view of a stored tensor, checked against the expected list (shape) and the dtypes the ops take. */
 static int lookup_checked(dit_model *m, const h3_expect_list *ex, const char *name, h3_tensor *view, int *mi,
@@ -104,7 +130,8 @@ static int lookup_checked(dit_model *m, const h3_expect_list *ex, const char *na
     if (!x) return h3_fail(e, "internal: tensor '%s' not in the expected list", name);
     *mi = -1;
     if (m->gguf ? gguf_view(m, name, x->dtype, view, e) != 0 : get_view_at(m, name, view, mi, e) != 0) return -1;
-    return h3_expect_check(x, view->dtype, view->ndim, view->shape, source_name(m), e);
+    if (h3_expect_check(x, view->dtype, view->ndim, view->shape, source_name(m), e) != 0) return -1;
+    return m->lora ? lora_merged_view(m, name, view, mi, e) : 0;
 }
 
 /* Makes a weight usable: backend resident (uploaded, or taken over from dit_new_random's device memory), or for the
@@ -385,7 +412,28 @@ static int set_mode(dit_model *m, int mode, h3_err *e) {
     return 0;
 }
 
+/* --lora: the set for this model's config (before load_all), and after it the check that every module met a weight;
+ * the factors are freed then (the merged weights stay). */
+static int lora_open(dit_model *m, const dit_lora_spec *loras, int n, int ref, int mode, h3_err *e) {
+    if (n <= 0) return 0;
+    if (mode & DIT_STREAM)
+        return h3_fail(e, "--lora cannot be combined with --ssd-streaming yet (the LoRA is merged at load, docs/lora.md)");
+    return (m->lora = dit_lora_set_new(loras, n, &m->cfg, ref, e)) ? 0 : -1;
+}
+
+static int lora_close(dit_model *m, h3_err *e) {
+    int rc = dit_lora_check_all_merged(m->lora, e);
+    dit_lora_set_free(m->lora);
+    m->lora = NULL;
+    return rc;
+}
+
 dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e) {
+    return dit_load_lora(be, dir, NULL, mode, NULL, 0, 0, e);
+}
+
+static dit_model *load_dir(h3_backend *be, const char *dir, int mode, const dit_lora_spec *loras, int n_loras, int ref,
+                           h3_err *e) {
     dit_model *m = calloc(1, sizeof *m);
     if (!m) {
         h3_fail(e, "out of memory");
@@ -393,7 +441,8 @@ dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e) {
     }
     m->be = be;
     if (dit_config_load(dir, &m->cfg, e) != 0 || set_mode(m, mode, e) != 0 || !(m->st = st_set_open(dir, e)) ||
-        load_all(m, e) != 0 || dit_int8_adopt(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) {
+        lora_open(m, loras, n_loras, ref, mode, e) != 0 || load_all(m, e) != 0 || lora_close(m, e) != 0 ||
+        dit_int8_adopt(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) {
         dit_free(m);
         return NULL;
     }
@@ -401,6 +450,11 @@ dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e) {
 }
 
 dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *file, int mode, h3_err *e) {
+    return dit_load_lora(be, dir, file, mode, NULL, 0, 0, e);
+}
+
+static dit_model *load_single(h3_backend *be, const char *dir, const char *file, int mode, const dit_lora_spec *loras,
+                              int n_loras, h3_err *e) {
     dit_model *m = calloc(1, sizeof *m);
     if (!m) {
         h3_fail(e, "out of memory");
@@ -426,12 +480,18 @@ dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *fil
     const char *found = dit_single_file_prefix(m->st, m->gguf, file, e);
     if (!found) goto fail;
     snprintf(m->name_prefix, sizeof m->name_prefix, "%s", found);
+    if (lora_open(m, loras, n_loras, 0, mode, e) != 0) goto fail;
     m->cfg.original_layout = 1, m->cfg.qkv_stacked = 1;
-    if (load_all(m, e) != 0) goto fail;
+    if (load_all(m, e) != 0 || lora_close(m, e) != 0) goto fail;
     return m;
 fail:
     dit_free(m);
     return NULL;
+}
+
+dit_model *dit_load_lora(h3_backend *be, const char *dir, const char *file, int mode, const dit_lora_spec *loras,
+                         int n_loras, int ref, h3_err *e) {
+    return file ? load_single(be, dir, file, mode, loras, n_loras, e) : load_dir(be, dir, mode, loras, n_loras, ref, e);
 }
 
 dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, h3_err *e) {
@@ -529,6 +589,9 @@ void dit_free(dit_model *m) {
     gguf_close(m->gguf);
     for (int i = 0; i < m->n_gguf_bufs; i++) free(m->gguf_bufs[i]);
     free(m->gguf_bufs);
+    dit_lora_set_free(m->lora);
+    for (int i = 0; i < m->n_lora_bufs; i++) free(m->lora_bufs[i]);
+    free(m->lora_bufs);
     for (int i = 0; m->mem && i < m->mem_names.n; i++) {
         if (m->mem[i] && m->mem_on_backend && m->mem_on_backend[i]) h3_free(m->be, m->mem[i]->data);
         h3_tensor_free(m->mem[i]);
@@ -555,7 +618,8 @@ void dit_drop_tensor(dit_model *m, h3_tensor *w) {
     void *data = w->data;
     for (int j = 0; j < m->n_owned; j++) {
         if (m->owned[j] != w) continue;
-        if (m->st && (m->be->kind == H3_BACKEND_CPU || m->owned_is_view[j] == 2)) dit_give_back_pages(w); /* file pages */
+        if (m->st && (m->be->kind == H3_BACKEND_CPU || m->owned_is_view[j] == 2) && !is_lora_buf(m, data))
+            dit_give_back_pages(w); /* file pages */
         if (m->owned_is_view[j] != 1) { /* uploads (and the CPU's views of host memory), host tensors */
             if (m->owned_is_view[j] == 2) h3_tensor_free(w);
             else h3_weight_free(m->be, w);

@@ -113,6 +113,9 @@ struct dit_model {
     int              n_cache, cap_cache;
     int              adaln_host; /* the AdaLN projections are host tensors (GPU backends): uploaded per block */
     dit_stream      *stream;     /* DIT_STREAM, else NULL */
+    struct dit_lora_set *lora;   /* --lora (dit_lora.h): merged into the weights as load_all reads them, then freed */
+    void           **lora_bufs;  /* the merged weights (host memory the views point into), freed with the model */
+    int              n_lora_bufs;
 };
 
 typedef struct dit_scratch {

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
+#include "model/dit_lora.h"
 
 typedef struct probe_ctx {
     const char *op;
@@ -17,6 +18,8 @@ typedef struct probe_ctx {
     int         bf16;       /* --precision bf16 */
     int         quant_int8; /* --quant int8 (dit; docs/int8.md) */
     int         int8_fc2_groups; /* --int8-fc2-groups */
+    dit_lora_spec loras[DIT_LORA_MAX]; /* --lora / --lora-ref FILE[:SCALE] (dit, denoise; docs/lora.md) */
+    int         n_loras;
     st_set     *in;         /* --in */
     st_writer  *out;        /* collected outputs, saved atomically to --out by the driver */
     h3_backend *be;         /* --backend cpu|cuda */
