@@ -234,7 +234,11 @@ typedef struct h3_params {
     int           nloras;
     double        shift_video, shift_audio; /* the schedulers' shifts (docs/model/dit.md 7.1); 0 = the snapshot's
                                       scheduler configs (12 and 3); LightX2V's Turbo LoRAs use 6 and 3 */
+    int           step_update;     /* H3_STEP_EULER (diffusers' x / x0 blend, default) or H3_STEP_TRAINING_EULER
+                                      (LightX2V's x + (sigma - sigma_next) v: the same step, other fp32 roundings) */
 } h3_params;
+
+enum { H3_STEP_EULER = 0, H3_STEP_TRAINING_EULER = 1 };
 
 H3_PUBLIC void h3_params_init(h3_params *p);
 

@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "model/dit.h"
 #include "model/dit_lora.h"
+#include "pipeline/sched.h"
 #include "test.h"
 
 #define LF "tests/fixtures/lora/"
@@ -219,7 +220,55 @@ static void test_rejections(void) {
     h3_backend_free(be);
 }
 
+/* --step-update: h3's sched_step in both forms against diffusers' step and LightX2V's training_euler rule (gen_lora.py
+ * step_updates), bit for bit, at every step of the Turbo grid (5 points, shift 6) and the release's (shift 12); the
+ * two rules differ in a quarter to a half of the values at the inner steps (the fixture's print). */
+static void test_step_update(void) {
+    h3_err e = {{0}};
+    st_file *f = st_open(LF "expect/step_update.safetensors", &e);
+    CHECK(f != NULL, "%s", e.msg);
+    if (!f) return;
+    const st_entry *ex = st_find(f, "x"), *ev = st_find(f, "v");
+    const int n = 4096;
+    float *x = malloc(n * sizeof *x);
+    for (int k = 0; k < 2; k++) {
+        const double shift = k ? 12.0 : 6.0;
+        sched s;
+        CHECK(sched_init(&s, 5, shift, &e) == 0, "%s", e.msg);
+        char name[64];
+        snprintf(name, sizeof name, "sigmas_%g", shift);
+        const st_entry *es = st_find(f, name);
+        CHECK(es && !memcmp(st_data(f, es), s.sigmas, 5 * sizeof(float)), "shift %g: sigma grid differs", shift);
+        for (int rule = 0; rule < 2; rule++) {
+            s.training_euler = rule;
+            int64_t bad = 0, differs = 0;
+            for (int i = 0; i < 4; i++) {
+                memcpy(x, st_data(f, ex), n * sizeof *x);
+                sched_step(&s, i, st_data(f, ev), x, n);
+                snprintf(name, sizeof name, "%s_%g_%d", rule ? "training_euler" : "euler", shift, i);
+                const st_entry *w = st_find(f, name);
+                snprintf(name, sizeof name, "%s_%g_%d", rule ? "euler" : "training_euler", shift, i);
+                const st_entry *o = st_find(f, name);
+                if (!w || !o) {
+                    bad += n;
+                    continue;
+                }
+                const float *want = st_data(f, w), *other = st_data(f, o);
+                for (int j = 0; j < n; j++) bad += memcmp(&x[j], &want[j], 4) != 0, differs += memcmp(&x[j], &other[j], 4) != 0;
+            }
+            printf("  step update %-15s shift %-3g: %lld of %d values differ from the fixture, %lld from the other rule\n",
+                   rule ? "training_euler" : "euler", shift, (long long)bad, 4 * n, (long long)differs);
+            CHECK(bad == 0 && differs > 0, "%s shift %g: %lld values differ, %lld from the other rule",
+                  rule ? "training_euler" : "euler", shift, (long long)bad, (long long)differs);
+        }
+        sched_free(&s);
+    }
+    free(x);
+    st_close(f);
+}
+
 int main(void) {
+    test_step_update();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         test_merged(&cases[i], 1);
         test_merged(&cases[i], 0);

@@ -36,6 +36,7 @@ static const char *const words[][2] = {
     {"--ref-audio", "refs (audio)"},       {"--ref-*", "refs"},
     {"--precision", "precision"},          {"--quant", "quant"}, {"--int8-fc2-groups", "int8_fc2_groups"}, {"--transformer", "transformer"},
     {"--lora-ref", "loras[].ref"},          {"--lora", "loras"},                   {"--shift", "shift_video/shift_audio"},
+    {"--step-update", "step_update"},
     {"--backend", "backend"},              {"--threads", "threads"},
     {"--device", "device"},
     {"--token-reduction", "token_reduction"}, {"--ssd-streaming", "ssd_streaming"},

@@ -110,6 +110,7 @@ int api_request_from(const h3_engine *eng, const h3_params *p, h3_request *r, ap
         r->n_loras = p->nloras;
         r->shift_video = p->shift_video, r->shift_audio = p->shift_audio;
     }
+    if (p->struct_size >= offsetof(h3_params, step_update) + sizeof p->step_update) r->step_update = p->step_update;
     /* the engine's settings */
     r->cuda = eng->cuda;
     r->device = eng->opt.device;

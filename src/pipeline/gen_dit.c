@@ -120,6 +120,7 @@ static int dit_run_prepare(gen *s, dit_run *d, h3_err *e) {
     if (sched_num_inference_steps_for_evaluations(s->r->steps, &n_inf, e) || sched_init(&d->vs, n_inf, s->shift_video, e) ||
         sched_init(&d->as, n_inf, s->shift_audio, e))
         return -1;
+    d->vs.training_euler = d->as.training_euler = s->r->step_update == 1; /* --step-update (docs/lora.md) */
     const layout_geometry *g = &s->g;
     const cond_set *cs = &s->cond;
     noise_condition conds[COND_MAX_ITEMS];

@@ -167,6 +167,8 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
         (r->shift_audio != 0 && !(r->shift_audio > 0 && r->shift_audio <= SCHED_MAX_SHIFT)))
         return h3_fail(e, "--shift VIDEO[:AUDIO]: each shift must be a number in (0, %g], got %g:%g", (double)SCHED_MAX_SHIFT,
                        r->shift_video, r->shift_audio);
+    if (r->step_update != 0 && r->step_update != 1)
+        return h3_fail(e, "--step-update must be euler or training_euler (0 or 1), got %d", r->step_update);
     if (r->random_weights && h3_request_task(r) != H3_T2VA)
         return h3_fail(e, "--random-weights: only t2va (text prompts) runs on random weights; drop the keyframes/references");
     if ((!r->output || !r->output[0]) && !r->frames_dir && !r->wav && !r->dump_latents && !r->random_weights &&

@@ -5,6 +5,7 @@
 #    the very same latents (bf16 and fp32); --lora F:0 gives the LoRA-less latents bit for bit; two LoRAs run;
 #  - h3 probe dit --lora on the diffusers snapshot, the FL2VA tree and the single file writes the same bytes;
 #  - --shift 12:3 is the snapshot's schedule bit for bit, --shift 6 is --shift 6:3 (the audio default), 6:3 differs;
+#    --step-update euler is the default, training_euler differs (both rules bit for bit in test_lora.c);
 #  - a session's !lora / !lora off / !shift give the one-shot latents of the same flags (re-merged from the
 #    untouched weights, never compounded);
 #  - bad LoRAs and flags are refused before the first phase: one line naming the file/key/flag, exit 2, nothing
@@ -53,11 +54,16 @@ gen "shift 6" "$tmp/s6.st" --shift 6
 same "--shift 6 = --shift 6:3" "$tmp/s63.st" "$tmp/s6.st"
 differ "--shift 6:3 changes the latents" "$tmp/base_bf16.st" "$tmp/s63.st"
 gen "Turbo settings" "$tmp/turbo.st" --shift 6:3 --lora $L/ai_toolkit.safetensors:0.8
+# --step-update (the two rules bit for bit: test_lora.c): euler is the default, training_euler rounds differently
+gen "step update euler" "$tmp/eu.st" --step-update euler
+same "--step-update euler = the default" "$tmp/base_bf16.st" "$tmp/eu.st"
+gen "step update training_euler" "$tmp/te.st" --step-update training_euler --shift 6:3
+differ "--step-update training_euler rounds differently" "$tmp/s63.st" "$tmp/te.st"
 
 # a session: !lora, !lora off, !shift, against one-shot runs with the same flags
 printf '%s\n' "!seed 5" "!lora $L/ai_toolkit.safetensors" "A red fox." "!lora off" "A red fox." \
     "!lora $L/peft.safetensors 0.5" "!lora $L/kohya.safetensors 1.25" "A red fox." "!lora off" "!shift 6:3" "A red fox." \
-    "!shift default" "A red fox." "!quit" |
+    "!shift default" "A red fox." "!shift 6:3" "!step-update training_euler" "A red fox." "!quit" |
     "$H3" generate -d $TINY --width 64 --height 32 --frames 120 --steps 2 -o '' --dump-latents "$tmp/sess.st" >"$tmp/sout" 2>&1 \
     && ok || bad "session: $(tail -3 "$tmp/sout")"
 same "session !lora = --lora" "$tmp/lora_bf16.st" "$tmp/sess-0001.st"
@@ -65,6 +71,7 @@ same "session !lora off = no LoRA (never compounded)" "$tmp/base_bf16.st" "$tmp/
 same "session two LoRAs = --lora x2" "$tmp/two.st" "$tmp/sess-0003.st"
 same "session !shift 6:3 = --shift 6:3" "$tmp/s63.st" "$tmp/sess-0004.st"
 same "session !shift default" "$tmp/base_bf16.st" "$tmp/sess-0005.st"
+same "session !step-update training_euler" "$tmp/te.st" "$tmp/sess-0006.st"
 
 refuse() { # name, message fragment, args...
     local name=$1 want=$2; shift 2
@@ -87,6 +94,7 @@ refuse "missing file" "nofile.safetensors" --lora "$tmp/nofile.safetensors"
 refuse "not a safetensors file" "config.json" --lora $TINY/transformer/config.json
 refuse "with --ssd-streaming" "cannot be combined with --ssd-streaming" --lora $L/peft.safetensors --ssd-streaming
 refuse "with --random-weights" "needs the checkpoint's weights" --lora $L/peft.safetensors --random-weights
+refuse "step update x" "--step-update must be euler or training_euler" --step-update x
 refuse "shift 0" "--shift expects VIDEO" --shift 0
 refuse "shift x" "--shift expects VIDEO" --shift x
 refuse "shift 6:" "--shift expects VIDEO" --shift 6:

@@ -51,6 +51,8 @@ static void usage(FILE *f) {
             "                           loader reads; repeatable, at most 8, in order; SCALE [1]; docs/lora.md)\n"
             "  --lora-ref FILE[:SCALE]  the same for the ref2va partition (transformer_ref) only\n"
             "  --shift VIDEO[:AUDIO]    the schedulers' shifts [the snapshot's: 12:3]; LightX2V's Turbo LoRAs: 6:3\n"
+            "  --step-update euler|training_euler  the Euler step as diffusers writes it [euler] or as LightX2V's Turbo\n"
+            "                           configs do (x + (sigma - sigma_next) v: the same step, other fp32 roundings)\n"
             "  --resident               sessions: keep each phase's model loaded for the next generation (!resident)\n"
             "  --token-reduction        DiT blocks 4..29 on averaged pairs of video tokens (docs/model/features.md 5.5; bf16;\n"
             "                           H3_TOKEN_REDUCTION_BLOCKS=B:E, _EARLY=STEPS:END|0, _SCALE=S override)\n"
@@ -117,7 +119,7 @@ static const char *const value_flags[] = {
     "--last-frame", "--width", "--height", "--frames", "--steps", "--reuse", "--layers", "--core-reuse",
     "--render-width", "--render-height", "--threads", "--zoom", "--seconds", "--seed", "--precision",
     "--ref-image-size", "--quant", "--backend", "--device", "--transformer", "--ref-image", "--ref-silent-video", "--ref-video",
-    "--ref-video-audio", "--ref-audio", "--lora", "--lora-ref", "--shift", NULL};
+    "--ref-video-audio", "--ref-audio", "--lora", "--lora-ref", "--shift", "--step-update", NULL};
 static const char *const switch_flags[] = {"--profile", "--random-weights", "--resident", "--token-reduction",
                                            "--ssd-streaming", "--show", "--info", "--use-reference-rope",
                                            "--int8-fc2-groups", NULL};
@@ -211,6 +213,10 @@ int cmd_generate(int argc, char **argv) {
             if (p->nloras == H3_MAX_LORAS) return cli_error("generate: %s: at most %d LoRAs", a, H3_MAX_LORAS);
             if (cli_parse_lora(argv[i], a, &p->loras[p->nloras])) return 2;
             p->loras[p->nloras++].ref = !strcmp(a, "--lora-ref");
+        } else if (!strcmp(a, "--step-update")) {
+            if (strcmp(v, "euler") && strcmp(v, "training_euler"))
+                return cli_error("generate: --step-update must be euler or training_euler, got '%s'", h3_quote(v));
+            p->step_update = !strcmp(v, "training_euler") ? H3_STEP_TRAINING_EULER : H3_STEP_EULER;
         } else if (!strcmp(a, "--shift")) {
             if (cli_parse_shift(v, "generate: --shift", &p->shift_video, &p->shift_audio)) return 2;
         }

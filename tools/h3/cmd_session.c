@@ -257,7 +257,8 @@ static void show_loras(const h3_params *st) {
     char v[32] = "the snapshot's", a[32] = "the snapshot's";
     if (st->shift_video > 0) snprintf(v, sizeof v, "%g", st->shift_video);
     if (st->shift_audio > 0) snprintf(a, sizeof a, "%g", st->shift_audio);
-    printf("shift: video %s, audio %s\n", v, a);
+    printf("shift: video %s, audio %s; step update %s\n", v, a,
+           st->step_update == H3_STEP_TRAINING_EULER ? "training_euler" : "euler");
 }
 
 /* !lora [FILE [SCALE] | off] / !lora-ref FILE [SCALE]: append a LoRA (merged from the untouched weights at the next
@@ -311,6 +312,15 @@ static int c_lora_ref(session *s, const char *arg) { return add_lora(s, "lora-re
 static int c_shift(session *s, const char *arg) {
     if (arg && !strcmp(arg, "default")) s->st.shift_video = s->st.shift_audio = 0;
     else if (arg && cli_parse_shift(arg, "!shift", &s->st.shift_video, &s->st.shift_audio)) return -1;
+    show_loras(&s->st);
+    return 0;
+}
+
+/* !step-update [euler|training_euler] */
+static int c_step_update(session *s, const char *arg) {
+    if (arg && strcmp(arg, "euler") && strcmp(arg, "training_euler"))
+        return say_error("!step-update expects euler or training_euler, got '%s'", h3_quote(arg));
+    if (arg) s->st.step_update = !strcmp(arg, "training_euler") ? H3_STEP_TRAINING_EULER : H3_STEP_EULER;
     show_loras(&s->st);
     return 0;
 }
@@ -686,6 +696,7 @@ static const struct {
      "clear them", c_lora, 1},
     {"lora-ref", "FILE [SCALE]", "append a LoRA for the ref2va partition (transformer_ref) only", c_lora_ref, 1},
     {"shift", "[VIDEO[:AUDIO]|default]", "the schedulers' shifts (--shift; LightX2V's Turbo LoRAs: 6:3)", c_shift, 1},
+    {"step-update", "[euler|training_euler]", "the Euler step's form (--step-update; docs/lora.md)", c_step_update, 1},
     {"first", "[PATH|clear]", "show/set/clear the first keyframe (fl2va); not with references", c_first, 1},
     {"last", "[PATH|clear]", "show/set/clear the last keyframe (fl2va); not with references", c_last, 1},
     {"ref-image", "[PATH]", "append an image reference (ref2va); not with keyframes", c_ref_image, 1},

@@ -23,7 +23,11 @@ Expected values (tests/fixtures/lora/expect/):
   <case>.forward.out                  the fp32 forward on golden/dit/t2va.in (ref: ref2va.in) with the fused model
   denoise_t2va_<case>.out             golden/pipeline/denoise_t2va's loop (4 evaluations, fp32) with the fused model
 
-Run: /work/venv/bin/python tools/reference/gen_lora.py   (torch, diffusers 0.42.1, peft, safetensors; CPU)
+  step_update                         diffusers' Euler step and LightX2V's training_euler rule on random values
+                                      (written by every run, alone with --step-update)
+
+Run: /work/venv/bin/python tools/reference/gen_lora.py [--step-update]   (torch, diffusers 0.42.1, peft,
+safetensors; CPU)
 """
 
 import importlib
@@ -243,10 +247,38 @@ def denoise_t2va(loras):
         shutil.rmtree(tmp)
 
 
+def step_updates():
+    """The two Euler forms on 4096 random (x, v), at every step of the Turbo grid (5 grid points, shift 6) and the
+    release's (shift 12): diffusers' MiniMaxH3Scheduler.step (the reference blend) and LightX2V's training_euler rule
+    (lightx2v/models/schedulers/minimax_h3/scheduler.py, _step: x.float() + (sigma - sigma_next) * v.float(), the
+    sigmas fp32 tensors). Written to expect/step_update.safetensors; h3's sched_step must give each bit for bit."""
+    from diffusers import MiniMaxH3Scheduler
+    g = torch.Generator().manual_seed(99)
+    x = torch.randn(4096, generator=g) * 2
+    v = torch.randn(4096, generator=g) * 3
+    out = {"x": x, "v": v}
+    for shift in (6.0, 12.0):
+        sch = MiniMaxH3Scheduler(shift=shift)
+        sch.set_timesteps(5)
+        out[f"sigmas_{shift:g}"] = sch.sigmas.float()
+        for i, t in enumerate(sch.timesteps):
+            sch._step_index = i
+            ref = sch.step(v.clone(), t, x.clone(), return_dict=False)[0]
+            sigma, sigma_next = sch.sigmas[i].float(), sch.sigmas[i + 1].float()
+            te = x.float() + (sigma - sigma_next) * v.float()
+            out[f"euler_{shift:g}_{i}"], out[f"training_euler_{shift:g}_{i}"] = ref, te
+            print(f"shift {shift:g} step {i}: the two rules differ in {(ref != te).sum().item()} of 4096 values, "
+                  f"max {(ref - te).abs().max().item():.3g}")
+    save(os.path.join(EXP, "step_update.safetensors"), out)
+
+
 def main():
     torch.set_num_threads(1)
+    if sys.argv[1:] == ["--step-update"]:
+        return step_updates()
     os.makedirs(EXP, exist_ok=True)
     tiny_t, tiny_r = os.path.join(TINY, "transformer"), os.path.join(TINY, "transformer_ref")
+    step_updates()
     hd128 = make_hd128()
     files = make_layouts(load_model(tiny_t, torch.float32), load_model(hd128, torch.float32))
     for name, (sd, meta) in files.items():
