@@ -178,7 +178,10 @@ static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *nam
     }
     if (m->stream && part >= 0) {
         m->stream->src[blk * DIT_PARTS + part] = w;
-        if (m->st && dit_stream_note_file(m, name, blk * DIT_PARTS + part, e) != 0) return NULL;
+        /* a merged LoRA weight is streamed from its host copy, never re-read from the file (docs/lora.md) */
+        if (m->st && !is_lora_buf(m, view.data) &&
+            dit_stream_note_file(m, name, blk * DIT_PARTS + part, e) != 0)
+            return NULL;
     }
     return w;
 }
@@ -416,8 +419,8 @@ static int set_mode(dit_model *m, int mode, h3_err *e) {
  * the factors are freed then (the merged weights stay). */
 static int lora_open(dit_model *m, const dit_lora_spec *loras, int n, int ref, int mode, h3_err *e) {
     if (n <= 0) return 0;
-    if (mode & DIT_STREAM)
-        return h3_fail(e, "--lora cannot be combined with --ssd-streaming yet (the LoRA is merged at load, docs/lora.md)");
+    if ((mode & DIT_STREAM) && !(mode & DIT_BF16)) /* fp32 merges widen some blocks' weights: one slot layout needs one dtype */
+        return h3_fail(e, "--lora with --ssd-streaming needs --precision bf16 (docs/lora.md)");
     return (m->lora = dit_lora_set_new(loras, n, &m->cfg, ref, e)) ? 0 : -1;
 }
 

@@ -33,6 +33,10 @@ for prec in bf16 fp32; do
     gen "scale 0 $prec" "$tmp/zero_$prec.st" --precision $prec --lora $L/peft.safetensors:0
     same "scale 0 = no LoRA ($prec)" "$tmp/base_$prec.st" "$tmp/zero_$prec.st"
 done
+# merged before --quant int8 quantizes the blocks' linears
+gen "int8" "$tmp/i8.st" --quant int8
+gen "int8 + LoRA" "$tmp/i8_lora.st" --quant int8 --lora $L/ai_toolkit.safetensors
+differ "int8 quantizes the merged weights" "$tmp/i8.st" "$tmp/i8_lora.st"
 gen "two LoRAs" "$tmp/two.st" --lora $L/peft.safetensors:0.5 --lora $L/kohya.safetensors:1.25
 differ "two LoRAs change the latents" "$tmp/base_bf16.st" "$tmp/two.st"
 
@@ -92,7 +96,7 @@ refuse "scale nan" "the scale after ':' must be a finite number" --lora $L/peft.
 refuse "scale 1e9" "the scale after ':' must be a finite number" --lora $L/peft.safetensors:1e9
 refuse "missing file" "nofile.safetensors" --lora "$tmp/nofile.safetensors"
 refuse "not a safetensors file" "config.json" --lora $TINY/transformer/config.json
-refuse "with --ssd-streaming" "cannot be combined with --ssd-streaming" --lora $L/peft.safetensors --ssd-streaming
+refuse "fp32 with --ssd-streaming" "needs --precision bf16" --lora $L/peft.safetensors --ssd-streaming --precision fp32
 refuse "with --random-weights" "needs the checkpoint's weights" --lora $L/peft.safetensors --random-weights
 refuse "step update x" "--step-update must be euler or training_euler" --step-update x
 refuse "shift 0" "--shift expects VIDEO" --shift 0
