@@ -97,31 +97,6 @@ static int get_view(dit_model *m, const char *name, h3_dtype want, h3_tensor *vi
     return m->gguf ? gguf_view(m, name, want, view, e) : get_view_at(m, name, view, &i, e);
 }
 
-/* --lora (docs/lora.md): the view becomes a merged copy (the stored dtype in bf16 mode, F32 in the fp32 mode, as
- * diffusers' model holds it), kept with the model; the file's pages are never written. */
-static int lora_merged_view(dit_model *m, const char *name, h3_tensor *view, int *mi, h3_err *e) {
-    const h3_dtype out = m->bf16 ? view->dtype : H3_F32;
-    void *buf;
-    if (dit_lora_merge(m->lora, &m->cfg, name, view, out, &buf, e) != 0) return -1;
-    if (!buf) return 0;
-    void **v = realloc(m->lora_bufs, (size_t)(m->n_lora_bufs + 1) * sizeof *v);
-    if (!v) {
-        free(buf);
-        return h3_fail(e, "out of memory");
-    }
-    m->lora_bufs = v;
-    m->lora_bufs[m->n_lora_bufs++] = buf;
-    view->data = buf, view->dtype = out, view->owns_data = 0;
-    *mi = -1;
-    return 0;
-}
-
-static int is_lora_buf(const dit_model *m, const void *p) {
-    for (int i = 0; i < m->n_lora_bufs; i++)
-        if (m->lora_bufs[i] == p) return 1;
-    return 0;
-}
-
 /* Looks a tensor up, checks its shape against the expected list and makes it backend resident. */
 /* The view of a stored tensor, checked against the expected list (shape) and the dtypes the ops take. */
 static int lookup_checked(dit_model *m, const h3_expect_list *ex, const char *name, h3_tensor *view, int *mi,
@@ -131,7 +106,7 @@ static int lookup_checked(dit_model *m, const h3_expect_list *ex, const char *na
     *mi = -1;
     if (m->gguf ? gguf_view(m, name, x->dtype, view, e) != 0 : get_view_at(m, name, view, mi, e) != 0) return -1;
     if (h3_expect_check(x, view->dtype, view->ndim, view->shape, source_name(m), e) != 0) return -1;
-    return m->lora ? lora_merged_view(m, name, view, mi, e) : 0;
+    return m->lora ? dit_lora_view(m, name, view, mi, e) : 0;
 }
 
 /* Makes a weight usable: backend resident (uploaded, or taken over from dit_new_random's device memory), or for the
@@ -179,7 +154,7 @@ static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *nam
     if (m->stream && part >= 0) {
         m->stream->src[blk * DIT_PARTS + part] = w;
         /* a merged LoRA weight is streamed from its host copy, never re-read from the file (docs/lora.md) */
-        if (m->st && !is_lora_buf(m, view.data) &&
+        if (m->st && !dit_lora_owns(m, view.data) &&
             dit_stream_note_file(m, name, blk * DIT_PARTS + part, e) != 0)
             return NULL;
     }
@@ -415,22 +390,6 @@ static int set_mode(dit_model *m, int mode, h3_err *e) {
     return 0;
 }
 
-/* --lora: the set for this model's config (before load_all), and after it the check that every module met a weight;
- * the factors are freed then (the merged weights stay). */
-static int lora_open(dit_model *m, const dit_lora_spec *loras, int n, int ref, int mode, h3_err *e) {
-    if (n <= 0) return 0;
-    if ((mode & DIT_STREAM) && !(mode & DIT_BF16)) /* fp32 merges widen some blocks' weights: one slot layout needs one dtype */
-        return h3_fail(e, "--lora with --ssd-streaming needs --precision bf16 (docs/lora.md)");
-    return (m->lora = dit_lora_set_new(loras, n, &m->cfg, ref, e)) ? 0 : -1;
-}
-
-static int lora_close(dit_model *m, h3_err *e) {
-    int rc = dit_lora_check_all_merged(m->lora, e);
-    dit_lora_set_free(m->lora);
-    m->lora = NULL;
-    return rc;
-}
-
 dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e) {
     return dit_load_lora(be, dir, NULL, mode, NULL, 0, 0, e);
 }
@@ -444,7 +403,7 @@ static dit_model *load_dir(h3_backend *be, const char *dir, int mode, const dit_
     }
     m->be = be;
     if (dit_config_load(dir, &m->cfg, e) != 0 || set_mode(m, mode, e) != 0 || !(m->st = st_set_open(dir, e)) ||
-        lora_open(m, loras, n_loras, ref, mode, e) != 0 || load_all(m, e) != 0 || lora_close(m, e) != 0 ||
+        dit_lora_begin(m, loras, n_loras, ref, mode, e) != 0 || load_all(m, e) != 0 || dit_lora_end(m, e) != 0 ||
         dit_int8_adopt(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) {
         dit_free(m);
         return NULL;
@@ -483,9 +442,9 @@ static dit_model *load_single(h3_backend *be, const char *dir, const char *file,
     const char *found = dit_single_file_prefix(m->st, m->gguf, file, e);
     if (!found) goto fail;
     snprintf(m->name_prefix, sizeof m->name_prefix, "%s", found);
-    if (lora_open(m, loras, n_loras, 0, mode, e) != 0) goto fail;
+    if (dit_lora_begin(m, loras, n_loras, 0, mode, e) != 0) goto fail;
     m->cfg.original_layout = 1, m->cfg.qkv_stacked = 1;
-    if (load_all(m, e) != 0 || lora_close(m, e) != 0) goto fail;
+    if (load_all(m, e) != 0 || dit_lora_end(m, e) != 0) goto fail;
     return m;
 fail:
     dit_free(m);
@@ -592,9 +551,7 @@ void dit_free(dit_model *m) {
     gguf_close(m->gguf);
     for (int i = 0; i < m->n_gguf_bufs; i++) free(m->gguf_bufs[i]);
     free(m->gguf_bufs);
-    dit_lora_set_free(m->lora);
-    for (int i = 0; i < m->n_lora_bufs; i++) free(m->lora_bufs[i]);
-    free(m->lora_bufs);
+    dit_lora_release(m);
     for (int i = 0; m->mem && i < m->mem_names.n; i++) {
         if (m->mem[i] && m->mem_on_backend && m->mem_on_backend[i]) h3_free(m->be, m->mem[i]->data);
         h3_tensor_free(m->mem[i]);
@@ -621,7 +578,7 @@ void dit_drop_tensor(dit_model *m, h3_tensor *w) {
     void *data = w->data;
     for (int j = 0; j < m->n_owned; j++) {
         if (m->owned[j] != w) continue;
-        if (m->st && (m->be->kind == H3_BACKEND_CPU || m->owned_is_view[j] == 2) && !is_lora_buf(m, data))
+        if (m->st && (m->be->kind == H3_BACKEND_CPU || m->owned_is_view[j] == 2) && !dit_lora_owns(m, data))
             dit_give_back_pages(w); /* file pages */
         if (m->owned_is_view[j] != 1) { /* uploads (and the CPU's views of host memory), host tensors */
             if (m->owned_is_view[j] == 2) h3_tensor_free(w);
