@@ -186,6 +186,24 @@ static void test_rejections(void) {
               bad[i][0], set ? "accepted" : e.msg);
         dit_lora_set_free(set);
     }
+    { /* a negative kohya alpha: diffusers' fold would never end; refused */
+        char path[128];
+        snprintf(path, sizeof path, "/tmp/h3_lora_neg_alpha_%d.safetensors", (int)getpid());
+        st_writer *w = st_writer_new();
+        static const uint16_t down[2 * 48], up[64 * 2];
+        const float alpha = -2.0f;
+        int rc = st_writer_add(w, "blocks.0.mlp.fc2.lora_down.weight", H3_BF16, 2, (int64_t[]){2, 64}, down, &e) ||
+                 st_writer_add(w, "blocks.0.mlp.fc2.lora_up.weight", H3_BF16, 2, (int64_t[]){48, 2}, up, &e) ||
+                 st_writer_add(w, "blocks.0.mlp.fc2.alpha", H3_F32, 0, NULL, &alpha, &e) ||
+                 st_writer_save(w, path, NULL, &e);
+        st_writer_free(w);
+        dit_lora_spec s = {path, 1.0, 0};
+        dit_lora_set *set = rc ? NULL : dit_lora_set_new(&s, 1, &cfg, 0, &e);
+        CHECK(!rc && !set && strstr(e.msg, "blocks.0.mlp.fc2.alpha") && strstr(e.msg, ">= 0"), "negative alpha: %s",
+              set ? "accepted" : e.msg);
+        dit_lora_set_free(set);
+        unlink(path);
+    }
     dit_lora_spec r = {LF "peft.safetensors", 1.0, 1}; /* --lora-ref on the transformer partition */
     dit_lora_set *set = dit_lora_set_new(&r, 1, &cfg, 0, &e);
     CHECK(!set && strstr(e.msg, "--lora-ref"), "--lora-ref on transformer: %s", set ? "accepted" : e.msg);

@@ -293,8 +293,8 @@ static int take_pair(lora_file *lf, conv *c, const h3_expect_list *ex, const cha
         }
         float a;
         h3_convert_to_f32(&a, st_data(c->f, t), t->dtype, 1);
-        if (!isfinite(a)) {
-            h3_fail(c->e, "%s: tensor '%s' is not finite", c->f->path, kalpha->orig);
+        if (!isfinite(a) || a < 0) { /* diffusers' fold never ends for a negative alpha (found by fuzz_lora) */
+            h3_fail(c->e, "%s: tensor '%s' is %g: an alpha is a finite number >= 0", c->f->path, kalpha->orig, (double)a);
             goto done;
         }
         double sd = (double)a / (double)rank, su = 1.0;
