@@ -198,6 +198,14 @@ typedef struct h3_reference {
     h3_pcm       audio;            /* H3_REFERENCE_AUDIO with path NULL */
 } h3_reference;
 
+/* One LoRA merged into the transformer at load (docs/lora.md): every layout diffusers' MiniMax-H3 loader accepts. */
+#define H3_MAX_LORAS 8
+typedef struct h3_lora {
+    const char *path;  /* a .safetensors LoRA file */
+    double      scale; /* its weight (diffusers' set_adapters weight): finite, |scale| <= 100 */
+    int         ref;   /* 1: for the transformer_ref partition only (ref2va), as load_into_transformer_ref=True */
+} h3_lora;
+
 /* ref_image_size */
 enum { H3_REF_SIZE_REFERENCE = 0, H3_REF_SIZE_MATCH = 1, H3_REF_SIZE_MAX = 2 };
 
@@ -230,7 +238,18 @@ typedef struct h3_params {
     const char   *wav;             /* the audio as 16-bit WAV; NULL = none */
     const char   *dump_latents;    /* safetensors with the final latents, frames and audio; NULL = none */
     int           profile;         /* 1: the per-phase time and peak memory table through the log (H3_LOG_REPORT) */
+    /* appended (read only when struct_size covers them): */
+    h3_lora       loras[H3_MAX_LORAS]; /* merged in order into the transformer the task runs (docs/lora.md); a
+                                      generation with other LoRAs than the kept transformer's reloads it from the
+                                      untouched files */
+    int           nloras;
+    double        shift_video, shift_audio; /* the schedulers' shifts (docs/model/dit.md 7.1); 0 = the snapshot's
+                                      scheduler configs (12 and 3); LightX2V's Turbo LoRAs use 6 and 3 */
+    int           step_update;     /* H3_STEP_EULER (diffusers' x / x0 blend, default) or H3_STEP_TRAINING_EULER
+                                      (LightX2V's x + (sigma - sigma_next) v: the same step, other fp32 roundings) */
 } h3_params;
+
+enum { H3_STEP_EULER = 0, H3_STEP_TRAINING_EULER = 1 };
 
 H3_PUBLIC void h3_params_init(h3_params *p);
 

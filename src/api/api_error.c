@@ -35,6 +35,8 @@ static const char *const words[][2] = {
     {"--ref-video-audio", "refs (video + audio)"}, {"--ref-video", "refs (video)"},
     {"--ref-audio", "refs (audio)"},       {"--ref-*", "refs"},
     {"--precision", "precision"},          {"--quant", "quant"}, {"--int8-fc2-groups", "int8_fc2_groups"}, {"--transformer", "transformer"},
+    {"--lora-ref", "loras[].ref"},          {"--lora", "loras"},                   {"--shift", "shift_video/shift_audio"},
+    {"--step-update", "step_update"},
     {"--backend", "backend"},              {"--threads", "threads"},
     {"--device", "device"},                {"--attention", "attention"},
     {"--token-reduction", "token_reduction"}, {"--ssd-streaming", "ssd_streaming"},

@@ -4,6 +4,7 @@
 #include "api_internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,16 @@ int api_request_from(const h3_engine *eng, const h3_params *p, h3_request *r, ap
     r->reference_rope = p->reference_rope;
     r->ref_image_size = p->ref_image_size;
     r->profile = p->profile;
+    /* appended fields: only when the caller's struct has them (struct_size, docs/api.md) */
+    if (p->struct_size >= offsetof(h3_params, shift_audio) + sizeof p->shift_audio) {
+        if (p->nloras < 0 || p->nloras > H3_MAX_LORAS)
+            return h3_fail(e, "--lora: at most %d LoRAs, got %d", H3_MAX_LORAS, p->nloras);
+        for (int i = 0; i < p->nloras; i++)
+            r->loras[i] = (dit_lora_spec){p->loras[i].path, p->loras[i].scale, p->loras[i].ref != 0};
+        r->n_loras = p->nloras;
+        r->shift_video = p->shift_video, r->shift_audio = p->shift_audio;
+    }
+    if (p->struct_size >= offsetof(h3_params, step_update) + sizeof p->step_update) r->step_update = p->step_update;
     /* the engine's settings */
     r->cuda = eng->cuda;
     r->device = eng->opt.device;

@@ -29,6 +29,7 @@
 #include "../io/safetensors.h"
 #include "dit_int8.h"
 #include "dit_internal.h"
+#include "dit_lora.h"
 
 
 /* ---------------------------------------------------------------- model */
@@ -106,7 +107,8 @@ static int lookup_checked(dit_model *m, const h3_expect_list *ex, const char *na
     if (!x) return h3_fail(e, "internal: tensor '%s' not in the expected list", name);
     *mi = -1;
     if (m->gguf ? gguf_view(m, name, x->dtype, view, e) != 0 : get_view_at(m, name, view, mi, e) != 0) return -1;
-    return h3_expect_check(x, view->dtype, view->ndim, view->shape, source_name(m), e);
+    if (h3_expect_check(x, view->dtype, view->ndim, view->shape, source_name(m), e) != 0) return -1;
+    return m->lora ? dit_lora_view(m, name, view, mi, e) : 0;
 }
 
 /* Makes a weight usable: backend resident (uploaded, or taken over from dit_new_random's device memory), or for the
@@ -153,7 +155,10 @@ static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *nam
     }
     if (m->stream && part >= 0) {
         m->stream->src[blk * DIT_PARTS + part] = w;
-        if (m->st && dit_stream_note_file(m, name, blk * DIT_PARTS + part, e) != 0) return NULL;
+        /* a merged LoRA weight is streamed from its host copy, never re-read from the file (docs/lora.md) */
+        if (m->st && !dit_lora_owns(m, view.data) &&
+            dit_stream_note_file(m, name, blk * DIT_PARTS + part, e) != 0)
+            return NULL;
     }
     return w;
 }
@@ -388,6 +393,11 @@ static int set_mode(dit_model *m, int mode, h3_err *e) {
 }
 
 dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e) {
+    return dit_load_lora(be, dir, NULL, mode, NULL, 0, 0, e);
+}
+
+static dit_model *load_dir(h3_backend *be, const char *dir, int mode, const dit_lora_spec *loras, int n_loras, int ref,
+                           h3_err *e) {
     dit_model *m = calloc(1, sizeof *m);
     if (!m) {
         h3_fail(e, "out of memory");
@@ -395,7 +405,8 @@ dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e) {
     }
     m->be = be;
     if (dit_config_load(dir, &m->cfg, e) != 0 || set_mode(m, mode, e) != 0 || !(m->st = st_set_open(dir, e)) ||
-        load_all(m, e) != 0 || dit_int8_adopt(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) {
+        dit_lora_begin(m, loras, n_loras, ref, mode, e) != 0 || load_all(m, e) != 0 || dit_lora_end(m, e) != 0 ||
+        dit_int8_adopt(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) {
         dit_free(m);
         return NULL;
     }
@@ -403,6 +414,11 @@ dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e) {
 }
 
 dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *file, int mode, h3_err *e) {
+    return dit_load_lora(be, dir, file, mode, NULL, 0, 0, e);
+}
+
+static dit_model *load_single(h3_backend *be, const char *dir, const char *file, int mode, const dit_lora_spec *loras,
+                              int n_loras, h3_err *e) {
     dit_model *m = calloc(1, sizeof *m);
     if (!m) {
         h3_fail(e, "out of memory");
@@ -428,12 +444,18 @@ dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *fil
     const char *found = dit_single_file_prefix(m->st, m->gguf, file, e);
     if (!found) goto fail;
     snprintf(m->name_prefix, sizeof m->name_prefix, "%s", found);
+    if (dit_lora_begin(m, loras, n_loras, 0, mode, e) != 0) goto fail;
     m->cfg.original_layout = 1, m->cfg.qkv_stacked = 1;
-    if (load_all(m, e) != 0) goto fail;
+    if (load_all(m, e) != 0 || dit_lora_end(m, e) != 0) goto fail;
     return m;
 fail:
     dit_free(m);
     return NULL;
+}
+
+dit_model *dit_load_lora(h3_backend *be, const char *dir, const char *file, int mode, const dit_lora_spec *loras,
+                         int n_loras, int ref, h3_err *e) {
+    return file ? load_single(be, dir, file, mode, loras, n_loras, e) : load_dir(be, dir, mode, loras, n_loras, ref, e);
 }
 
 dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, h3_err *e) {
@@ -531,6 +553,7 @@ void dit_free(dit_model *m) {
     gguf_close(m->gguf);
     for (int i = 0; i < m->n_gguf_bufs; i++) free(m->gguf_bufs[i]);
     free(m->gguf_bufs);
+    dit_lora_release(m);
     for (int i = 0; m->mem && i < m->mem_names.n; i++) {
         if (m->mem[i] && m->mem_on_backend && m->mem_on_backend[i]) h3_free(m->be, m->mem[i]->data);
         h3_tensor_free(m->mem[i]);
@@ -557,7 +580,8 @@ void dit_drop_tensor(dit_model *m, h3_tensor *w) {
     void *data = w->data;
     for (int j = 0; j < m->n_owned; j++) {
         if (m->owned[j] != w) continue;
-        if (m->st && (m->be->kind == H3_BACKEND_CPU || m->owned_is_view[j] == 2)) dit_give_back_pages(w); /* file pages */
+        if (m->st && (m->be->kind == H3_BACKEND_CPU || m->owned_is_view[j] == 2) && !dit_lora_owns(m, data))
+            dit_give_back_pages(w); /* file pages */
         if (m->owned_is_view[j] != 1) { /* uploads (and the CPU's views of host memory), host tensors */
             if (m->owned_is_view[j] == 2) h3_tensor_free(w);
             else h3_weight_free(m->be, w);

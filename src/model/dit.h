@@ -58,6 +58,11 @@ dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e);
  * names in one safetensors file, qkv_proj stacked [q; k; v], an optional "model.diffusion_model." or
  * "diffusion_model." prefix) and the config of dir, a diffusers transformer folder. */
 dit_model *dit_load_single_file(h3_backend *be, const char *dir, const char *file, int mode, h3_err *e);
+/* Either of the two (file NULL: dir's own weights) with n_loras LoRAs merged into the weights as they are read
+ * (docs/lora.md, dit_lora.h); ref: the model is the transformer_ref partition (ref2va). Not with DIT_STREAM. */
+struct dit_lora_spec;
+dit_model *dit_load_lora(h3_backend *be, const char *dir, const char *file, int mode, const struct dit_lora_spec *loras,
+                         int n_loras, int ref, h3_err *e);
 /* The pre-flight check of one (headers only): dir's config is the diffusers one, the file opens, is a MiniMax-H3
  * single file and not a pruned one. */
 int dit_single_file_check(const char *dir, const char *file, h3_err *e);

@@ -114,6 +114,9 @@ struct dit_model {
     int              n_cache, cap_cache;
     int              adaln_host; /* the AdaLN projections are host tensors (GPU backends): uploaded per block */
     dit_stream      *stream;     /* DIT_STREAM, else NULL */
+    struct dit_lora_set *lora;   /* --lora (dit_lora.h): merged into the weights as load_all reads them, then freed */
+    void           **lora_bufs;  /* the merged weights (host memory the views point into), freed with the model */
+    int              n_lora_bufs;
 };
 
 typedef struct dit_scratch {
@@ -204,6 +207,17 @@ int  dit16_text_stream(dit_model *m, const float *text_host, int64_t Nt, h3_bf16
 /* One main block (docs/model/dit.md 4.6) in place on X [S, H]. next >= 0: block `next` runs right after on the same rows (its
  * norm1 is fused into this block's last residual, into x->s16.n); normed: that was done for this block. */
 void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X, int normed, int64_t next);
+
+/* dit_lora_load.c (docs/lora.md): a model's LoRAs. begin opens the set for m->cfg (before load_all; refused with
+ * fp32 streaming), view replaces a weight's view by its merged host copy (kept with the model), end checks that every
+ * module met a weight and frees the factors; owns: p is one of the merged copies (never given back to the kernel or
+ * re-read from a file); release frees the copies (dit_free). */
+struct dit_lora_spec;
+int  dit_lora_begin(dit_model *m, const struct dit_lora_spec *loras, int n, int ref, int mode, h3_err *e);
+int  dit_lora_view(dit_model *m, const char *name, h3_tensor *view, int *mi, h3_err *e);
+int  dit_lora_end(dit_model *m, h3_err *e);
+int  dit_lora_owns(const dit_model *m, const void *p);
+void dit_lora_release(dit_model *m);
 
 /* dit_config.c: whether file starts with GGUF's magic; the name prefix of a single-file transformer held by st or g
  * ("" or a ComfyUI prefix), or NULL with e filled when it is none or a pruned one (docs/checkpoints.md). */

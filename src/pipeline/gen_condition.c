@@ -295,6 +295,8 @@ int resolve_geometry(gen *s, h3_err *e) {
     if (sched_config_load(sdir, &s->shift_video, e)) return -1;
     path_in(s, "audio_scheduler", sdir, sizeof sdir);
     if (sched_config_load(sdir, &s->shift_audio, e)) return -1;
+    if (s->r->shift_video > 0) s->shift_video = s->r->shift_video; /* --shift (docs/lora.md: the Turbo LoRAs' 6:3) */
+    if (s->r->shift_audio > 0) s->shift_audio = s->r->shift_audio;
     if (s->task == H3_REF2VA && !h3_media_available()) /* fl2va: a MEDIA=0 build reads PPM keyframes */
         return h3_fail(e, "--ref-*: this build has no FFmpeg (MEDIA=0) to read media");
     int rh = s->r->render_height, rw = s->r->render_width;

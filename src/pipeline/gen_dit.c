@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../backend/backend_bench.h" /* h3_memory_query */
 #include "../backend/backend_check.h"
@@ -53,6 +54,22 @@ static int dit_mode(gen *s, h3_backend *be, const dit_config *dc, size_t kept) {
     return mode | DIT_STREAM;
 }
 
+/* The LoRA list (paths, scales, routes and the files' sizes and times) hashed (FNV-1a): another list keys another
+ * model, loaded and merged from the untouched files again (docs/lora.md: never compounded). */
+static uint64_t lora_key(const h3_request *r) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < r->n_loras; i++) {
+        struct stat sb;
+        char item[4200];
+        int n = snprintf(item, sizeof item, "%s|%.17g|%d|", r->loras[i].path, r->loras[i].scale, r->loras[i].to_ref);
+        if (stat(r->loras[i].path, &sb) == 0)
+            n += snprintf(item + n, sizeof item - (size_t)n, "%lld|%lld.%09ld", (long long)sb.st_size,
+                          (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+        for (int k = 0; k < n && k < (int)sizeof item; k++) h = (h ^ (uint8_t)item[k]) * 1099511628211ull;
+    }
+    return r->n_loras ? h : 0;
+}
+
 /* The transformer as the request wants it, in `mode` (dit_mode): made from random weights or loaded, --quant fp8
  * applied. */
 static dit_model *dit_make(gen *s, h3_backend *be, const char *dir, int mode, h3_err *e) {
@@ -61,8 +78,7 @@ static dit_model *dit_make(gen *s, h3_backend *be, const char *dir, int mode, h3
     begin_on(s, s->r->random_weights ? "make random transformer" : "load transformer", be, 0);
     dit_model *m = NULL;
     if (s->r->random_weights) m = dit_new_random(be, &dc, mode, s->r->seed ^ RANDOM_DIT, e);
-    else if (s->r->transformer_file) m = dit_load_single_file(be, dir, s->r->transformer_file, mode, e);
-    else m = dit_load(be, dir, mode, e);
+    else m = dit_load_lora(be, dir, s->r->transformer_file, mode, s->r->loras, s->r->n_loras, s->task == H3_REF2VA, e);
     if (!m) return NULL;
     if ((s->r->quant_fp8 && dit_quantize_fp8(m, e)) ||
         ((s->r->quant_int8 || s->r->int8_fc2_groups) && dit_quantize_int8(m, s->r->int8_fc2_groups, e)) ||
@@ -108,6 +124,7 @@ static int dit_run_prepare(gen *s, dit_run *d, h3_err *e) {
     if (sched_num_inference_steps_for_evaluations(s->r->steps, &n_inf, e) || sched_init(&d->vs, n_inf, s->shift_video, e) ||
         sched_init(&d->as, n_inf, s->shift_audio, e))
         return -1;
+    d->vs.training_euler = d->as.training_euler = s->r->step_update == 1; /* --step-update (docs/lora.md) */
     const layout_geometry *g = &s->g;
     const cond_set *cs = &s->cond;
     noise_condition conds[COND_MAX_ITEMS];
@@ -248,9 +265,9 @@ int phase_dit(gen *s, h3_err *e) {
     snprintf(settings, sizeof settings, "%s|quant %s%s|layers %d|stream %d", s->r->bf16 ? "bf16" : "fp32",
              s->r->quant_fp8 ? "fp8" : s->r->quant_int8 ? "int8" : "none", s->r->int8_fc2_groups ? " fc2g" : "",
              s->r->layers, (mode & DIT_STREAM) != 0);
-    char where[4096 + 16];
-    snprintf(where, sizeof where, "%s%s%s", dir, s->r->transformer_file ? "|file " : "",
-             s->r->transformer_file ? s->r->transformer_file : "");
+    char where[4096 + 64];
+    snprintf(where, sizeof where, "%s%s%s|lora %016llx", dir, s->r->transformer_file ? "|file " : "",
+             s->r->transformer_file ? s->r->transformer_file : "", (unsigned long long)lora_key(s->r));
     model_key(s, where, settings, RANDOM_DIT, key);
     dit_model *m = res ? resident_take(res, (void **)&res->dit, res->dit_key, key, resident_free_dit) : NULL;
     if (m) gen_log(s->r, "transformer resident (kept from the previous generation)");

@@ -9,6 +9,7 @@
 #include "../model/audio_vae.h"
 #include "../model/dit.h"
 #include "../model/dit_int8.h"
+#include "../model/dit_lora.h"
 #include "../model/text_encoder.h"
 #include "../model/video_vae.h"
 
@@ -74,6 +75,13 @@ int h3_preflight_weights(const h3_request *r, h3_task task, int need_text, h3_er
     if (snapshot_dit_dir(r->model_dir, task == H3_REF2VA, dir, sizeof dir, e)) return -1;
     if (r->transformer_file ? dit_single_file_check(dir, r->transformer_file, e) : check_component(PF_DIT, dir, dir, e))
         return -1;
+    if (r->n_loras) { /* every LoRA converted and checked against the DiT's config before the first phase */
+        dit_config dc;
+        if (dit_config_load(dir, &dc, e)) return -1;
+        dit_lora_set *ls = dit_lora_set_new(r->loras, r->n_loras, &dc, task == H3_REF2VA, e);
+        if (!ls) return -1;
+        dit_lora_set_free(ls);
+    }
     snapshot_path(dir, sizeof dir, r->model_dir, "audio_vae");
     if (check_component(PF_AUDIO, dir, audio_vae_weights_path(dir, path, sizeof path), e)) return -1;
     snapshot_path(dir, sizeof dir, r->model_dir, "vae");

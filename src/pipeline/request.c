@@ -149,6 +149,26 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
     if (r->wav && !parent_dir_exists(r->wav)) return h3_fail(e, "--wav %s: the folder does not exist", h3_quote(r->wav));
     if (r->dump_latents && !parent_dir_exists(r->dump_latents))
         return h3_fail(e, "--dump-latents %s: the folder does not exist", h3_quote(r->dump_latents));
+    if (r->n_loras < 0 || r->n_loras > DIT_LORA_MAX)
+        return h3_fail(e, "--lora: at most %d LoRAs, got %d", DIT_LORA_MAX, r->n_loras);
+    for (int i = 0; i < r->n_loras; i++) {
+        const dit_lora_spec *l = &r->loras[i];
+        const char *flag = l->to_ref ? "--lora-ref" : "--lora";
+        if (!l->path || !l->path[0]) return h3_fail(e, "%s: the LoRA file is missing", flag);
+        if (!isfinite(l->scale) || fabs(l->scale) > DIT_LORA_MAX_SCALE)
+            return h3_fail(e, "%s %s: the scale must be a finite number in [-%g, %g], got %g", flag, l->path,
+                           DIT_LORA_MAX_SCALE, DIT_LORA_MAX_SCALE, l->scale);
+        if (!file_readable(l->path)) return h3_fail(e, "%s %s: no such file", flag, l->path);
+    }
+    if (r->n_loras && r->random_weights) return h3_fail(e, "--lora: needs the checkpoint's weights, not --random-weights");
+    if (r->n_loras && r->ssd_streaming && !r->bf16)
+        return h3_fail(e, "--lora with --ssd-streaming needs --precision bf16 (docs/lora.md)");
+    if ((r->shift_video != 0 && !(r->shift_video > 0 && r->shift_video <= SCHED_MAX_SHIFT)) ||
+        (r->shift_audio != 0 && !(r->shift_audio > 0 && r->shift_audio <= SCHED_MAX_SHIFT)))
+        return h3_fail(e, "--shift VIDEO[:AUDIO]: each shift must be a number in (0, %g], got %g:%g", (double)SCHED_MAX_SHIFT,
+                       r->shift_video, r->shift_audio);
+    if (r->step_update != 0 && r->step_update != 1)
+        return h3_fail(e, "--step-update must be euler or training_euler (0 or 1), got %d", r->step_update);
     if (r->random_weights && h3_request_task(r) != H3_T2VA)
         return h3_fail(e, "--random-weights: only t2va (text prompts) runs on random weights; drop the keyframes/references");
     if ((!r->output || !r->output[0]) && !r->frames_dir && !r->wav && !r->dump_latents && !r->random_weights &&

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "../core/error.h"
+#include "../model/dit_lora.h"
 
 #define H3_MAX_REFS 12
 
@@ -59,6 +60,10 @@ typedef struct h3_request {
     int         bf16;          /* --precision bf16 (default) vs fp32 */
     int         quant_fp8;     /* --quant fp8: the DiT blocks' linears as FP8 W8A8 (docs/fp8.md); bf16 only */
     const char *transformer_file; /* --transformer: a single-file transformer (docs/checkpoints.md), NULL: the snapshot's */
+    dit_lora_spec loras[DIT_LORA_MAX]; /* --lora / --lora-ref (docs/lora.md): merged into the DiT at load, in order */
+    int         n_loras;
+    double      shift_video, shift_audio; /* --shift VIDEO[:AUDIO]: the schedulers' shifts, 0 = the snapshot's configs */
+    int         step_update;   /* --step-update: 0 euler (diffusers' blend), 1 training_euler (LightX2V, docs/lora.md) */
     int         quant_int8;    /* --quant int8: INT8 W8A8, quantized at load (docs/int8.md); bf16, CPU and CUDA */
     int         int8_fc2_groups; /* --int8-fc2-groups: the FFN down input scaled per 1024 channels (docs/int8.md) */
     int         vae_fp8;       /* --vae-quant fp8: the video decoder's block GEMMs as FP8 W8A8 (docs/fast.md); bf16 only */

@@ -108,6 +108,12 @@ void sched_step(const sched *s, int i, const float *v, float *x, int64_t n) {
     const float sigma_from_t = 1.0f - t;  /* docs/model/dit.md 7.3 step 1: from the timestep, not sigmas[i] */
     const float r = s->sigmas[i + 1] / s->sigmas[i];
     const float one_minus_r = 1.0f - r;
+    if (s->training_euler) {
+        const float d = s->sigmas[i] - s->sigmas[i + 1];
+#pragma omp parallel for if (n > 65536) schedule(static)
+        for (int64_t k = 0; k < n; k++) x[k] = x[k] + d * v[k];
+        return;
+    }
 #pragma omp parallel for if (n > 65536) schedule(static)
     for (int64_t k = 0; k < n; k++) {
         float x0 = x[k] + sigma_from_t * v[k];

@@ -15,6 +15,7 @@ typedef struct sched {
     int    num_sigmas;  /* grid points incl. the terminal 0; model evaluations = num_sigmas - 1 */
     float *sigmas;      /* [num_sigmas], strictly decreasing, sigmas[num_sigmas-1] == 0 */
     float *timesteps;   /* [num_sigmas - 1], timesteps[i] = fp32(1 - sigmas[i]) */
+    int    training_euler; /* --step-update training_euler (docs/lora.md): LightX2V's x + (sigma - sigma_next) v */
 } sched;
 
 /* The ONE place that maps the CLI's `--steps N` (model evaluations, docs/model/features.md 5.1) to diffusers'
@@ -46,7 +47,8 @@ int sched_index_for_timestep(const sched *s, float t, h3_err *e);
 
 /* One Euler step at grid index i (docs/model/dit.md 7.3), in place on n values:
  *   x0 = x + (1 - t) * v;  r = sigma[i+1] / sigma[i];  x = r*x + (1 - r)*x0   (each op one fp32 rounding)
- * where t = timesteps[i]. Requires 0 <= i < num_sigmas - 1. */
+ * where t = timesteps[i]. Requires 0 <= i < num_sigmas - 1. With training_euler set (after sched_init), LightX2V's
+ * form of the same step: x = x + (sigma[i] - sigma[i+1]) * v, three fp32 roundings (docs/lora.md "Step update"). */
 void sched_step(const sched *s, int i, const float *v, float *x, int64_t n);
 
 #endif

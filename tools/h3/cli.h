@@ -18,6 +18,12 @@ int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_serve(int argc, char **argv); /* cmd_serve.c, when built with libmicrohttpd (docs/serve.md) */
 
+/* "FILE[:SCALE]" (--lora, --lora-ref, a session's !lora) into *out, the ':' of arg overwritten (a path with a ':'
+ * needs the ":SCALE"): a finite scale with |scale| <= 100 [1]. 0, or one line (cli_error, 2) naming flag. */
+int cli_parse_lora(char *arg, const char *flag, h3_lora *out);
+/* "VIDEO[:AUDIO]" (--shift, !shift): two numbers in (0, 1e6]; AUDIO defaults to the snapshot's (0). 0 or 2. */
+int cli_parse_shift(const char *arg, const char *flag, double *video, double *audio);
+
 /* The flags of `h3 generate` (cmd_generate.c), in the public API's terms (include/h3.h). */
 typedef struct cli_generate {
     h3_engine_options opt;

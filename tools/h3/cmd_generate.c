@@ -3,6 +3,7 @@
  * generation errors exit 1 (2 when the inputs were bad). Without -p (but with -d) the flags seed an interactive
  * session instead (cmd_session.c). Generation goes through h3.h only. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,12 @@ static void usage(FILE *f) {
             "                           docs/fast.md; faster, not the reference's numerics; bf16) [exact]\n"
             "  --transformer FILE       a single-file transformer (safetensors or GGUF, the published single files'\n"
             "                           layout) instead of the snapshot's transformer/ weights (docs/checkpoints.md)\n"
+            "  --lora FILE[:SCALE]      a LoRA merged into the transformer at load (every layout diffusers' MiniMax-H3\n"
+            "                           loader reads; repeatable, at most 8, in order; SCALE [1]; docs/lora.md)\n"
+            "  --lora-ref FILE[:SCALE]  the same for the ref2va partition (transformer_ref) only\n"
+            "  --shift VIDEO[:AUDIO]    the schedulers' shifts [the snapshot's: 12:3]; LightX2V's Turbo LoRAs: 6:3\n"
+            "  --step-update euler|training_euler  the Euler step as diffusers writes it [euler] or as LightX2V's Turbo\n"
+            "                           configs do (x + (sigma - sigma_next) v: the same step, other fp32 roundings)\n"
             "  --resident               sessions: keep each phase's model loaded for the next generation (!resident)\n"
             "  --token-reduction        DiT blocks 4..29 on averaged pairs of video tokens (docs/model/features.md 5.5; bf16;\n"
             "                           H3_TOKEN_REDUCTION_BLOCKS=B:E, _EARLY=STEPS:END|0, _SCALE=S override)\n"
@@ -71,6 +78,37 @@ static void usage(FILE *f) {
             "                           of the whole pipeline: the output is noise. -o '' then writes nothing\n");
 }
 
+int cli_parse_lora(char *arg, const char *flag, h3_lora *out) {
+    out->path = arg, out->scale = 1.0, out->ref = 0;
+    char *colon = strrchr(arg, ':');
+    if (colon && !strchr(colon, '/')) {
+        char *end;
+        errno = 0;
+        double s = strtod(colon + 1, &end);
+        if (!colon[1] || *end || !isfinite(s) || fabs(s) > 100)
+            return cli_error("%s %s: the scale after ':' must be a finite number in [-100, 100]", flag, h3_quote(arg));
+        *colon = 0;
+        out->scale = s;
+    }
+    if (!arg[0]) return cli_error("%s expects FILE[:SCALE] (docs/lora.md)", flag);
+    return 0;
+}
+
+int cli_parse_shift(const char *arg, const char *flag, double *video, double *audio) {
+    char *end;
+    double v = strtod(arg, &end), a = 0;
+    int ok = end != arg && v > 0 && v <= 1e6;
+    if (ok && *end == ':') {
+        const char *s = end + 1;
+        a = strtod(s, &end);
+        ok = end != s && a > 0 && a <= 1e6;
+    }
+    if (!ok || *end)
+        return cli_error("%s expects VIDEO[:AUDIO], numbers in (0, 1e6] (e.g. 6:3), got '%s'", flag, h3_quote(arg));
+    *video = v, *audio = a;
+    return 0;
+}
+
 static int parse_int(const char *flag, const char *s, long lo, long hi, int *out) {
     long v;
     if (h3_parse_int(s, lo, hi, &v))
@@ -85,7 +123,7 @@ static const char *const value_flags[] = {
     "--last-frame", "--width", "--height", "--frames", "--steps", "--reuse", "--layers", "--core-reuse",
     "--render-width", "--render-height", "--threads", "--zoom", "--seconds", "--seed", "--precision",
     "--ref-image-size", "--quant", "--vae-quant", "--attention", "--preset", "--backend", "--device", "--transformer", "--ref-image", "--ref-silent-video", "--ref-video",
-    "--ref-video-audio", "--ref-audio", NULL};
+    "--ref-video-audio", "--ref-audio", "--lora", "--lora-ref", "--shift", "--step-update", NULL};
 static const char *const switch_flags[] = {"--profile", "--random-weights", "--resident", "--token-reduction",
                                            "--ssd-streaming", "--show", "--info", "--use-reference-rope",
                                            "--int8-fc2-groups", NULL};
@@ -175,6 +213,17 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--wav")) p->wav = v;
         else if (!strcmp(a, "--dump-latents")) p->dump_latents = v;
         else if (!strcmp(a, "--transformer")) o->transformer = v;
+        else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-ref")) {
+            if (p->nloras == H3_MAX_LORAS) return cli_error("generate: %s: at most %d LoRAs", a, H3_MAX_LORAS);
+            if (cli_parse_lora(argv[i], a, &p->loras[p->nloras])) return 2;
+            p->loras[p->nloras++].ref = !strcmp(a, "--lora-ref");
+        } else if (!strcmp(a, "--step-update")) {
+            if (strcmp(v, "euler") && strcmp(v, "training_euler"))
+                return cli_error("generate: --step-update must be euler or training_euler, got '%s'", h3_quote(v));
+            p->step_update = !strcmp(v, "training_euler") ? H3_STEP_TRAINING_EULER : H3_STEP_EULER;
+        } else if (!strcmp(a, "--shift")) {
+            if (cli_parse_shift(v, "generate: --shift", &p->shift_video, &p->shift_audio)) return 2;
+        }
         else if (!strcmp(a, "--first-frame")) p->first_frame = v;
         else if (!strcmp(a, "--last-frame")) p->last_frame = v;
         else if (!strcmp(a, "--width")) { if (parse_int(a, v, 1, 1 << 20, &p->width)) return 2; }

@@ -83,6 +83,7 @@ static void probe_usage(FILE *f) {
     fprintf(f, "usage: h3 probe OP --model DIR --in IN.safetensors --out OUT.safetensors\n"
                "                [--component transformer|transformer_ref] [--precision fp32|bf16]\n"
                "                [--transformer FILE]   (dit: the weights from a single-file transformer)\n"
+               "                [--lora FILE[:SCALE]]... [--lora-ref FILE[:SCALE]]... (dit, denoise: docs/lora.md)\n"
                "                [--quant none|int8] [--int8-fc2-groups] (dit, docs/int8.md)\n"
                "                [--vae-quant none|fp8] (vae-decode: the FP8 decoder, docs/fast.md)\n"
                "                [--attention exact|sage8] (dit with bf16: 8-bit attention, docs/fast.md)\n"
@@ -113,7 +114,14 @@ int cmd_probe(int argc, char **argv) {
         else if (!strcmp(a, "--quant")) dst = &quant;
         else if (!strcmp(a, "--vae-quant")) dst = &vae_quant;
         else if (!strcmp(a, "--attention")) dst = &attention;
-        else if (!strcmp(a, "--int8-fc2-groups")) {
+        else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-ref")) {
+            if (i + 1 >= argc) return cli_error("probe: option '%s' needs a value", a);
+            if (p.n_loras == DIT_LORA_MAX) return cli_error("probe: %s: at most %d LoRAs", a, DIT_LORA_MAX);
+            h3_err le = {{0}};
+            if (dit_lora_parse_arg(argv[++i], a, &p.loras[p.n_loras], &le) != 0) return cli_error("probe: %s", le.msg);
+            p.loras[p.n_loras++].to_ref = !strcmp(a, "--lora-ref");
+            continue;
+        } else if (!strcmp(a, "--int8-fc2-groups")) {
             p.int8_fc2_groups = 1;
             continue;
         } else return cli_error("probe: unknown option '%s'", a);
@@ -130,6 +138,8 @@ int cmd_probe(int argc, char **argv) {
         return cli_error("probe: --precision must be fp32 or bf16, got '%s'", precision);
     p.bf16 = !strcmp(precision, "bf16");
     if (p.transformer && strcmp(p.op, "dit")) return cli_error("probe: --transformer is an option of the dit op only");
+    if (p.n_loras && strcmp(p.op, "dit") && strcmp(p.op, "denoise"))
+        return cli_error("probe: --lora is an option of the dit and denoise ops only");
     if (strcmp(quant, "none") && strcmp(quant, "int8"))
         return cli_error("probe: --quant must be none or int8, got '%s'", quant);
     p.quant_int8 = !strcmp(quant, "int8");

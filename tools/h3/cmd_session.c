@@ -60,6 +60,7 @@ typedef struct session {
     char       *last_prompt;
     /* paths set by !first / !last / !ref-image (start-up paths point into argv and are not ours) */
     char       *first_owned, *last_owned, *ref_owned[H3_MAX_REFERENCES];
+    char       *lora_owned[H3_MAX_LORAS]; /* !lora's paths (start-up --lora paths point into argv) */
     char        last_mp4[PATH_CAP]; /* the last generation's MP4 (for !save), or "" */
     term_preview tp;         /* !show: the terminal's graphics protocol, zoom, stream */
     int         open;        /* !open on: each finished MP4 goes to the system opener */
@@ -249,6 +250,83 @@ typedef int (*command_fn)(session *s, const char *arg); /* 0, -1 (error printed)
 
 static int c_help(session *s, const char *arg);
 
+/* The LoRAs and the schedulers' shifts the next generation uses (docs/lora.md). */
+static void show_loras(const h3_params *st) {
+    if (!st->nloras) printf("lora: none\n");
+    for (int i = 0; i < st->nloras; i++)
+        printf("lora %d: %s scale %g%s\n", i + 1, st->loras[i].path, st->loras[i].scale,
+               st->loras[i].ref ? " (transformer_ref: ref2va only)" : "");
+    char v[32] = "the snapshot's", a[32] = "the snapshot's";
+    if (st->shift_video > 0) snprintf(v, sizeof v, "%g", st->shift_video);
+    if (st->shift_audio > 0) snprintf(a, sizeof a, "%g", st->shift_audio);
+    printf("shift: video %s, audio %s; step update %s\n", v, a,
+           st->step_update == H3_STEP_TRAINING_EULER ? "training_euler" : "euler");
+}
+
+/* !lora [FILE [SCALE] | off] / !lora-ref FILE [SCALE]: append a LoRA (merged from the untouched weights at the next
+ * generation: the kept transformer is reloaded, never merged twice), clear them all, or list them. */
+static int add_lora(session *s, const char *cmd, const char *arg, int ref) {
+    if (!arg) {
+        show_loras(&s->st);
+        return 0;
+    }
+    if (!strcmp(arg, "off")) {
+        if (ref) return say_error("!%s expects FILE [SCALE] (!lora off clears every LoRA)", cmd);
+        for (int i = 0; i < H3_MAX_LORAS; i++) free(s->lora_owned[i]), s->lora_owned[i] = NULL;
+        s->st.nloras = 0;
+        printf("lora: none (the next generation loads the transformer without LoRA)\n");
+        return 0;
+    }
+    if (s->st.nloras == H3_MAX_LORAS) return say_error("!%s: at most %d LoRAs (!lora off clears them)", cmd, H3_MAX_LORAS);
+    char *copy = strdup(arg);
+    if (!copy) return say_error("out of memory");
+    double scale = 1.0;
+    char *sp = strrchr(copy, ' ');
+    if (sp) { /* FILE SCALE: the last word, when it is a number */
+        char *end;
+        double v = strtod(sp + 1, &end);
+        if (sp[1] && !*end) {
+            if (!isfinite(v) || fabs(v) > 100) {
+                say_error("!%s: the scale must be a finite number in [-100, 100], got '%s'", cmd, h3_quote(sp + 1));
+                free(copy);
+                return -1;
+            }
+            scale = v;
+            while (sp > copy && sp[-1] == ' ') sp--;
+            *sp = 0;
+        }
+    }
+    if (access(copy, R_OK)) {
+        say_error("!%s %s: cannot read the file: %s", cmd, h3_quote(copy), strerror(errno));
+        free(copy);
+        return -1;
+    }
+    const int k = s->st.nloras++;
+    s->lora_owned[k] = copy;
+    s->st.loras[k] = (h3_lora){copy, scale, ref};
+    show_loras(&s->st);
+    return 0;
+}
+static int c_lora(session *s, const char *arg) { return add_lora(s, "lora", arg, 0); }
+static int c_lora_ref(session *s, const char *arg) { return add_lora(s, "lora-ref", arg, 1); }
+
+/* !shift [VIDEO[:AUDIO] | default] */
+static int c_shift(session *s, const char *arg) {
+    if (arg && !strcmp(arg, "default")) s->st.shift_video = s->st.shift_audio = 0;
+    else if (arg && cli_parse_shift(arg, "!shift", &s->st.shift_video, &s->st.shift_audio)) return -1;
+    show_loras(&s->st);
+    return 0;
+}
+
+/* !step-update [euler|training_euler] */
+static int c_step_update(session *s, const char *arg) {
+    if (arg && strcmp(arg, "euler") && strcmp(arg, "training_euler"))
+        return say_error("!step-update expects euler or training_euler, got '%s'", h3_quote(arg));
+    if (arg) s->st.step_update = !strcmp(arg, "training_euler") ? H3_STEP_TRAINING_EULER : H3_STEP_EULER;
+    show_loras(&s->st);
+    return 0;
+}
+
 static int c_status(session *s, const char *arg) {
     const h3_params *st = &s->st;
     const h3_engine_options *o = s->opt;
@@ -283,6 +361,7 @@ static int c_status(session *s, const char *arg) {
     printf("show %s (terminal graphics: %s, zoom %d); open %s; spatial RoPE at 256x256: %s\n",
            s->show ? "on" : "off", term_graphics_name(s->tp.g), s->tp.zoom, s->open ? "on" : "off",
            st->reference_rope ? "released" : "halved");
+    show_loras(st);
     return 0;
 }
 
@@ -635,6 +714,11 @@ static const struct {
     {"open", "[on|off]", "open each finished video with the system opener (xdg-open; H3_OPENER)", c_open, 1},
     {"reference-rope", "[on|off]", "the released spatial RoPE at 256x256 (--use-reference-rope; docs/model/features.md 5.7)",
      c_reference_rope, 1},
+    {"lora", "[FILE [SCALE]|off]", "list / append a LoRA (docs/lora.md; at most 8, merged from the untouched weights) / "
+     "clear them", c_lora, 1},
+    {"lora-ref", "FILE [SCALE]", "append a LoRA for the ref2va partition (transformer_ref) only", c_lora_ref, 1},
+    {"shift", "[VIDEO[:AUDIO]|default]", "the schedulers' shifts (--shift; LightX2V's Turbo LoRAs: 6:3)", c_shift, 1},
+    {"step-update", "[euler|training_euler]", "the Euler step's form (--step-update; docs/lora.md)", c_step_update, 1},
     {"first", "[PATH|clear]", "show/set/clear the first keyframe (fl2va); not with references", c_first, 1},
     {"last", "[PATH|clear]", "show/set/clear the last keyframe (fl2va); not with references", c_last, 1},
     {"ref-image", "[PATH]", "append an image reference (ref2va); not with keyframes", c_ref_image, 1},
@@ -751,6 +835,7 @@ static void session_free(session *s) {
     running_engine = NULL;
     free(s->last_prompt);
     free(s->first_owned), free(s->last_owned);
+    for (int i = 0; i < H3_MAX_LORAS; i++) free(s->lora_owned[i]);
     for (int i = 0; i < H3_MAX_REFERENCES; i++) free(s->ref_owned[i]);
 }
 

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
+#include "model/dit_lora.h"
 
 typedef struct probe_ctx {
     const char *op;
@@ -19,6 +20,8 @@ typedef struct probe_ctx {
     int         int8_fc2_groups; /* --int8-fc2-groups */
     int         vae_fp8;    /* --vae-quant fp8 (vae-decode; docs/fast.md) */
     int         attention_sage8; /* --attention sage8 (dit; docs/fast.md) */
+    dit_lora_spec loras[DIT_LORA_MAX]; /* --lora / --lora-ref FILE[:SCALE] (dit, denoise; docs/lora.md) */
+    int         n_loras;
     st_set     *in;         /* --in */
     st_writer  *out;        /* collected outputs, saved atomically to --out by the driver */
     h3_backend *be;         /* --backend cpu|cuda */

@@ -97,8 +97,9 @@ int probe_dit(probe_ctx *p, h3_err *e) {
     dit_tensors dt = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
     dit_inputs in;
     if (dit_inputs_from_tensors(&cfg, &dt, 0, &in, e) != 0) goto done; /* shapes first: no model load on bad input */
-    if (!(m = p->transformer ? dit_load_single_file(p->be, dir, p->transformer, p->bf16, e) : dit_load(p->be, dir, p->bf16, e)))
-        goto done;
+    const char *part = partition_of(p->model);
+    const int ref = (p->component && !strcmp(p->component, "transformer_ref")) || (part && !strcmp(part, "ref2va"));
+    if (!(m = dit_load_lora(p->be, dir, p->transformer, p->bf16, p->loras, p->n_loras, ref, e))) goto done;
     if ((p->quant_int8 || p->int8_fc2_groups || dit_int8_profile(m)) &&
         dit_quantize_int8(m, p->int8_fc2_groups, e) != 0) /* an int8 snapshot keeps its codes */
         goto done;

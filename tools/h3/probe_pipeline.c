@@ -249,7 +249,8 @@ int probe_denoise(probe_ctx *p, h3_err *e) {
         goto done;
     }
     if (sched_init(&sv, (int)steps, shift, e) || sched_init(&sa, (int)steps, audio_shift, e)) goto done;
-    if (!(m = dit_load(p->be, dir, p->bf16, e))) goto done;
+    const int ref = p->component && !strcmp(p->component, "transformer_ref");
+    if (!(m = dit_load_lora(p->be, dir, NULL, p->bf16, p->loras, p->n_loras, ref, e))) goto done;
     denoise_args a = {.L = L, .text = t[2]->data, .video_sched = &sv, .audio_sched = &sa,
                       .video_rows = t[0]->data, .audio_rows = t[1]->data};
     if (denoise_run(m, &a, e)) goto done;

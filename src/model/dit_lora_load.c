@@ -1,0 +1,52 @@
+/* A model's LoRAs (dit_internal.h, docs/lora.md): the set opened for the model's config before its weights are read,
+ * each touched weight's view replaced by a merged host copy as load_all reads it (dit.c's lookup_checked), the copies
+ * kept with the model and freed with it. The file mapping is never written: another LoRA list is a fresh load. */
+#include <stdlib.h>
+
+#include "dit_internal.h"
+#include "dit_lora.h"
+
+int dit_lora_begin(dit_model *m, const dit_lora_spec *loras, int n, int ref, int mode, h3_err *e) {
+    if (n <= 0) return 0;
+    if ((mode & DIT_STREAM) && !(mode & DIT_BF16)) /* fp32 merges widen some blocks' weights: one slot layout needs one dtype */
+        return h3_fail(e, "--lora with --ssd-streaming needs --precision bf16 (docs/lora.md)");
+    return (m->lora = dit_lora_set_new(loras, n, &m->cfg, ref, e)) ? 0 : -1;
+}
+
+/* The merged copy is in the stored dtype in bf16 mode and F32 in the fp32 mode, as diffusers' model holds it. */
+int dit_lora_view(dit_model *m, const char *name, h3_tensor *view, int *mi, h3_err *e) {
+    const h3_dtype out = m->bf16 ? view->dtype : H3_F32;
+    void *buf;
+    if (dit_lora_merge(m->lora, &m->cfg, name, view, out, &buf, e) != 0) return -1;
+    if (!buf) return 0;
+    void **v = realloc(m->lora_bufs, (size_t)(m->n_lora_bufs + 1) * sizeof *v);
+    if (!v) {
+        free(buf);
+        return h3_fail(e, "out of memory");
+    }
+    m->lora_bufs = v;
+    m->lora_bufs[m->n_lora_bufs++] = buf;
+    view->data = buf, view->dtype = out, view->owns_data = 0;
+    *mi = -1;
+    return 0;
+}
+
+int dit_lora_end(dit_model *m, h3_err *e) {
+    int rc = dit_lora_check_all_merged(m->lora, e);
+    dit_lora_set_free(m->lora);
+    m->lora = NULL;
+    return rc;
+}
+
+int dit_lora_owns(const dit_model *m, const void *p) {
+    for (int i = 0; i < m->n_lora_bufs; i++)
+        if (m->lora_bufs[i] == p) return 1;
+    return 0;
+}
+
+void dit_lora_release(dit_model *m) {
+    dit_lora_set_free(m->lora);
+    for (int i = 0; i < m->n_lora_bufs; i++) free(m->lora_bufs[i]);
+    free(m->lora_bufs);
+    m->lora = NULL, m->lora_bufs = NULL, m->n_lora_bufs = 0;
+}
