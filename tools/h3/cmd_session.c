@@ -647,7 +647,8 @@ static int c_ssd_streaming(session *s, const char *arg) {
     int on = s->ssd_streaming;
     if (arg && parse_toggle("ssd-streaming", arg, &on)) return -1;
     if (arg && on && strcmp(s->quant, "none"))
-        return say_error("!ssd-streaming: cannot be combined with quant %s (the quantized blocks are made resident)", s->quant);
+        return say_error("!ssd-streaming: cannot be combined with --quant %s (the %s blocks are made resident)", s->quant,
+                         !strcmp(s->quant, "fp8") ? "FP8" : "int8");
     if (arg && h3_engine_set_ssd_streaming(s->eng, on) != H3_OK) return say_error("!ssd-streaming: %s", h3_engine_error(s->eng));
     s->ssd_streaming = on;
     printf("ssd-streaming %s\n", s->ssd_streaming ? "on" : "auto (on with --backend cuda when the resident DiT does not fit)");
