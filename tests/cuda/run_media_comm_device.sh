@@ -5,7 +5,7 @@
 #  2. bench/bench_mp4 at 960x544x124, sync vs the encoder thread, without and with a 15 ms/frame decoder stand-in
 #     (1.9 s of video decode / 124 frames), docs/media.md "Encoding off the critical path".
 #  4. the video decoder's --vae-quant fp8 (docs/fast.md): the harness's fp8_matmul rows (the bias epilogue) and
-#     h3 bench --what vae at 544x960x124, bf16 then fp8 (H3_VAE_PROFILE=1: the per-op split).
+#     h3 bench --what vae at 544x960x124, bf16 then fp8.
 #  3. h3 generate on the tiny snapshot on CUDA with -o clip.mp4 (the MP4 mux on the GPU machine; the file comes back
 #     under $OUT to be checked with ffprobe here).
 # Build here: bash tools/build_ffmpeg_min.sh; make CUDA=1 BUILD=build-cuda-media cuda-tests build-cuda-media/h3
@@ -33,7 +33,7 @@ echo "== tiny generate -o clip.mp4 on CUDA: rc $? size $(stat -c %s "$O/clip.mp4
 timeout 120 "$B/tests/test_backend_ops" --backend cuda --op fp8_matmul >"$O/fp8_rows.log" 2>&1
 echo "== harness fp8_matmul rows: rc $? $(grep -E '^RESULT' "$O/fp8_rows.log")"; grep -E '^FAIL|FAIL \(|bias.*(ok|FAIL)' "$O/fp8_rows.log" | head -8
 for q in none fp8; do
-    H3_VAE_PROFILE=1 timeout 150 "$B/h3" bench --backend cuda --what vae --shapes 544x960x124 --vae-repeats 2 --vae-quant $q \
+    timeout 150 "$B/h3" bench --backend cuda --what vae --shapes 544x960x124 --vae-repeats 2 --vae-quant $q \
         >"$O/vae_$q.log" 2>&1
     echo "== bench vae --vae-quant $q: rc $?"; grep -E '^VAE|vae profile|^\| 544' "$O/vae_$q.log" | head -6
 done

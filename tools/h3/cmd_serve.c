@@ -47,7 +47,8 @@ static void usage(FILE *f) {
             "  --max-body BYTES         request body limit, 413 above [67108864]\n"
             "  --max-upload BYTES       one uploaded keyframe / reference limit, 413 above [33554432]\n"
             "  engine flags (as h3 generate): --backend cpu|cuda|auto, --device N, --threads N, --precision bf16|fp32,\n"
-            "  --quant none|fp8|int8, --int8-fc2-groups, --transformer FILE, --ssd-streaming,\n"
+            "  --quant none|fp8|int8, --int8-fc2-groups, --attention exact|sage8, --vae-quant none|fp8,\n"
+            "  --preset exact|fast, --transformer FILE, --ssd-streaming, --random-weights (benchmarks: noise),\n"
             "  --resident               keep every phase's model loaded between jobs (default: the session's auto rule,\n"
             "                           the transformer and the video decoder when they fit; docs/session.md)\n");
 }
@@ -461,8 +462,10 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "--resident")) { resident = 1; continue; }
         if (!strcmp(a, "--ssd-streaming")) { o.ssd_streaming = 1; continue; }
         if (!strcmp(a, "--int8-fc2-groups")) { o.int8_fc2_groups = 1; continue; }
+        if (!strcmp(a, "--random-weights")) { o.random_weights = 1; continue; }
         static const char *const takes[] = {"-d", "--model-dir", "--host", "--port", "--data", "--api-key-file", "--queue",
-            "--max-body", "--max-upload", "--backend", "--device", "--threads", "--precision", "--quant", "--transformer", NULL};
+            "--max-body", "--max-upload", "--backend", "--device", "--threads", "--precision", "--quant", "--transformer",
+            "--attention", "--vae-quant", "--preset", NULL};
         int known = 0;
         for (int k = 0; takes[k]; k++) known |= !strcmp(a, takes[k]);
         if (!known) return cli_error("serve: unknown option '%s' (see h3 serve --help)", h3_quote(a));
@@ -482,6 +485,9 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--precision")) o.precision = val;
         else if (!strcmp(a, "--quant")) o.quant = val;
         else if (!strcmp(a, "--transformer")) o.transformer = val;
+        else if (!strcmp(a, "--attention")) o.attention = val;
+        else if (!strcmp(a, "--vae-quant")) o.vae_quant = val;
+        else if (!strcmp(a, "--preset")) o.preset = val;
     }
     /* the address: numeric only (no name lookups), loopback unless a key guards it */
     struct sockaddr_in sa4;
