@@ -23,13 +23,13 @@ export LD_LIBRARY_PATH="$B/lib:$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 has() { "$B/h3" "$1" --help 2>&1 | grep -q -- "$2"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | head -1
 if [[ $PARTS == *1* ]]; then
-    timeout 200 "$B/tests/test_backend_ops" --backend cuda >"$O/harness.log" 2>&1
+    timeout 100 "$B/tests/test_backend_ops" --backend cuda >"$O/harness.log" 2>&1
     echo "== harness: rc $? $(grep -E '^RESULT' "$O/harness.log" | tail -1)"; grep -E '^FAIL|: FAIL' "$O/harness.log" | head -10
     OUT="$O/e2e" timeout 150 bash tests/cuda/run_e2e_device.sh "$B" >"$O/e2e_run.log" 2>&1
     echo "== tiny end to end: $(grep RESULT "$O/e2e_run.log" | tail -1)"; grep FAIL "$O/e2e_run.log" | head -5
 fi
 if [[ $PARTS == *2* ]]; then
-    D=(bench --backend cuda --what dit --shapes 544x960x124 --repeats 3)
+    D=(bench --backend cuda --what dit --shapes 544x960x124 --repeats 2)
     timeout 90 "$B/h3" "${D[@]}" >"$O/dit_bf16.log" 2>&1
     echo "== DiT bf16: rc $?"; grep -E '^DIT' "$O/dit_bf16.log"
     for m in ${MODES:-"--quant fp8" "--quant int8" "--quant fp8 --attention sage8" "--quant int8 --attention sage8"}; do
