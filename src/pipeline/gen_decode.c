@@ -1,6 +1,7 @@
 /* The decoder phases (gen_decode.h). */
 #include "gen_decode.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,8 @@
 #include "../media/resize.h"
 #include "../model/audio_vae.h"
 #include "gen_resident.h"
+
+enum { MP4_HOST_THREADS = 4 }; /* OpenMP threads of a GPU decode's host part while the MP4 encoder runs */
 
 /* ---- phase 3: decoders ---- */
 int phase_audio(gen *s, h3_err *e) {
@@ -149,9 +152,16 @@ int phase_video(gen *s, h3_err *e) {
     }
     if (s->o_mp4 && !(s->mp4 = h3_mp4_writer_new_to(s->o_mp4, s->out_w, s->out_h, s->audio != NULL, NULL, e)))
         goto done;
-    if (video_vae_decode_stream(v, z, g->num_latent_frames, g->latent_height, g->latent_width, &tiling, frame_sink, &fc, e) ||
-        phase_check(be, e))
-        goto done;
+    /* A GPU decode with the MP4 encoder beside it: the host part's OpenMP team kept at MP4_HOST_THREADS, so its idle
+     * threads do not spin on the cores x264's threads need (docs/fast.md 8: decode + encode 3.92 s with all 16 cores'
+     * threads on the H200, 2.24 s with OMP_NUM_THREADS=4) */
+    const int omp_prev = omp_get_max_threads();
+    const int narrow = s->mp4 && be->kind == H3_BACKEND_CUDA && omp_prev > MP4_HOST_THREADS;
+    if (narrow) omp_set_num_threads(MP4_HOST_THREADS);
+    int drc = video_vae_decode_stream(v, z, g->num_latent_frames, g->latent_height, g->latent_width, &tiling, frame_sink,
+                                      &fc, e);
+    if (narrow) omp_set_num_threads(omp_prev);
+    if (drc || phase_check(be, e)) goto done;
     progress_end(&s->pg);
     rc = 0;
 done:
