@@ -34,35 +34,7 @@ struct Params {
 };
 
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ uint32_t su32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ uint32_t mbar_try(uint32_t bar, unsigned parity) {
-    uint32_t done;
-    asm volatile("{\n.reg .pred p;\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-    return done;
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, unsigned parity) {
-    while (!mbar_try(bar, parity)) {
-    }
-}
-/* the producer's waits trap after ~2^31 polls: a pipeline bug fails the launch instead of hanging */
-__device__ __forceinline__ void mbar_wait_guarded(uint32_t bar, unsigned parity) {
-    for (uint32_t n = 0; !mbar_try(bar, parity);)
-        if (++n == 0x80000000u) __trap();
-}
+#include "cuda_sm90_mbarrier.h" /* su32, mbar_init / expect_tx / arrive / try / wait / wait_guarded */
 __device__ __forceinline__ void tma_load2(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
                  ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1)
