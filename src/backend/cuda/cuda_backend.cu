@@ -366,17 +366,16 @@ extern "C" void cuda_f32_to_bf16(h3_backend *be, uint16_t *dst, const float *src
 /* ---- cuBLASLt ---- */
 
 
-/* The heuristic's first algorithm for a described GEMM, with the workspace and operand alignment (bytes)
- * as preferences; shared by lt_gemm_ex and cuda_sgemm_rm (cuda_gemm_rm.cu). */
-extern "C" cublasStatus_t cuda_lt_heuristic(h3_backend *be, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
-                                            cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, int align,
-                                            cublasLtMatmulAlgo_t *algo) {
+/* The heuristic's first `max` algorithms for a described GEMM (*n of them in res), with the workspace and operand
+ * alignment (bytes) as preferences; CUBLAS_STATUS_NOT_SUPPORTED when it has none. cuda_int8.cu times several. */
+extern "C" cublasStatus_t cuda_lt_heuristics(h3_backend *be, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                                             cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, int align, int max,
+                                             cublasLtMatmulHeuristicResult_t *res, int *n) {
     cuda_impl *c = cuda_of(be);
     cublasLtMatmulPreference_t pref = NULL;
-    cublasLtMatmulHeuristicResult_t res;
-    int nres = 0;
     uint64_t ws = c->workspace_bytes;
     uint32_t al = (uint32_t)align;
+    *n = 0;
     cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
@@ -384,12 +383,22 @@ extern "C" cublasStatus_t cuda_lt_heuristic(h3_backend *be, cublasLtMatmulDesc_t
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-    st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, 1, &res, &nres);
+    st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, max, res, n);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
-    if (nres < 1) return CUBLAS_STATUS_NOT_SUPPORTED;
-    *algo = res.algo;
-    return CUBLAS_STATUS_SUCCESS;
+    return *n < 1 ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
+}
+
+/* The heuristic's first algorithm (cuda_lt_heuristics with max 1); shared by lt_gemm_ex, cuda_sgemm_rm
+ * (cuda_gemm_rm.cu) and the fp8 GEMMs (cuda_w8a8.cu). */
+extern "C" cublasStatus_t cuda_lt_heuristic(h3_backend *be, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                                            cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, int align,
+                                            cublasLtMatmulAlgo_t *algo) {
+    cublasLtMatmulHeuristicResult_t res;
+    int n = 0;
+    cublasStatus_t st = cuda_lt_heuristics(be, op, la, lb, ld, align, 1, &res, &n);
+    if (st == CUBLAS_STATUS_SUCCESS) *algo = res.algo;
+    return st;
 }
 
 /* Row-major y[M,N] = x[M,K] . w[N,K]^T, written column-major as D[N,M] = W^T(NxK) . X(KxM): A = w with

@@ -137,22 +137,10 @@ static cublasStatus_t pick_algo(h3_backend *be, cublasLtMatmulDesc_t op, cublasL
                                 cublasLtMatrixLayout_t ld, int align, const int8_t *w, const int8_t *x, int32_t *d,
                                 cublasLtMatmulAlgo_t *best) {
     cuda_impl *c = cuda_of(be);
-    cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t res[INT8_ALGOS];
     int nres = 0;
-    uint64_t ws = c->workspace_bytes;
-    uint32_t al = (uint32_t)align;
-    cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
+    cublasStatus_t st = cuda_lt_heuristics(be, op, la, lb, ld, align, INT8_ALGOS, res, &nres);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-    st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, INT8_ALGOS, res, &nres);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS) return st;
-    if (nres < 1) return CUBLAS_STATUS_NOT_SUPPORTED;
     *best = res[0].algo;
     cudaEvent_t ev[2] = {NULL, NULL};
     if (nres == 1 || cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess) {

@@ -85,6 +85,9 @@ extern "C" void *cuda_scratch(h3_backend *be, size_t bytes);
 extern "C" void cuda_lt_gemm(h3_backend *be, int kind, const void *w, const void *x, int64_t ldx, void *y, int64_t ldy,
                              int64_t M, int64_t N, int64_t K, const void *bias, cudaDataType_t bias_type);
 /* cuBLASLt's first heuristic choice for a described GEMM (workspace and alignment as preferences). */
+extern "C" cublasStatus_t cuda_lt_heuristics(h3_backend *be, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                                             cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, int align, int max,
+                                             cublasLtMatmulHeuristicResult_t *res, int *n);
 extern "C" cublasStatus_t cuda_lt_heuristic(h3_backend *be, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
                                             cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, int align,
                                             cublasLtMatmulAlgo_t *algo);
