@@ -551,7 +551,6 @@ void dit_free(dit_model *m) {
 }
 
 
-
 int dit_gate_scores(dit_model *m, double *scores, h3_err *e) {
     const int64_t H = m->cfg.hidden_size, L = m->cfg.num_layers, row = (int64_t)MODALITIES * ADALN_SLOTS * H;
     if (m->n_cache == 0) return h3_fail(e, "dit: gate scores need the AdaLN tables (dit_prepare_timesteps first)");
@@ -838,7 +837,6 @@ static int32_t *upload_index(h3_backend *be, const int64_t *src, int64_t n, int6
 }
 
 
-
 static void fwd_ctx_free(dit_model *m, fwd_ctx *x) {
     if (x->have_scratch && m->bf16) dit16_free_scratch(m->be, &x->s16);
     else if (x->have_scratch) free_scratch(m->be, &x->s);
@@ -925,7 +923,6 @@ static void run_block(dit_model *m, fwd_ctx *x, int64_t b, float *X) {
     feed_forward(m, w, s->n, S, s, s->o);
     h3_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 5 * H, flags);
 }
-
 
 /* ---- --core-reuse (docs/model/features.md 5.4): the core's residual, fp32, from the (bf16 or fp32) packed rows ---- */
 
