@@ -1,4 +1,4 @@
-/* MP4 writer timing: bench_mp4 [W H FRAMES [DECODE_MS]]   (default 960 544 124 0)
+/* MP4 writer timing: bench_mp4 [W H FRAMES [DECODE_MS [X264_PRESET]]]   (default 960 544 124 0 fast)
  * Writes a synthetic clip (moving gradients + a stereo tone, float frames as the pipeline hands them over) through
  * the streaming writer, once with the encoder in the caller's thread (h3_mp4_opts.sync) and once with the
  * encoder thread (the default, docs/media.md "Encoding off the critical path"). DECODE_MS > 0 makes the caller
@@ -29,12 +29,13 @@ static void fill_frame(float *f, int w, int h, int t) {
         }
 }
 
-static int run(const char *path, int sync, int w, int h, int frames, double decode_ms, double *inside, double *wall) {
+static int run(const char *path, int sync, int w, int h, int frames, double decode_ms, const char *preset, double *inside,
+               double *wall) {
     h3_err e = {{0}};
     const int64_t spf = H3_MEDIA_SAMPLE_RATE / H3_MEDIA_FPS;
     float *f = malloc(sizeof(float) * 3 * (size_t)w * h), *pcm = malloc(sizeof(float) * 2 * (size_t)(spf + 1));
     if (!f || !pcm) return 1;
-    h3_mp4_opts o = {.sync = sync};
+    h3_mp4_opts o = {.sync = sync, .preset = preset};
     double t0 = now(), in = 0;
     double a = now();
     h3_mp4_writer *wr = h3_mp4_writer_new(path, w, h, 1, &o, &e);
@@ -73,16 +74,17 @@ static int run(const char *path, int sync, int w, int h, int frames, double deco
 int main(int argc, char **argv) {
     int w = argc > 3 ? atoi(argv[1]) : 960, h = argc > 3 ? atoi(argv[2]) : 544, n = argc > 3 ? atoi(argv[3]) : 124;
     double dms = argc > 4 ? atof(argv[4]) : 0;
+    const char *preset = argc > 5 ? argv[5] : "fast";
     if (w < 2 || h < 2 || w % 2 || h % 2 || n < 1 || dms < 0) {
-        fprintf(stderr, "usage: bench_mp4 [W H FRAMES [DECODE_MS]] (even W and H)\n");
+        fprintf(stderr, "usage: bench_mp4 [W H FRAMES [DECODE_MS [X264_PRESET]]] (even W and H)\n");
         return 2;
     }
     const char *path = "bench_mp4_out.mp4";
     for (int sync = 1; sync >= 0; sync--) {
         double in, wall;
-        if (run(path, sync, w, h, n, dms, &in, &wall)) return 1;
-        printf("bench_mp4 %dx%dx%d decode %.1f ms/frame, %-14s: caller inside the writer %.3f s, wall %.3f s\n", w, h,
-               n, dms, sync ? "sync" : "encoder thread", in, wall);
+        if (run(path, sync, w, h, n, dms, preset, &in, &wall)) return 1;
+        printf("bench_mp4 %dx%dx%d decode %.1f ms/frame, x264 %s, %-14s: caller inside the writer %.3f s, wall %.3f s\n",
+               w, h, n, dms, preset, sync ? "sync" : "encoder thread", in, wall);
     }
     remove(path);
     return 0;

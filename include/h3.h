@@ -247,6 +247,9 @@ typedef struct h3_params {
                                       scheduler configs (12 and 3); LightX2V's Turbo LoRAs use 6 and 3 */
     int           step_update;     /* H3_STEP_EULER (diffusers' x / x0 blend, default) or H3_STEP_TRAINING_EULER
                                       (LightX2V's x + (sigma - sigma_next) v: the same step, other fp32 roundings) */
+    int           preview_width;   /* the sinks' pass previews are wanted at most this wide; 0 = the output canvas [0].
+                                      At most half the canvas: the preview decoder runs on 2x2-averaged latents (a
+                                      quarter of its work) and the previews come at half the canvas (docs/api.md) */
 } h3_params;
 
 enum { H3_STEP_EULER = 0, H3_STEP_TRAINING_EULER = 1 };

@@ -111,6 +111,10 @@ int api_request_from(const h3_engine *eng, const h3_params *p, h3_request *r, ap
         r->shift_video = p->shift_video, r->shift_audio = p->shift_audio;
     }
     if (p->struct_size >= offsetof(h3_params, step_update) + sizeof p->step_update) r->step_update = p->step_update;
+    if (p->struct_size >= offsetof(h3_params, preview_width) + sizeof p->preview_width) {
+        if (p->preview_width < 0) return h3_fail(e, "preview_width: must be >= 0 (0 = the canvas), got %d", p->preview_width);
+        r->preview_width = p->preview_width;
+    }
     /* the engine's settings */
     r->cuda = eng->cuda;
     r->device = eng->opt.device;

@@ -9,7 +9,9 @@
 video_vae *preview_vae_new(gen *s, h3_backend *be, h3_err *e);
 /* After denoising pass `pass` of `passes`: a middle frame of the current latents to the preview callback. */
 int preview_pass(gen *s, int pass, int passes, h3_err *e);
-/* Hands an [H][W][3] frame of the render canvas to the request's preview callback, resized to the output canvas. */
-int preview_emit(gen *s, const float *rgb, int64_t W, int64_t H, int pass, int passes, int64_t frame, h3_err *e);
+/* Hands an [H][W][3] frame to the request's preview callback, resized to the output canvas (half: to half of it,
+ * rounded up). */
+int preview_emit(gen *s, const float *rgb, int64_t W, int64_t H, int half, int pass, int passes, int64_t frame,
+                 h3_err *e);
 
 #endif

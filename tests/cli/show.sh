@@ -35,6 +35,21 @@ sed -n 126p "$tmp/kitty.out" | sed -e "s/${ESC}_G[^;]*;//g" -e "s/${ESC}\\\\//g"
 check "kitty: final frames decode, first and last differ" \
     '[ "$(stat -c %s "$tmp/k2.rgb")" = 6144 ] && [ "$(stat -c %s "$tmp/k125.rgb")" = 6144 ] && ! cmp -s "$tmp/k2.rgb" "$tmp/k125.rgb"'
 
+# --preview-width N (h3_params.preview_width): at most half the canvas, the pass previews come at half size from
+# 2x2-averaged latents (gen_preview.c); the final frames and every output are unchanged
+term KITTY_WINDOW_ID=1 "$H3" generate "${BASE[@]}" --show --zoom 1 --preview-width 32 --dump-latents "$tmp/half.st" \
+    >"$tmp/half.out" 2>"$tmp/half.err"
+check "--preview-width 32: exit 0, outputs identical to the run without --show" '[ $? = 0 ] && cmp -s "$tmp/plain.st" "$tmp/half.st"'
+check "--preview-width 32: 2 pass previews at 32 x 16, then 124 final frames at 64 x 32" \
+    '[ "$(grep -ac "${ESC}_Ga=T,f=24,s=32,v=16," "$tmp/half.out")" = 2 ] && [ "$(grep -ac "${ESC}_Ga=T,f=24,s=64,v=32," "$tmp/half.out")" = 124 ]'
+head -1 "$tmp/half.out" | sed -e "s/${ESC}_G[^;]*;//g" -e "s/${ESC}\\\\//g" | base64 -d >"$tmp/h0.rgb" 2>/dev/null
+check "--preview-width 32: the first preview decodes to 32 x 16 x 3 bytes and is not flat" \
+    '[ "$(stat -c %s "$tmp/h0.rgb")" = 1536 ] && [ "$(od -An -tu1 -v "$tmp/h0.rgb" | tr -s " " "\n" | sort -u | wc -l)" -gt 8 ]'
+term KITTY_WINDOW_ID=1 "$H3" generate "${BASE[@]}" --show --preview-width 40 --dump-latents "$tmp/h40.st" >"$tmp/h40.out" 2>/dev/null
+check "--preview-width 40 (more than half of 64): full-size previews" '[ "$(grep -ac "${ESC}_Ga=T,f=24,s=64,v=32," "$tmp/h40.out")" = 126 ]'
+term "$H3" generate "${BASE[@]}" --preview-width 0 >/dev/null 2>"$tmp/pw0.err"
+check "--preview-width 0: exit 2 with one line" '[ $? = 2 ] && [ "$(wc -l <"$tmp/pw0.err")" = 1 ] && grep -q "preview-width" "$tmp/pw0.err"'
+
 term TERM_PROGRAM=iTerm.app "$H3" generate "${BASE[@]}" --show --dump-latents "$tmp/iterm.st" >"$tmp/iterm.out" 2>"$tmp/iterm.err"
 check "iterm2: exit 0, 126 images" '[ $? = 0 ] && [ "$(grep -ac "${ESC}]1337;File=inline=1;" "$tmp/iterm.out")" = 126 ]'
 check "iterm2: a BMP of 6198 bytes shown at zoom 2" \

@@ -273,7 +273,8 @@ static enum MHD_Result h_content(serve_http *h, struct MHD_Connection *c, const 
 typedef struct sse_stream {
     serve_http *h;
     serve_job  *j;
-    unsigned    version, preview_version;
+    unsigned    version;
+    int         previews_sent; /* the job's previews this stream has sent */
     int         first, done;
     char       *buf;
     size_t      n, off;
@@ -314,10 +315,10 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max) {
             /* a stream opened on a finished job gets its done event alone; a followed one every preview */
             int end = j->status == SERVE_COMPLETED || j->status == SERVE_FAILED, opened_finished = end && s->first;
             s->first = 0, s->version = j->version;
-            if (j->preview && j->preview_version != s->preview_version && !opened_finished) {
-                s->preview_version = j->preview_version;
-                sse_append(s, "preview", json_pack("{s:s, s:i, s:i, s:s}", "id", j->id, "pass", j->preview_pass,
-                                                   "passes", j->preview_passes, "image", j->preview));
+            for (; !opened_finished && s->previews_sent < j->npreviews; s->previews_sent++) {
+                int k = s->previews_sent;
+                sse_append(s, "preview", json_pack("{s:s, s:i, s:i, s:s}", "id", j->id, "pass", j->preview_pass[k],
+                                                   "passes", j->preview_passes, "image", j->previews[k]));
             }
             sse_append(s, end ? "done" : "progress", serve_job_json(j));
             s->done = end;

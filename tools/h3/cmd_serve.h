@@ -100,9 +100,11 @@ typedef struct serve_job {
     int               deleted;        /* gone from the table; freed when refs reaches 0 */
     int               refs;           /* the table's reference + each event stream's */
     unsigned          version;        /* bumped on every change (events) */
-    char             *preview;        /* the latest preview as a data URL, or NULL */
-    unsigned          preview_version;
-    int               preview_pass, preview_passes;
+    /* the running job's pass previews as data URLs, in order: a stream sends each one it has not sent, so none is
+     * lost to a slow reader; freed once the job has finished and no stream or worker holds it (refs back to 1) */
+    char            **previews;
+    int              *preview_pass;
+    int               npreviews, preview_cap, preview_passes;
     struct serve_job *next;
 } serve_job;
 

@@ -68,10 +68,16 @@ static int persist(serve_server *sv, const serve_job *j) {
     return rc;
 }
 
+static void previews_free(serve_job *j) {
+    for (int k = 0; k < j->npreviews; k++) free(j->previews[k]);
+    free(j->previews), free(j->preview_pass);
+    j->previews = NULL, j->preview_pass = NULL, j->npreviews = j->preview_cap = 0;
+}
+
 static void job_free(serve_job *j) {
     json_decref(j->settings);
     json_decref(j->inputs);
-    free(j->preview);
+    previews_free(j);
     free(j);
 }
 
@@ -260,6 +266,8 @@ serve_job *serve_jobs_get(serve_server *sv, const char *id) {
 
 static void release_locked(serve_job *j) {
     if (--j->refs == 0) job_free(j);
+    else if (j->refs == 1 && (j->status == SERVE_COMPLETED || j->status == SERVE_FAILED))
+        previews_free(j); /* the table's reference alone: nobody follows the finished job any more */
 }
 
 void serve_job_release(serve_server *sv, serve_job *j) {
@@ -355,6 +363,7 @@ typedef struct job_paths {
 static void job_params(const serve_server *sv, const char *id, const serve_spec *s, json_t *inputs, h3_params *p,
                        job_paths *jp) {
     spec_params(s, p);
+    p->preview_width = 320; /* the event stream's previews are at most 320 pixels wide (on_preview) */
     serve_job_path(sv, id, "video.mp4", jp->out, sizeof jp->out);
     p->output_mp4 = jp->out;
     size_t i;
@@ -512,14 +521,22 @@ static int on_preview(void *user, const h3_frame *f) {
         if (url) sprintf(url, "data:image/png;base64,%s", b64);
         free(b64);
         pthread_mutex_lock(&w->sv->mu);
-        if (url) {
-            free(w->j->preview);
-            w->j->preview = url;
-            w->j->preview_version++;
-            w->j->preview_pass = f->pass, w->j->preview_passes = f->passes;
-            changed(w->sv, w->j);
+        serve_job *j = w->j;
+        if (url && j->npreviews == j->preview_cap) { /* one per pass: grows to the pass count */
+            int cap = j->preview_cap ? 2 * j->preview_cap : 8;
+            char **pv = realloc(j->previews, sizeof *pv * (size_t)cap);
+            if (pv) j->previews = pv;
+            int *pp = pv ? realloc(j->preview_pass, sizeof *pp * (size_t)cap) : NULL;
+            if (pp) j->preview_pass = pp, j->preview_cap = cap;
+        }
+        if (url && j->npreviews < j->preview_cap) {
+            j->previews[j->npreviews] = url, j->preview_pass[j->npreviews++] = f->pass;
+            j->preview_passes = f->passes;
+            url = NULL;
+            changed(w->sv, j);
         }
         pthread_mutex_unlock(&w->sv->mu);
+        free(url); /* out of memory: this preview is skipped */
     }
     pthread_mutex_lock(&w->sv->mu);
     int stop = w->j->cancel || w->sv->stop;
@@ -546,7 +563,13 @@ static void run_job(serve_server *sv, serve_job *j) {
         worker_ctx w = {sv, j};
         h3_sinks sinks = {.progress = on_progress, .preview = previews ? on_preview : NULL, .user = &w};
         fprintf(stderr, "h3 serve: %s: started (%s)\n", j->id, s.prompt);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         rc = h3_engine_generate(sv->eng, &p, &sinks);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        /* the generation's own time, finer than the job's whole-second timestamps (docs/serve.md) */
+        fprintf(stderr, "h3 serve: %s: generation took %.2f s\n", j->id,
+                (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
         snprintf(msg, sizeof msg, "%s", h3_engine_error(sv->eng));
         serve_spec_free(&s);
     }
@@ -554,8 +577,6 @@ static void run_job(serve_server *sv, serve_job *j) {
     json_decref(settings), json_decref(inputs);
     pthread_mutex_lock(&sv->mu);
     j->completed_at = now_s();
-    free(j->preview); /* the streams following the job had it; a finished job's stream gets no preview */
-    j->preview = NULL;
     if (rc == H3_OK) {
         j->status = SERVE_COMPLETED, j->progress = 100;
     } else if (rc == H3_ERR_CANCELLED && j->cancel) {
