@@ -113,6 +113,22 @@ section_done 1
 p1=$(curl -s "$B/v1/videos?order=asc&limit=1" | jget 'd["data"][0]["id"],d["has_more"]')
 p2=$(curl -s "$B/v1/videos?order=asc&limit=5&after=$id" | jget '" ".join(v["id"] for v in d["data"]),d["has_more"]')
 check "list pages: asc, limit, after ($p1 / $p2)" '[ "$p1" = "$id True" ] && [ "$p2" = "$idf $idr False" ]'
+# two jobs with the same settings: the second one's ETA (eta_seconds) is the denoise's time left (phase_eta_seconds)
+# plus what the first took for the phases after it (docs/serve.md "The video object")
+submit '{"prompt":"A red fox.","size":"64x32","frames":108,"steps":2,"seed":8}' >/dev/null
+code=$(submit '{"prompt":"A red fox.","size":"64x32","frames":108,"steps":2,"seed":9}')
+ide=$(jget 'd["id"]' <"$tmp/sub.json")
+curl -s -N --max-time 60 "$B/v1/videos/$ide/events" >"$tmp/events_eta.txt"
+eta=$(grep '^data: ' "$tmp/events_eta.txt" | sed 's/^data: //' | python3 -c '
+import json, sys
+best = None
+for line in sys.stdin:
+    d = json.loads(line)
+    if str(d.get("phase", "")).startswith("denoise") and d.get("eta_seconds") is not None and d.get("phase_eta_seconds") is not None:
+        best = (d["eta_seconds"], d["phase_eta_seconds"])
+print("%.4f %.4f" % best if best else "none")')
+check "a repeated job's ETA during the denoise covers the phases after it (job, phase: $eta)" \
+    '[ "$eta" != none ] && python3 -c "import sys; j, p = map(float, sys.argv[1:]); sys.exit(0 if j > p >= 0 else 1)" $eta'
 # ---- 2. error paths ----
 err() { # NAME EXPECTED_CODE MESSAGE_REGEX curl-args...
     local name=$1 want=$2 re=$3; shift 3
@@ -145,7 +161,7 @@ err "a malformed id" 404 'no such path' "$B/v1/videos/../../etc/passwd"
 err "unknown path" 404 'no such path' "$B/v2/whatever"
 err "wrong method" 405 'method not allowed' -X PUT "$B/v1/videos"
 err "list: bad limit" 400 'limit' "$B/v1/videos?limit=0"
-check "no error left a job behind (3 jobs listed)" '[ "$(curl -s "$B/v1/videos?limit=100" | jget "len(d[\"data\"])")" = 3 ]'
+check "no error left a job behind (5 jobs listed)" '[ "$(curl -s "$B/v1/videos?limit=100" | jget "len(d[\"data\"])")" = 5 ]'
 
 section_done 2
 # ---- 3. DELETE: cancel a running job, cancel a queued one, delete a finished one ----
@@ -183,7 +199,7 @@ fifo=$(python3 -c 'import json,sys; d=[v for v in json.load(open(sys.argv[1]))["
 check "50 jobs: 50 distinct ids, all completed, started in submission order ($done50 completed, $(( $(date +%s) - t0 )) s)" \
     '[ "$(wc -l <<<"$ids50")" = 50 ] && [ "$done50" = 50 ] && [ "$fifo" = 1 ]'
 nmp4=$(ls "$tmp"/d1/jobs/*/video.mp4 | wc -l)
-check "every completed job has its MP4 under --data ($nmp4 = 50 + the first two)" '[ "$nmp4" = 52 ]'
+check "every completed job has its MP4 under --data ($nmp4 = 50 + the first four)" '[ "$nmp4" = 54 ]'
 kill -TERM "$PID"; wait "$PID" 2>/dev/null
 check "SIGTERM stops the server cleanly" 'grep -q "stopping" "$tmp/s1.log"'
 

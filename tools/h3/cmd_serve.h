@@ -89,7 +89,8 @@ typedef struct serve_job {
     int               status;
     int               progress;       /* 0..100 */
     char              phase[64];
-    double            eta;            /* seconds left of the current phase, -1 unknown */
+    double            eta;            /* seconds left of the whole job (job_eta in cmd_serve_jobs.c), -1 unknown */
+    double            phase_eta;      /* seconds left of the current phase (the progress sink's), -1 unknown */
     int64_t           created_at, started_at, completed_at;
     char              error[SERVE_MSG_CAP];
     char              error_code[32];
@@ -108,6 +109,16 @@ typedef struct serve_job {
     struct serve_job *next;
 } serve_job;
 
+/* The phases of one generation in the order they ran, with their durations: the last completed job's predict
+ * the running one's remaining time when both have the same settings key (docs/serve.md "The video object"). */
+enum { SERVE_PHASES = 24 };
+typedef struct serve_timeline {
+    char   key[160];                 /* size, frames, steps, preset, reuse, layers: what the durations depend on */
+    int    n;
+    char   name[SERVE_PHASES][48];
+    double secs[SERVE_PHASES];
+} serve_timeline;
+
 typedef struct serve_server {
     pthread_mutex_t mu;
     pthread_cond_t  work;            /* the worker waits for a queued job */
@@ -125,6 +136,7 @@ typedef struct serve_server {
     const char     *snapshot;
     int             pending;         /* submissions between the queue check and their entry in the table */
     int64_t         started;         /* the server's start (healthz's uptime) */
+    serve_timeline  last, cur;       /* the phases of the last finished job and of the running one (the job's ETA) */
 } serve_server;
 
 /* Loads the table from --data (interrupted jobs marked failed, stale temporaries swept). 0 or -1 with err. */

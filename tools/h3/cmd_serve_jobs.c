@@ -112,6 +112,7 @@ json_t *serve_job_json(const serve_job *j) {
     if (j->status == SERVE_IN_PROGRESS) {
         json_object_set_new(o, "phase", json_string(j->phase));
         json_object_set_new(o, "eta_seconds", j->eta >= 0 ? json_real(j->eta) : json_null());
+        json_object_set_new(o, "phase_eta_seconds", j->phase_eta >= 0 ? json_real(j->phase_eta) : json_null());
     }
     return o;
 }
@@ -200,7 +201,7 @@ static serve_job *load_one(serve_server *sv, const char *id, char *why, size_t c
     for (int k = 0; k < 4; k++)
         if (!strcmp(st, status_names[k])) j->status = k;
     json_decref(o);
-    j->refs = 1, j->eta = -1;
+    j->refs = 1, j->eta = j->phase_eta = -1;
     if (j->status < 0) return snprintf(why, cap, "job.json: unknown status"), job_free(j), NULL;
     return j;
 }
@@ -450,7 +451,7 @@ int serve_jobs_submit(serve_server *sv, serve_spec *s, serve_job **out, char *er
     if (!s->seed_given) /* the seed used is always in the settings (the history shows it, a re-run changes it) */
         json_object_set_new(s->settings, "seed", json_integer((json_int_t)p.seed));
     j->settings = json_incref(s->settings), j->inputs = inputs, inputs = NULL;
-    j->created_at = now_s(), j->eta = -1, j->refs = 2; /* the table's and the caller's */
+    j->created_at = now_s(), j->eta = j->phase_eta = -1, j->refs = 2; /* the table's and the caller's */
     pthread_mutex_lock(&sv->mu);
     j->seq = sv->next_seq++;
     j->status = SERVE_QUEUED;
@@ -486,11 +487,32 @@ typedef struct worker_ctx {
     serve_job    *j;
 } worker_ctx;
 
+/* The job's time left: the current phase's (its own estimate, else the last job's duration of it less what has
+ * run) plus the durations the last job with the same settings took for the phases after it; -1 when the last job
+ * had other settings and the phase gives no estimate. The caller holds sv->mu. */
+static double job_eta(serve_server *sv, const h3_progress *p) {
+    const serve_timeline *l = &sv->last;
+    int i = -1;
+    if (l->n && !strcmp(l->key, sv->cur.key))
+        for (int k = 0; k < l->n && i < 0; k++)
+            if (!strcmp(l->name[k], p->phase)) i = k;
+    if (i < 0) return p->eta;
+    double left = p->eta >= 0 ? p->eta : l->secs[i] - p->elapsed;
+    if (left < 0) left = 0;
+    for (int k = i + 1; k < l->n; k++) left += l->secs[k];
+    return left;
+}
+
 /* overall progress 0..99 from the phases (the denoising dominates; docs/serve.md "Progress") */
 static int on_progress(void *user, const h3_progress *p) {
     worker_ctx *w = user;
     pthread_mutex_lock(&w->sv->mu);
     serve_job *j = w->j;
+    serve_timeline *cur = &w->sv->cur;
+    if (p->event == H3_PROGRESS_END && cur->n < SERVE_PHASES) { /* the running job's phases, for the next one */
+        snprintf(cur->name[cur->n], sizeof cur->name[0], "%s", p->phase);
+        cur->secs[cur->n++] = p->elapsed;
+    }
     /* the phase names carry the device: "denoise [cpu]" */
     double f = p->total > 0 ? (double)p->done / (double)p->total : 0;
     int pr = j->progress;
@@ -500,7 +522,7 @@ static int on_progress(void *user, const h3_progress *p) {
     int news = strncmp(j->phase, p->phase, sizeof j->phase - 1) != 0 || (pr > j->progress && pr < 100);
     snprintf(j->phase, sizeof j->phase, "%s", p->phase);
     if (pr > j->progress && pr < 100) j->progress = pr;
-    j->eta = p->eta;
+    j->eta = job_eta(w->sv, p), j->phase_eta = p->eta;
     if (news) changed(w->sv, j); /* an event per percent or phase, not per unit */
     int stop = j->cancel || w->sv->stop;
     pthread_mutex_unlock(&w->sv->mu);
@@ -560,6 +582,12 @@ static void run_job(serve_server *sv, serve_job *j) {
     } else {
         job_params(sv, j->id, &s, inputs, &p, jp);
         previews = s.previews;
+        pthread_mutex_lock(&sv->mu); /* what the phase durations depend on: the last job's predict this one's */
+        sv->cur.n = 0;
+        snprintf(sv->cur.key, sizeof sv->cur.key, "%dx%d r%dx%d f%d s%.3f n%d reuse%d layers%d core%d tr%d inputs%d pv%d",
+                 p.width, p.height, p.render_width, p.render_height, p.frames, p.seconds, p.steps, p.reuse, p.layers,
+                 p.core_reuse, p.token_reduction, s.ninputs, previews);
+        pthread_mutex_unlock(&sv->mu);
         worker_ctx w = {sv, j};
         h3_sinks sinks = {.progress = on_progress, .preview = previews ? on_preview : NULL, .user = &w};
         fprintf(stderr, "h3 serve: %s: started (%s)\n", j->id, s.prompt);
@@ -579,6 +607,7 @@ static void run_job(serve_server *sv, serve_job *j) {
     j->completed_at = now_s();
     if (rc == H3_OK) {
         j->status = SERVE_COMPLETED, j->progress = 100;
+        sv->last = sv->cur;
     } else if (rc == H3_ERR_CANCELLED && j->cancel) {
         finish_cancelled(sv, j, "cancelled by DELETE while it ran");
     } else if (rc == H3_ERR_CANCELLED && sv->stop) {
