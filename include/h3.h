@@ -250,6 +250,8 @@ typedef struct h3_params {
     int           preview_width;   /* the sinks' pass previews are wanted at most this wide; 0 = the output canvas [0].
                                       At most half the canvas: the preview decoder runs on 2x2-averaged latents (a
                                       quarter of its work) and the previews come at half the canvas (docs/api.md) */
+    const char   *x264_preset;     /* output_mp4's x264 preset (ultrafast .. placebo); NULL = "fast", or "veryfast"
+                                      when the engine runs preset "fast" (docs/media.md) */
 } h3_params;
 
 enum { H3_STEP_EULER = 0, H3_STEP_TRAINING_EULER = 1 };

@@ -115,6 +115,16 @@ int api_request_from(const h3_engine *eng, const h3_params *p, h3_request *r, ap
         if (p->preview_width < 0) return h3_fail(e, "preview_width: must be >= 0 (0 = the canvas), got %d", p->preview_width);
         r->preview_width = p->preview_width;
     }
+    if (p->struct_size >= offsetof(h3_params, x264_preset) + sizeof p->x264_preset && p->x264_preset) {
+        static const char *const names[] = {"ultrafast", "superfast", "veryfast", "faster", "fast", "medium",
+                                            "slow", "slower", "veryslow", "placebo"};
+        int ok = 0;
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) ok |= !strcmp(p->x264_preset, names[k]);
+        if (!ok)
+            return h3_fail(e, "--x264-preset must be one of ultrafast, superfast, veryfast, faster, fast, medium, "
+                              "slow, slower, veryslow, placebo; got '%.32s'", p->x264_preset);
+        r->x264_preset = p->x264_preset;
+    }
     /* the engine's settings */
     r->cuda = eng->cuda;
     r->device = eng->opt.device;

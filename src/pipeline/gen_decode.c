@@ -150,7 +150,9 @@ int phase_video(gen *s, h3_err *e) {
         h3_fail(e, "out of memory for the render-canvas frame");
         goto done;
     }
-    if (s->o_mp4 && !(s->mp4 = h3_mp4_writer_new_to(s->o_mp4, s->out_w, s->out_h, s->audio != NULL, NULL, e)))
+    /* --preset fast encodes with x264's veryfast (docs/media.md: the encode beside the decoder and its tail) */
+    h3_mp4_opts mo = {.preset = s->r->x264_preset ? s->r->x264_preset : s->r->preset_fast ? "veryfast" : NULL};
+    if (s->o_mp4 && !(s->mp4 = h3_mp4_writer_new_to(s->o_mp4, s->out_w, s->out_h, s->audio != NULL, &mo, e)))
         goto done;
     /* A GPU decode with the MP4 encoder beside it: the host part's OpenMP team kept at MP4_HOST_THREADS, so its idle
      * threads do not spin on the cores x264's threads need (docs/fast.md 8: decode + encode 3.92 s with all 16 cores'

@@ -63,6 +63,7 @@ typedef struct h3_request {
     dit_lora_spec loras[DIT_LORA_MAX]; /* --lora / --lora-ref (docs/lora.md): merged into the DiT at load, in order */
     int         n_loras;
     double      shift_video, shift_audio; /* --shift VIDEO[:AUDIO]: the schedulers' shifts, 0 = the snapshot's configs */
+    const char *x264_preset;   /* --x264-preset: the MP4's x264 preset; NULL = "fast", or "veryfast" under --preset fast */
     int         preview_width; /* previews wanted at most this wide (0: the canvas); <= half: half-size previews (gen_preview.c) */
     int         step_update;   /* --step-update: 0 euler (diffusers' blend), 1 training_euler (LightX2V, docs/lora.md) */
     int         quant_int8;    /* --quant int8: INT8 W8A8, quantized at load (docs/int8.md); bf16, CPU and CUDA */

@@ -42,5 +42,21 @@ awk -v v="$vd" -v a="$ad" 'BEGIN { exit !(v > 0.9166 && v < 0.9168 && a >= 0.925
 moov=$(grep -obUaF moov "$tmp/clip.mp4" | head -1 | cut -d: -f1)
 mdat=$(grep -obUaF mdat "$tmp/clip.mp4" | head -1 | cut -d: -f1)
 [ -n "$moov" ] && [ -n "$mdat" ] && [ "$moov" -lt "$mdat" ] && ok || bad "moov ($moov) is not before mdat ($mdat)"
+# --x264-preset (h3_params.x264_preset): the default is x264's fast; --preset fast encodes with veryfast unless told.
+# x264 records its settings in the stream (an SEI): fast looks 30 frames ahead, veryfast 10.
+G=(generate -d "$TINY" -p "A red fox." --width 64 --height 32 --steps 1 --seed 3)
+"$H3" "${G[@]}" -o "$tmp/def.mp4" 2>/dev/null && "$H3" "${G[@]}" --x264-preset fast -o "$tmp/fast.mp4" 2>/dev/null
+cmp -s "$tmp/def.mp4" "$tmp/fast.mp4" && grep -qaF "rc_lookahead=30" "$tmp/def.mp4" && ok || bad "the default MP4 is not x264's fast preset"
+"$H3" "${G[@]}" --x264-preset veryfast -o "$tmp/vf.mp4" 2>/dev/null
+n=$(ffprobe -v error -select_streams v:0 -count_frames -show_entries stream=nb_read_frames -of csv=p=0 "$tmp/vf.mp4" 2>&1)
+[ "$n" = 124 ] && grep -qaF "rc_lookahead=10" "$tmp/vf.mp4" && ! cmp -s "$tmp/def.mp4" "$tmp/vf.mp4" && ok \
+    || bad "--x264-preset veryfast: $n frames or not veryfast's settings"
+"$H3" "${G[@]}" --preset fast -o "$tmp/pf.mp4" 2>/dev/null && grep -qaF "rc_lookahead=10" "$tmp/pf.mp4" && ok \
+    || bad "--preset fast does not encode with veryfast"
+"$H3" "${G[@]}" --preset fast --x264-preset fast -o "$tmp/pff.mp4" 2>/dev/null && grep -qaF "rc_lookahead=30" "$tmp/pff.mp4" && ok \
+    || bad "--preset fast --x264-preset fast: the explicit preset does not win"
+out=$("$H3" "${G[@]}" --x264-preset quick -o "$tmp/q.mp4" 2>&1); rc=$?
+[ $rc = 2 ] && [ "$(wc -l <<<"$out")" = 1 ] && grep -q "x264-preset must be one of" <<<"$out" && [ ! -e "$tmp/q.mp4" ] && ok \
+    || bad "--x264-preset quick: rc $rc, $out"
 echo "RESULT $pass $fail"
 [ "$fail" -eq 0 ]

@@ -73,6 +73,7 @@ static void usage(FILE *f) {
             "  --show                   terminal previews: a frame after every denoising pass, then every final frame\n"
             "                           (Kitty/Ghostty or iTerm2/WezTerm/Konsole inline images; keeps a preview VAE)\n"
             "  --zoom N                 previews shown at N x their pixel size (>= 1; 2 suits Retina) [2]\n"
+            "  --x264-preset NAME       the MP4's x264 preset, ultrafast .. placebo [fast; veryfast with --preset fast]\n"
             "  --preview-width N        pass previews at most N pixels wide; at most half the width: half-size previews\n"
             "                           from 2x2-averaged latents, a quarter of the preview decoder's work [canvas]\n"
             "  --random-weights         no checkpoint: every model made with random weights at the shapes of -d's\n"
@@ -123,7 +124,7 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, int *out
 static const char *const value_flags[] = {
     "-d", "--model-dir", "-p", "--prompt", "-o", "--output", "--frames-dir", "--wav", "--dump-latents", "--first-frame",
     "--last-frame", "--width", "--height", "--frames", "--steps", "--reuse", "--layers", "--core-reuse",
-    "--render-width", "--render-height", "--threads", "--zoom", "--preview-width", "--seconds", "--seed", "--precision",
+    "--render-width", "--render-height", "--threads", "--zoom", "--preview-width", "--x264-preset", "--seconds", "--seed", "--precision",
     "--ref-image-size", "--quant", "--vae-quant", "--attention", "--preset", "--backend", "--device", "--transformer", "--ref-image", "--ref-silent-video", "--ref-video",
     "--ref-video-audio", "--ref-audio", "--lora", "--lora-ref", "--shift", "--step-update", NULL};
 static const char *const switch_flags[] = {"--profile", "--random-weights", "--resident", "--token-reduction",
@@ -240,6 +241,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 4096, &o->threads)) return 2; }
         else if (!strcmp(a, "--device")) { if (parse_int(a, v, 0, 1023, &o->device)) return 2; }
         else if (!strcmp(a, "--zoom")) { if (parse_int(a, v, 1, 64, &g.zoom)) return 2; }
+        else if (!strcmp(a, "--x264-preset")) p->x264_preset = v;
         else if (!strcmp(a, "--preview-width")) { if (parse_int(a, v, 1, 4096, &p->preview_width)) return 2; }
         else if (!strcmp(a, "--seconds")) {
             if (h3_parse_decimal(v, &p->seconds)) {
