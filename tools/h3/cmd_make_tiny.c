@@ -183,14 +183,26 @@ static void init_tensor(const h3_expect *x, torch_rng *g, float *v, int64_t n) {
     }
 }
 
+static int write_shards(const char *dir, const h3_expect_list *l, int shards, const char *stem, torch_rng *g,
+                        char *index, size_t index_cap, char *out, h3_err *e);
+
 /* Writes the expected tensors of one component into `shards` files (+ an index when > 1). */
 static int write_weights(const char *dir, const h3_expect_list *l, int shards, const char *stem, torch_rng *g,
                          h3_err *e) {
-    char index[1 << 16];
+    enum { INDEX_CAP = 1 << 20 };
+    char *index = malloc(INDEX_CAP), *out = malloc(INDEX_CAP + 32);
+    int rc = index && out ? write_shards(dir, l, shards, stem, g, index, INDEX_CAP, out, e)
+                          : h3_fail(e, "%s: out of memory", dir);
+    free(index), free(out);
+    return rc;
+}
+
+static int write_shards(const char *dir, const h3_expect_list *l, int shards, const char *stem, torch_rng *g,
+                        char *index, size_t index_cap, char *out, h3_err *e) {
     size_t io = 0;
     uint64_t total = 0;
     int per = (l->n + shards - 1) / shards;
-    io += (size_t)snprintf(index + io, sizeof index - io, "{\"metadata\": {\"total_size\": TOTAL_PLACEHOLDER}, \"weight_map\": {");
+    io += (size_t)snprintf(index + io, index_cap - io, "{\"metadata\": {\"total_size\": TOTAL_PLACEHOLDER}, \"weight_map\": {");
     for (int s = 0; s < shards; s++) {
         char fname[256], path[4096];
         if (shards == 1) snprintf(fname, sizeof fname, "%s.safetensors", stem);
@@ -212,26 +224,26 @@ static int write_weights(const char *dir, const h3_expect_list *l, int shards, c
                 return -1;
             }
             total += (uint64_t)n * h3_dtype_size(x->dtype);
-            if (shards > 1 && io < sizeof index - 512)
-                io += (size_t)snprintf(index + io, sizeof index - io, "%s\"%s\": \"%s\"", i ? ", " : "", x->name, fname);
+            if (shards > 1 && io < index_cap - 512)
+                io += (size_t)snprintf(index + io, index_cap - io, "%s\"%s\": \"%s\"", i ? ", " : "", x->name, fname);
         }
         int rc = st_writer_save(w, snapshot_path(path, sizeof path, dir, fname), "{\"format\":\"pt\"}", e);
         st_writer_free(w);
         if (rc) return -1;
     }
     if (shards == 1) return 0;
-    if (io >= sizeof index - 512) return h3_fail(e, "%s: index too large for make-tiny", dir);
-    snprintf(index + io, sizeof index - io, "}}\n");
-    char num[32], *ph = strstr(index, "TOTAL_PLACEHOLDER"), out[sizeof index + 32];
+    if (io >= index_cap - 512) return h3_fail(e, "%s: index too large for make-tiny", dir);
+    snprintf(index + io, index_cap - io, "}}\n");
+    char num[32], *ph = strstr(index, "TOTAL_PLACEHOLDER");
     snprintf(num, sizeof num, "%llu", (unsigned long long)total);
     *ph = 0;
-    snprintf(out, sizeof out, "%s%s%s", index, num, ph + strlen("TOTAL_PLACEHOLDER"));
+    snprintf(out, index_cap + 32, "%s%s%s", index, num, ph + strlen("TOTAL_PLACEHOLDER"));
     char iname[256];
     snprintf(iname, sizeof iname, "%s.safetensors.index.json", stem);
     return write_text(dir, iname, out, e);
 }
 
-static int build(const char *root, const char *skeleton, uint64_t seed, h3_err *e) {
+static int build(const char *root, const char *skeleton, const char *dit_config_file, uint64_t seed, h3_err *e) {
     char d[4096], src[4096];
     torch_rng g;
     torch_rng_seed(&g, seed);
@@ -254,9 +266,14 @@ static int build(const char *root, const char *skeleton, uint64_t seed, h3_err *
     static const char *const dits[2] = {"transformer", "transformer_ref"};
     for (int i = 0; i < 2; i++) {
         dit_config c;
-        if (make_dir(root, dits[i], d, sizeof d, e) || write_text(d, "config.json", dit_json, e) ||
+        /* --dit-config: transformer/ at that config's shapes (e.g. the release widths with fewer blocks: a converter
+         * or loader benchmark), one shard per block so no shard is held whole in memory */
+        const int given = i == 0 && dit_config_file;
+        if (make_dir(root, dits[i], d, sizeof d, e) ||
+            (given ? copy_file(dit_config_file, snapshot_path(src, sizeof src, d, "config.json"), e)
+                   : write_text(d, "config.json", dit_json, e)) ||
             dit_config_load(d, &c, e) || dit_expected_tensors(&c, &l, e) ||
-            write_weights(d, &l, 2, "diffusion_pytorch_model", &g, e))
+            write_weights(d, &l, given && c.num_layers > 2 ? c.num_layers : 2, "diffusion_pytorch_model", &g, e))
             goto fail;
         h3_expect_list_free(&l);
     }
@@ -290,20 +307,24 @@ static int remove_entry(const char *path, const struct stat *sb, int type, struc
 }
 
 int cmd_make_tiny(int argc, char **argv) {
-    const char *dir = NULL, *skeleton = "tests/fixtures/skeleton";
+    const char *dir = NULL, *skeleton = "tests/fixtures/skeleton", *dit_config_file = NULL;
     uint64_t seed = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: h3 make-tiny DIR [--seed N] [--skeleton SKELETON_DIR]\n"
+            printf("usage: h3 make-tiny DIR [--seed N] [--skeleton SKELETON_DIR] [--dit-config CONFIG_JSON]\n"
                    "  Writes a tiny random-weight snapshot in the release layout to DIR (which must not exist).\n"
                    "  Tokenizer and processor files are copied from SKELETON_DIR [tests/fixtures/skeleton].\n"
-                   "  Random weights: the pipeline runs end to end but generates noise.\n");
+                   "  Random weights: the pipeline runs end to end but generates noise.\n"
+                   "  --dit-config: transformer/ at that config's shapes (e.g. the release's with fewer\n"
+                   "  num_layers: a converter or loader benchmark), one shard per block.\n");
             return 0;
         } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             if (h3_parse_u64(argv[++i], &seed))
                 return cli_error("make-tiny: --seed expects an unsigned 64-bit integer, got '%s'", h3_quote(argv[i]));
         } else if (!strcmp(argv[i], "--skeleton") && i + 1 < argc) {
             skeleton = argv[++i];
+        } else if (!strcmp(argv[i], "--dit-config") && i + 1 < argc) {
+            dit_config_file = argv[++i];
         } else if (argv[i][0] == '-') {
             return cli_error("make-tiny: unknown option '%s'", argv[i]);
         } else if (!dir) {
@@ -319,7 +340,7 @@ int cmd_make_tiny(int argc, char **argv) {
     h3_outfile *o = h3_outfile_open("make-tiny:", dir, H3_OUT_DIR, NULL, &e);
     if (!o) return cli_error("%s", e.msg);
     chmod(o->tmp, 0755);
-    int rc = build(o->tmp, skeleton, seed, &e);
+    int rc = build(o->tmp, skeleton, dit_config_file, seed, &e);
     if (rc == 0) rc = h3_outfile_commit(o, 0, &e);
     if (rc != 0) {
         nftw(o->tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS); /* leave nothing half-written */
