@@ -86,5 +86,14 @@ int        dit_team_size(const dit_team *t) { return t->n; }
 dit_model *dit_team_model(const dit_team *t, int rank) { return rank >= 0 && rank < t->n ? t->m[rank] : NULL; }
 
 int dit_team_forward(dit_team *t, const dit_inputs *in, float *video_out, float *audio_out, h3_err *e) {
+    /* the forward's settings rank 0 holds (--attention, --layers' choice) on every rank */
+    const dit_model *m0 = t->m[0];
+    for (int r = 1; r < t->n; r++) {
+        dit_model *m = t->m[r];
+        m->attention_sage8 = m0->attention_sage8;
+        if (m0->skip && !m->skip && !(m->skip = calloc((size_t)m->cfg.num_layers, 1)))
+            return h3_fail(e, "--parallel: out of memory");
+        if (m0->skip) memcpy(m->skip, m0->skip, (size_t)m->cfg.num_layers);
+    }
     return run_all(t, forward_main, in, video_out, audio_out, e);
 }
