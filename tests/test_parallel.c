@@ -16,6 +16,7 @@
 #include "model/dit_int8.h"
 #include "model/dit_parallel.h"
 #include "model/dit_ulysses.h"
+#include "model/video_vae.h"
 #include "test.h"
 #include "test_data.h"
 
@@ -26,6 +27,7 @@
 #define GPU_TOL 3e-2
 
 static int use_cuda, cuda_ranks; /* --cuda N */
+#define NR(k) (use_cuda ? cuda_ranks : (k))
 
 static h3_backend *rank_backend(int r, h3_err *e) {
     return use_cuda ? h3_backend_new_on(H3_BACKEND_CUDA, 0, r, e) : h3_backend_new(H3_BACKEND_CPU, 0, e);
@@ -221,6 +223,61 @@ static void big_free(big_inputs *b) {
     free(b->vi), free(b->ai), free(b->xi);
 }
 
+/* The parallel video decode: the tiny decoder's tiles (and batches of tiles) dealt to n ranks give the one-rank
+ * frames bit for bit: fp32 (the per-tile path), bf16 (batched: automatic, and batch 2 for several batches). */
+typedef struct frames {
+    float  *px;
+    int64_t n, frame;
+} frames;
+
+static int keep_frame(void *ctx, int64_t index, const float *frame, h3_err *e) {
+    frames *f = ctx;
+    if (index != f->n) return h3_fail(e, "frame %lld out of order (expected %lld)", (long long)index, (long long)f->n);
+    memcpy(f->px + index * f->frame, frame, (size_t)f->frame * sizeof(float));
+    f->n++;
+    return 0;
+}
+
+static void test_video_decode(int parts, int batch, const char *label) {
+    h3_err e = {{0}};
+    h3_backend *be[4] = {0};
+    video_vae *v[4] = {0};
+    for (int r = 0; r < 4; r++) {
+        be[r] = rank_backend(r, &e);
+        if (!be[r] || !(v[r] = video_vae_new(be[r], FIX "tiny/vae", VIDEO_VAE_DECODER | parts, &e))) {
+            CHECK(0, "%s: %s", label, e.msg);
+            goto out;
+        }
+        if (batch) video_vae_set_decode_batch(v[r], batch);
+    }
+    const video_vae_config *c = video_vae_get_config(v[0]);
+    const int64_t L = 10, h = 6, w = 5, S = c->S, T = video_vae_decoded_frames(c, L, &e);
+    video_vae_tiling t = {1, (int)(2 * S), (int)(2 * S), (int)S, (int)S};
+    test_seed(21);
+    float *z = rand_host(c->latent_channels * L * h * w, 1.0f, 0);
+    frames f[4];
+    const int64_t frame = 3 * h * S * w * S;
+    const int nmax = NR(3) < 3 ? NR(3) : 3; /* v[] holds 4 */
+    for (int n = 1; n <= nmax; n++) {
+        frames *fn = &f[n];
+        fn->px = malloc((size_t)(T * frame) * sizeof(float)), fn->n = 0, fn->frame = frame;
+        int rc = n == 1 ? video_vae_decode_stream(v[0], z, L, h, w, &t, keep_frame, fn, &e)
+                        : video_vae_decode_stream_parallel(v, n, z, L, h, w, &t, keep_frame, fn, &e);
+        CHECK(rc == 0 && fn->n == T, "%s %d ranks: rc %d, %lld of %lld frames: %s", label, n, rc, (long long)fn->n,
+              (long long)T, e.msg);
+        if (n > 1 && rc == 0) {
+            int same = !memcmp(fn->px, f[1].px, (size_t)(T * frame) * sizeof(float));
+            printf("  video decode %-34s %d ranks (%lld frames of %lldx%lld latents, %d px tiles): %s\n", label, n,
+                   (long long)T, (long long)h, (long long)w, t.tile_h, same ? "bit-identical" : "DIFFERENT");
+            CHECK(same, "%s: %d-rank frames differ from one rank's", label, n);
+        }
+    }
+    for (int n = 1; n <= nmax; n++) free(f[n].px);
+    free(z);
+out:
+    for (int r = 0; r < 4; r++) video_vae_free(v[r]), h3_backend_free(be[r]);
+}
+
 int main(int argc, char **argv) {
     h3_err e = {{0}};
     if (argc == 3 && !strcmp(argv[1], "--cuda")) use_cuda = 1, cuda_ranks = atoi(argv[2]);
@@ -228,7 +285,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: test_parallel [--cuda N]   (N 1..8)\n");
         return 2;
     }
-#define NR(k) (use_cuda ? cuda_ranks : (k))
     test_split();
     golden t2va, ref2va;
     if (golden_load("t2va", &t2va) != 0 || golden_load("ref2va", &ref2va) != 0) TEST_END();
@@ -273,6 +329,9 @@ int main(int argc, char **argv) {
     parity("S 500, 3 heads --attention sage8", &sp, NULL, &big.in, NR(3), 0.0);
     big_free(&big);
     if (!use_cuda) test_rank_failure();
+    test_video_decode(0, 0, "fp32 (per tile)");
+    test_video_decode(VIDEO_VAE_BF16, 0, "bf16 (batched)");
+    test_video_decode(VIDEO_VAE_BF16, 2, "bf16 (batches of 2 tiles)");
     golden_free(&t2va), golden_free(&ref2va);
     TEST_END();
 }

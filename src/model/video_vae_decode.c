@@ -2,6 +2,7 @@
  * the per-tile and tile-batched paths over the decoder's tile work (video_vae.c), the host part (unpatchify,
  * stitch, the temporal cross-fade, the frames to the sink in order). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,36 @@ static size_t slot_bytes(const video_vae_config *c, int64_t np, int64_t cap) {
     return (size_t)(cap * np * (c->patch_dim + c->latent_channels) * (int64_t)sizeof(float)) + 256;
 }
 
+/* The jobs of the batch starting at job k0 (prev_n: the batch before it had jobs), consecutive jobs of one tile shape:
+ * the one-rank batched path and the parallel decode form the very same batches (bit-identical outputs). */
+static int64_t batch_jobs(const vv_dec *d, int64_t k0, int64_t cap, int64_t prev_n) {
+    const video_vae *v = d->v;
+    int i0, j0;
+    job_tile(d, k0, &i0, &j0);
+    /* the last batch's download and host part are the decode's tail (no GPU work beside them): automatic batching
+     * ends on a batch of a quarter (H3_VAE_TAIL=0: equal batches), its predecessor's host part running beside its
+     * compute */
+    int64_t lim = cap, rest = d->njobs - k0, small = (cap + 3) / 4, n = 0;
+    if (v->small_tail && v->batch <= 0 && rest <= cap && rest > small && prev_n > 0) lim = rest - small;
+    while (n < lim && k0 + n < d->njobs) { /* same tile shape */
+        int i, j;
+        job_tile(d, k0 + n, &i, &j);
+        if (d->s.th[i] != d->s.th[i0] || d->s.tw[j] != d->s.tw[j0]) break;
+        n++;
+    }
+    return n;
+}
+
+/* Tiles per batch of a decode (equal batches, and at least two when there are 4+ jobs: the host stitches batch g-1
+ * while the GPU computes batch g, so only the last batch's host part is not overlapped). */
+static int64_t batch_plan_cap(const vv_dec *d) {
+    const video_vae *v = d->v;
+    int64_t cap = batch_cap(&v->cfg, job_tokens_count(d, 0), v->batch);
+    int64_t nbat = (d->njobs + cap - 1) / cap;
+    if (nbat < 2 && d->njobs >= 4 && v->batch <= 0) nbat = 2;
+    return (d->njobs + nbat - 1) / nbat;
+}
+
 static int decode_jobs_batched(vv_dec *d, h3_err *e) {
     video_vae *v = d->v;
     h3_backend *be = v->be;
@@ -152,11 +183,7 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
     /* Kept by the model (pinned allocations are slow), sized for a full batch even when this decode has fewer
      * jobs (video_vae_download_slot_bytes gives the same size ahead of time). */
     size_t need = slot_bytes(c, np0, cap);
-    /* equal batches, and at least two when there are 4+ jobs: the host stitches batch g-1 while the GPU computes
-     * batch g, so only the last batch's host part is not overlapped */
-    int64_t nbat = (d->njobs + cap - 1) / cap;
-    if (nbat < 2 && d->njobs >= 4 && v->batch <= 0) nbat = 2;
-    cap = (d->njobs + nbat - 1) / nbat;
+    cap = batch_plan_cap(d);
     if (v->pin_bytes < need) {
         for (int s = 0; s < 2; s++) {
             h3_vae_host_free(be, v->pin[s]);
@@ -185,18 +212,8 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
             const int64_t th = d->s.th[i0], tw = d->s.tw[j0], np = job_tokens_count(d, k0);
             const size_t tok_off = (v->pin_bytes - (size_t)(cap * tile_tok)) / 256 * 256; /* tokens at the end */
             float *h_tok = (float *)((uint8_t *)v->pin[slot] + tok_off);
-            /* the last batch's download and host part are the decode's tail (no GPU work beside them): automatic
-             * batching ends on a batch of a quarter (H3_VAE_TAIL=0: equal batches), its predecessor's host part
-             * running beside its compute */
-            int64_t lim = cap, rest = d->njobs - k0, small = (cap + 3) / 4;
-            if (v->small_tail && v->batch <= 0 && rest <= cap && rest > small && prev_n > 0) lim = rest - small;
-            while (n < lim && k0 + n < d->njobs) { /* same tile shape */
-                int i, j;
-                job_tile(d, k0 + n, &i, &j);
-                if (d->s.th[i] != th || d->s.tw[j] != tw) break;
-                job_tokens(d, k0 + n, h_tok + n * np * c->latent_channels);
-                n++;
-            }
+            n = batch_jobs(d, k0, cap, prev_n);
+            for (int64_t t = 0; t < n; t++) job_tokens(d, k0 + t, h_tok + t * np * c->latent_channels);
             vv_decode_batch(v, &w, h_tok, n, d->cl, th / c->S, tw / c->S, slot);
             h3_vae_download_async(be, xf, slot, v->pin[slot], w.out[slot], (size_t)(n * np * c->patch_dim) * sizeof(float));
         }
@@ -234,9 +251,159 @@ done:
     return rc;
 }
 
+/* ---- the parallel decode (docs/parallel.md): the one-rank plan's units (a job on the per-tile path, a batch on the
+ * batched one) dealt round-robin to the ranks, each rank's decoder computing its units' outputs into host buffers;
+ * the calling thread runs the host part of every unit in order, so the frames are those of one rank, bit for bit ---- */
+
+typedef struct par_unit {
+    int64_t k0, n;
+    float  *out;   /* [jobs][np][patch_dim], host; NULL until ready */
+} par_unit;
+
+typedef struct par_dec {
+    vv_dec          *d;
+    video_vae *const *vs;
+    int              n, batched;
+    int64_t          cap, nunits, done; /* units finished by the host part */
+    par_unit        *u;
+    pthread_mutex_t  mu;
+    pthread_cond_t   cv;
+    int              failed; /* a rank failed (err) or the host part stopped: every rank stops */
+    h3_err           err;
+} par_dec;
+
+typedef struct par_rank {
+    par_dec *p;
+    int      rank;
+} par_rank;
+
+static void *par_rank_main(void *arg) {
+    par_rank *pr = arg;
+    par_dec *p = pr->p;
+    vv_dec *d = p->d;
+    video_vae *v = p->vs[pr->rank];
+    const video_vae_config *c = &v->cfg;
+    h3_backend *be = v->be;
+    h3_backend_bind_thread(be);
+    const int64_t np0 = job_tokens_count(d, 0);
+    h3_err e = {{0}};
+    vv_dec_ws ws = {0};
+    vv_bat_ws w = {0};
+    float *tok = NULL;
+    int ok = p->batched ? vv_bat_ws_new(be, c, p->cap, np0, v->fp8, &w, &e) == 0 &&
+                              (tok = h3_vae_host_alloc(be, (size_t)(p->cap * np0 * c->latent_channels) * sizeof(float)))
+                        : vv_dec_ws_new(be, c, np0, v->bf16 ? 0 : FFN_ROWS, &ws, &e) == 0;
+    if (!ok && !e.msg[0]) h3_fail(&e, "video VAE decoder: out of host memory for a batch's tokens");
+    for (int64_t k = pr->rank; ok && k < p->nunits; k += p->n) {
+        pthread_mutex_lock(&p->mu); /* at most two units per rank ahead of the host part */
+        while (!p->failed && k >= p->done + 2 * p->n) pthread_cond_wait(&p->cv, &p->mu);
+        const int stop = p->failed;
+        pthread_mutex_unlock(&p->mu);
+        if (stop) break;
+        par_unit *u = &p->u[k];
+        int i, j;
+        job_tile(d, u->k0, &i, &j);
+        const int64_t np = job_tokens_count(d, u->k0), th = d->s.th[i] / c->S, tw = d->s.tw[j] / c->S;
+        float *out = malloc((size_t)(u->n * np * c->patch_dim) * sizeof(float));
+        if (!out) {
+            ok = h3_fail(&e, "video VAE decoder: out of memory for a unit's output") == 0;
+            break;
+        }
+        if (p->batched) {
+            for (int64_t t = 0; t < u->n; t++) job_tokens(d, u->k0 + t, tok + t * np * c->latent_channels);
+            vv_decode_batch(v, &w, tok, u->n, d->cl, th, tw, 0);
+            h3_download(be, out, w.out[0], (size_t)(u->n * np * c->patch_dim) * sizeof(float));
+        } else {
+            job_tokens(d, u->k0, ws.h_tok);
+            vv_decode_tile(v, &ws, d->cl, th, tw);
+            vv_decode_tile_finish(v, &ws, np);
+            memcpy(out, ws.h_out, (size_t)(np * c->patch_dim) * sizeof(float));
+        }
+        if (h3_backend_check(be, &e) != 0) {
+            free(out);
+            ok = 0;
+            break;
+        }
+        pthread_mutex_lock(&p->mu);
+        u->out = out;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    if (!ok) {
+        pthread_mutex_lock(&p->mu);
+        if (!p->failed) p->failed = 1, h3_fail(&p->err, "video VAE decoder rank %d: %s", pr->rank, e.msg);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    if (p->batched) vv_bat_ws_free(be, &w), h3_vae_host_free(be, tok);
+    else vv_dec_ws_free(be, &ws);
+    return NULL;
+}
+
+static int decode_jobs_parallel(vv_dec *d, video_vae *const *vs, int n, int batched, h3_err *e) {
+    par_dec p = {.d = d, .vs = vs, .n = n, .batched = batched};
+    p.cap = batched ? batch_plan_cap(d) : 1;
+    if (!(p.u = calloc((size_t)d->njobs, sizeof *p.u))) return h3_fail(e, "out of memory");
+    for (int64_t k0 = 0, prev = 0; k0 < d->njobs; k0 += prev) { /* the one-rank plan */
+        prev = batched ? batch_jobs(d, k0, p.cap, prev) : 1;
+        p.u[p.nunits].k0 = k0, p.u[p.nunits++].n = prev;
+    }
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    par_rank pr[8];
+    pthread_t th[8];
+    int started = 0, rc = 0;
+    for (; started < n; started++) {
+        pr[started] = (par_rank){&p, started};
+        if (pthread_create(&th[started], NULL, par_rank_main, &pr[started]) != 0) {
+            p.failed = 1, rc = h3_fail(e, "video VAE decoder: cannot start rank %d's thread", started);
+            break;
+        }
+    }
+    const video_vae_config *c = &d->v->cfg;
+    for (int64_t k = 0; rc == 0 && k < p.nunits; k++) { /* the host part, in the plan's order */
+        pthread_mutex_lock(&p.mu);
+        while (!p.failed && !p.u[k].out) pthread_cond_wait(&p.cv, &p.mu);
+        const int stop = p.failed;
+        pthread_mutex_unlock(&p.mu);
+        if (stop) break;
+        const float *out = p.u[k].out;
+        for (int64_t t = 0; rc == 0 && t < p.u[k].n; t++) {
+            rc = job_finish(d, p.u[k].k0 + t, out, e);
+            out += job_tokens_count(d, p.u[k].k0 + t) * c->patch_dim;
+        }
+        free(p.u[k].out), p.u[k].out = NULL;
+        pthread_mutex_lock(&p.mu);
+        p.done = k + 1;
+        if (rc) p.failed = 1;
+        pthread_cond_broadcast(&p.cv);
+        pthread_mutex_unlock(&p.mu);
+    }
+    if (rc == 0 && p.failed) {
+        pthread_mutex_lock(&p.mu); /* a rank's failure */
+        p.failed = 1;
+        pthread_cond_broadcast(&p.cv);
+        pthread_mutex_unlock(&p.mu);
+    }
+    for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
+    if (rc == 0 && p.err.msg[0]) rc = h3_fail(e, "%s", p.err.msg);
+    for (int64_t k = 0; k < p.nunits; k++) free(p.u[k].out);
+    free(p.u);
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.cv);
+    return rc;
+}
+
 int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w,
                             const video_vae_tiling *tiling, video_vae_frame_sink sink, void *ctx, h3_err *e) {
+    return video_vae_decode_stream_parallel(&v, 1, z, L, h, w, tiling, sink, ctx, e);
+}
+
+int video_vae_decode_stream_parallel(video_vae *const *vs, int nranks, const float *z, int64_t L, int64_t h, int64_t w,
+                                     const video_vae_tiling *tiling, video_vae_frame_sink sink, void *ctx, h3_err *e) {
+    video_vae *v = vs[0];
     const video_vae_config *c = &v->cfg;
+    if (nranks < 1 || nranks > 8) return h3_fail(e, "video VAE decoder: %d ranks, the range is 1..8", nranks);
     if (!(v->parts & VIDEO_VAE_DECODER)) return h3_fail(e, "video VAE: decoder weights were not loaded");
     if (h < 1 || w < 1) return h3_fail(e, "latents: height and width must be >= 1");
     int64_t total = video_vae_decoded_frames(c, L, e);
@@ -277,7 +444,10 @@ int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, 
     for (int64_t m = 0; m < d.tail_n; m++) d.slot[c->CF + c->P + m] = d.main_n + m;
 
     /* the per-tile path has no FP8 GEMMs: VIDEO_VAE_FP8 always batches (a batch of one tile with batch 1) */
-    if ((v->bf16 && (v->batch != 1 || v->fp8) ? decode_jobs_batched(&d, e) : decode_jobs_per_tile(&d, e)) != 0) goto done;
+    const int batched = v->bf16 && (v->batch != 1 || v->fp8);
+    if (nranks > 1 ? decode_jobs_parallel(&d, vs, nranks, batched, e) != 0
+                   : (batched ? decode_jobs_batched(&d, e) : decode_jobs_per_tile(&d, e)) != 0)
+        goto done;
     for (int64_t m = 0; m < d.have_pend && d.emitted < total; m++, d.emitted++)
         if (sink(ctx, d.emitted, d.pend + m * d.frame, e) != 0) goto done;
     rc = 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # --parallel N (docs/parallel.md) through the CLI on the tiny snapshot with CPU ranks: `h3 generate`'s latents with
-# 2 and 3 ranks equal the plain run's bit for bit (fp32 and bf16);
+# 2 and 3 ranks equal the plain run's bit for bit (fp32 and bf16), and the frames with the video decode's tiles dealt to 3 ranks;
 # a session runs two generations on 2 ranks (the ranks' transformers kept between them, !status shows it) with
 # the plain latents; `h3 probe dit --parallel 2` writes the plain output; `h3 bench --parallel 2` says it; the bad
 # uses are one line with exit 2. The DiT forward's parity per mode is tests/test_parallel.c.
@@ -28,6 +28,13 @@ for prec in bf16 fp32; do
     done
     echo "  generate $prec: --parallel 2 and 3 latents bit-identical to the plain run's"
 done
+
+# the video decode on 3 ranks (its tiles dealt to them): the frames equal the plain run's (a MEDIA=1 build)
+if "$H3" generate -d $TINY "${GA[@]}" --frames-dir "$tmp/f1" 2>"$tmp/err"; then
+    "$H3" generate -d $TINY "${GA[@]}" --parallel 3 --frames-dir "$tmp/f3" 2>"$tmp/err" && ok || bad "frames --parallel 3: $(tail -1 "$tmp/err")"
+    grep -q "video decoder's tiles dealt to the 3 ranks" "$tmp/err" && ok || bad "--parallel 3: the decode did not run on 3 ranks"
+    diff -rq "$tmp/f1" "$tmp/f3" >/dev/null && ok || bad "--parallel 3: frames differ from the plain run's"
+elif ! grep -q "MEDIA=0" "$tmp/err"; then bad "frames: $(tail -1 "$tmp/err")"; fi
 
 # a session on 2 ranks: both generations equal the one-shot plain run; the second keeps the ranks' transformers
 printf '%s\n' "A red fox." "!again" "!status" | "$H3" generate -d $TINY --width 64 --height 64 --steps 2 --frames 120 \
