@@ -113,6 +113,9 @@ typedef struct h3_engine_options {
     const char *preset;         /* "exact" (default: the fields as set) or "fast": quant "fp8", attention "sage8" and
                                    vae_quant "fp8" wherever those fields are at their defaults (a value set explicitly
                                    wins); bf16 only. Not the reference's arithmetic (docs/fast.md) */
+    int         parallel;       /* 0 or 1 (default): one device; 2..8: the DiT on that many ranks with Ulysses sequence
+                                   parallelism (docs/parallel.md): GPUs device..device+N-1 (NCCL), or N CPU ranks with
+                                   "cpu". Outputs as one rank's (the bit-exactness statement is in docs/parallel.md) */
 } h3_engine_options;
 
 H3_PUBLIC void h3_engine_options_init(h3_engine_options *o);

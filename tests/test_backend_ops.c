@@ -99,6 +99,9 @@ static const bo_row rows[] = {
     {"rows_gather", "100 of 300 rows", c_dit, {3, 300, 5376, 9}, 0, 0.0, BO_ALL, NULL},
     {"rows_scatter", "100 into 300 rows", c_dit, {4, 300, 5376, 9}, 0, 0.0, BO_ALL, NULL},
     {"qkv_deinterleave", "50 rows x 7 heads x 128", c_dit, {5, 50, 7 * 128, 9}, 0, 0.0, BO_ALL, NULL},
+    /* copy_2d (a: rows width src-pitch dst-pitch, bytes): sequence parallelism's head pieces (docs/parallel.md) */
+    {"copy_2d", "257 rows x 384 of 1152 into pitch 768", c_copy_2d, {257, 384, 1152, 768}, 0, 0.0, BO_ALL, NULL},
+    {"copy_2d", "33 rows x 6 bytes, odd pitches 7 -> 11", c_copy_2d, {33, 6, 7, 11}, 0, 0.0, BO_ALL, NULL},
     {"adaln_modulate", "300x5376 [bf16]", c_dit, {0, 300, 5376, 9}, BO, 1e-2, BO_ALL, NULL},
     {"gated_residual", "300x5376 [bf16]", c_dit, {1, 300, 5376, 9}, BO, 1e-2, BO_ALL, NULL},
     {"swiglu", "n=1612800 [bf16]", c_dit, {2, 300, 5376, 9}, BO, 1e-2, BO_ALL, NULL},

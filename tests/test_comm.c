@@ -53,6 +53,10 @@ static void *rank_main(void *arg) {
         snprintf(j->msg, sizeof j->msg, "%s", rc ? e.msg : "(no error)");
         /* the group is still usable afterwards */
         RCHECK(j, h3_comm_barrier(c, &e) == 0);
+        /* h3_comm_agree: every rank ready -> 0 everywhere; the last rank not ready -> -1 everywhere, with its message */
+        RCHECK(j, h3_comm_agree(c, 1, NULL, &e) == 0);
+        RCHECK(j, h3_comm_agree(c, me != n - 1, "out of memory here", &e) != 0 && strstr(e.msg, "out of memory here"));
+        RCHECK(j, h3_comm_agree(c, 1, NULL, &e) == 0); /* and the next agreement is clean again */
         h3_comm_leave(c);
         return NULL;
     }

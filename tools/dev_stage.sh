@@ -17,6 +17,8 @@ if ls "$B"/bench/* >/dev/null 2>&1; then
 fi
 # the backend-ops harness (tests/cuda/run_harness_device.sh)
 [ -x "$B/tests/test_backend_ops" ] && cp "$B/tests/test_backend_ops" "$D/tests/" && strip "$D/tests/test_backend_ops"
+# the --parallel parity test (tests/cuda/run_parallel_device.sh runs it with --cuda N), when built
+[ -x "$B/tests/test_parallel" ] && cp "$B/tests/test_parallel" "$D/tests/" && strip "$D/tests/test_parallel"
 strip "$D/h3"; if ls "$D"/tests/cuda/* >/dev/null 2>&1; then strip "$D"/tests/cuda/*; fi
 # libh3.so and examples/ built against it (tests/cuda/run_api_device.sh), when BUILD has the library
 if [ -f "$B/libh3.so.1" ]; then

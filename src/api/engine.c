@@ -82,6 +82,9 @@ static int open_options(h3_engine *eng, const h3_engine_options *o, h3_err *e) {
         return h3_fail(e, "memory must be H3_MEMORY_PHASES, H3_MEMORY_RESIDENT or H3_MEMORY_AUTO, got %d", p->memory);
     if (p->threads < 0 || p->threads > 4096) return h3_fail(e, "--threads must be 0..4096 (0: all cores), got %d", p->threads);
     if (p->device < 0 || p->device > 1023) return h3_fail(e, "--device must be 0..1023, got %d", p->device);
+    if (p->parallel < 0 || p->parallel > 8)
+        return h3_fail(e, "--parallel must be 1..8 (the DiT's ranks: GPUs, or CPU ranks with --backend cpu), got %d",
+                       p->parallel);
     if (!strcmp(b, "cpu")) {
         eng->cuda = 0;
         if (p->device) return h3_fail(e, "--device %d: a GPU index, with --backend cuda or auto", p->device);

@@ -129,6 +129,7 @@ int api_request_from(const h3_engine *eng, const h3_params *p, h3_request *r, ap
     r->cuda = eng->cuda;
     r->device = eng->opt.device;
     r->threads = eng->opt.threads;
+    r->parallel = eng->opt.parallel;
     r->bf16 = eng->bf16;
     r->quant_fp8 = eng->quant_fp8;
     r->quant_int8 = eng->quant_int8;

@@ -110,6 +110,26 @@ void h3_copy(h3_backend *be, void *dst, const void *src, size_t n) { memmove(dst
 void h3_sync(h3_backend *be) {}
 #endif
 
+static void host_copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows) {
+    for (size_t r = 0; r < rows; r++) memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+}
+void h3_copy_2d(h3_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows) {
+    if (!width || !rows) return;
+#ifdef H3_CUDA
+    if (be->kind == H3_BACKEND_CUDA) {
+        cuda_copy_2d(be, dst, dpitch, src, spitch, width, rows);
+        return;
+    }
+#endif
+    host_copy_2d(dst, dpitch, src, spitch, width, rows);
+}
+void h3_backend_bind_thread(h3_backend *be) {
+#ifdef H3_CUDA
+    if (be->kind == H3_BACKEND_CUDA) cuda_bind_thread(be);
+#endif
+    (void)be;
+}
+
 h3_tensor *h3_weight_upload(h3_backend *be, const h3_tensor *t, h3_err *e) {
     if (be->kind == H3_BACKEND_CPU) return h3_tensor_view(t->dtype, t->ndim, t->shape, t->data, e);
     h3_tensor *w = h3_tensor_view(t->dtype, t->ndim, t->shape, NULL, e);

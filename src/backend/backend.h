@@ -57,6 +57,12 @@ void  h3_upload(h3_backend *be, void *dst, const void *src_host, size_t bytes);
 void  h3_download(h3_backend *be, void *dst_host, const void *src, size_t bytes);
 void  h3_copy(h3_backend *be, void *dst, const void *src, size_t bytes);
 void  h3_sync(h3_backend *be);
+/* rows x width bytes from src (row pitch spitch) to dst (row pitch dpitch), both backend memory, not overlapping;
+ * ordered with the backend's other ops (the packing of sequence parallelism's exchanges, docs/parallel.md). */
+void  h3_copy_2d(h3_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows);
+/* Makes be's device current on the calling thread (CUDA: cudaSetDevice; the CPU: nothing): a thread that runs ops
+ * on a backend it did not make calls it first (one thread per rank, docs/parallel.md). */
+void  h3_backend_bind_thread(h3_backend *be);
 /* A weight resident on the backend: CPU returns a view of t (no copy), CUDA uploads.
  * Free with h3_weight_free. */
 h3_tensor *h3_weight_upload(h3_backend *be, const h3_tensor *t, h3_err *e);

@@ -172,6 +172,11 @@ int h3_comm_broadcast(h3_comm *c, void *buf, size_t bytes, int root, h3_err *e) 
     return cpu_alltoallv(c, buf, zero, rb, buf, zero, sb, OP_BROADCAST, e);
 }
 
+int h3_comm_agree(h3_comm *c, int ok, const char *why, h3_err *e) {
+    if (!ok) cpu_mark_bad(c, why && why[0] ? why : "failed");
+    return cpu_finish(c, e); /* the ranks are threads of one process, whatever the kind: the host barrier serves */
+}
+
 int h3_comm_barrier(h3_comm *c, h3_err *e) {
     if (c->g->kind == H3_COMM_NCCL) return cuda_comm_barrier(c->nccl, c->be, e);
     size_t zero[H3_COMM_MAX_RANKS] = {0};

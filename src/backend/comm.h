@@ -45,6 +45,10 @@ int h3_comm_alltoallv(h3_comm *c, void *recv, const size_t *roff, const size_t *
 int h3_comm_allgatherv(h3_comm *c, void *recv, const size_t *offs, const size_t *bytes, const void *send, h3_err *e);
 /* root's buf (bytes) to every rank's buf. */
 int h3_comm_broadcast(h3_comm *c, void *buf, size_t bytes, int root, h3_err *e);
+/* Host-side agreement (no device work, any kind): every rank says whether it is ready (ok 1) or failed (ok 0, why
+ * its message); returns 0 on every rank when all are ready, else -1 on every rank with the first failed rank's
+ * message. Lets a rank that failed before a collective stop its peers instead of leaving them waiting. */
+int h3_comm_agree(h3_comm *c, int ok, const char *why, h3_err *e);
 /* Returns when every rank has reached it (NCCL: when every rank's stream has, host-side as well). */
 int h3_comm_barrier(h3_comm *c, h3_err *e);
 

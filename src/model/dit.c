@@ -28,6 +28,7 @@
 #include "dit_int8.h"
 #include "dit_internal.h"
 #include "dit_lora.h"
+#include "dit_ulysses.h"
 
 
 /* ---------------------------------------------------------------- model */
@@ -660,8 +661,13 @@ int dit_quantize_fp8(dit_model *m, h3_err *e) {
 
 
 /* Attention sub-layer (docs/model/dit.md 4.7) on rows x H input n -> out (rows x H). cos/sin NULL: no RoPE. */
+static void attend32(void *arg, h3_backend *be, void *out, int64_t ldo, const void *q, const void *k, const void *v,
+                     int64_t ld, int64_t hs, int64_t S, int nh, int D) { /* hs == D: the fp32 buffers hold heads apart */
+    h3_attention(be, out, ldo, q, ld, k, ld, v, ld, S, S, nh, nh, D, 1.0f / sqrtf((float)D), 0, *(const int *)arg);
+}
+
 static void attention(dit_model *m, const dit_attn_w *w, const float *n, int64_t rows, const float *cos,
-                      const float *sin, dit_scratch *s, float *out) {
+                      const float *sin, dit_scratch *s, float *out, dit_ulysses *par) {
     const dit_config *c = &m->cfg;
     int flags = m->bf16 ? H3_BF16_OUT : 0;
     int NH = c->num_attention_heads, D = c->attention_head_dim;
@@ -688,7 +694,8 @@ static void attention(dit_model *m, const dit_attn_w *w, const float *n, int64_t
         h3_rope_half(m->be, s->q, rows, I, NH, D, rot, cos, sin, flags);
         h3_rope_half(m->be, s->k, rows, I, NH, D, rot, cos, sin, flags);
     }
-    h3_attention(m->be, s->a, I, s->q, I, s->k, I, s->v, I, rows, rows, NH, NH, D, 1.0f / sqrtf((float)D), 0, flags);
+    if (par) dit_ulysses_attention(par, m->be, s->a, I, s->q, s->k, s->v, I, D, attend32, &flags); /* --parallel */
+    else h3_attention(m->be, s->a, I, s->q, I, s->k, I, s->v, I, rows, rows, NH, NH, D, 1.0f / sqrtf((float)D), 0, flags);
     h3_matmul(m->be, out, s->a, rows, w->to_out, NULL, flags);
 }
 
@@ -747,7 +754,7 @@ static int text_stream(dit_model *m, const float *text_host, int64_t Nt, float *
     for (int r = 0; r < c->num_refiner_layers; r++) {
         const dit_block_w *b = &m->refiner[r];
         h3_rmsnorm(m->be, s.n, xt, Nt, H, b->norm1, c->norm_eps, flags);
-        attention(m, &b->attn, s.n, Nt, NULL, NULL, &s, s.o);
+        attention(m, &b->attn, s.n, Nt, NULL, NULL, &s, s.o, NULL);
         h3_add(m->be, xt, xt, s.o, Nt * H, flags);
         h3_rmsnorm(m->be, s.n, xt, Nt, H, b->norm2, c->norm_eps, flags);
         feed_forward(m, b, s.n, Nt, &s, s.o);
@@ -759,84 +766,6 @@ static int text_stream(dit_model *m, const float *text_host, int64_t Nt, float *
     return 0;
 }
 
-/* Input checks the reference does (docs/model/dit.md 3) plus the ones it leaves out: tags in {0,1,2}, the three
- * index sets partition 0..S-1, timestep values finite, distinct and ascending. */
-static int validate_inputs(const dit_model *m, const dit_inputs *in, h3_err *e, int rows_only) {
-    if (in->S <= 0) return h3_fail(e, "dit: packed sequence length S must be positive, got %lld", (long long)in->S);
-    if (rows_only) goto rows;
-    if (in->Nv < 0 || in->Na < 0 || in->Nt < 0 || in->Nv + in->Na + in->Nt != in->S)
-        return h3_fail(e, "dit: video (%lld) + audio (%lld) + text (%lld) rows must add up to S = %lld",
-                       (long long)in->Nv, (long long)in->Na, (long long)in->Nt, (long long)in->S);
-    if (in->S > INT32_MAX) return h3_fail(e, "dit: S = %lld is too large", (long long)in->S);
-    if (in->K < 1) return h3_fail(e, "dit: 'timestep' must hold at least one value");
-    if ((in->Nv && !in->video) || (in->Na && !in->audio) || (in->Nt && !in->text))
-        return h3_fail(e, "dit: missing input array");
-rows:
-    if (in->K < 1) return h3_fail(e, "dit: 'timestep' must hold at least one value");
-    if (!in->timestep || !in->timestep_indices || !in->token_tags || !in->position_ids)
-        return h3_fail(e, "dit: missing input array");
-    for (int k = 0; k < in->K; k++) {
-        if (!isfinite(in->timestep[k])) return h3_fail(e, "dit: 'timestep'[%d] is not finite", k);
-        if (k > 0 && !(in->timestep[k] > in->timestep[k - 1]))
-            return h3_fail(e, "dit: 'timestep' values must be distinct and ascending (index %d: %.9g after %.9g)", k,
-                           (double)in->timestep[k], (double)in->timestep[k - 1]);
-    }
-    for (int64_t s = 0; s < in->S; s++) {
-        if (in->timestep_indices[s] < 0 || in->timestep_indices[s] >= in->K)
-            return h3_fail(e, "dit: 'timestep_indices'[%lld] = %lld is outside [0, %d) (K = len(timestep))",
-                           (long long)s, (long long)in->timestep_indices[s], in->K);
-        if (in->token_tags[s] < 0 || in->token_tags[s] > 2)
-            return h3_fail(e, "dit: 'token_tags'[%lld] = %lld must be 0 (video), 1 (text) or 2 (audio)",
-                           (long long)s, (long long)in->token_tags[s]);
-        for (int a = 0; a < 3; a++)
-            if (!isfinite(in->position_ids[s * 3 + a]))
-                return h3_fail(e, "dit: 'position_ids'[%lld] is not finite", (long long)s);
-    }
-    if (rows_only) return 0;
-    uint8_t *seen = calloc((size_t)in->S, 1);
-    if (!seen) return h3_fail(e, "out of memory");
-    const struct { const char *name; const int64_t *idx; int64_t n; } sets[3] = {
-        {"text_indices", in->text_indices, in->Nt},
-        {"video_indices", in->video_indices, in->Nv},
-        {"audio_indices", in->audio_indices, in->Na},
-    };
-    for (int j = 0; j < 3; j++) {
-        if (sets[j].n && !sets[j].idx) {
-            free(seen);
-            return h3_fail(e, "dit: missing '%s'", sets[j].name);
-        }
-        for (int64_t i = 0; i < sets[j].n; i++) {
-            int64_t r = sets[j].idx[i];
-            if (r < 0 || r >= in->S || seen[r]) {
-                free(seen);
-                return h3_fail(e, "dit: '%s'[%lld] = %lld %s", sets[j].name, (long long)i, (long long)r,
-                               r < 0 || r >= in->S ? "is outside [0, S)" : "addresses a row already taken "
-                                                                         "(the index sets must partition 0..S-1)");
-            }
-            seen[r] = 1;
-        }
-    }
-    free(seen);
-    (void)m;
-    return 0;
-}
-
-/* Host int32 copy of an index list, uploaded. */
-static int32_t *upload_index(h3_backend *be, const int64_t *src, int64_t n, int64_t mul, const int64_t *add) {
-    int32_t *host = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    int32_t *dev = h3_alloc(be, (size_t)(n ? n : 1) * sizeof(int32_t));
-    if (!host || !dev) {
-        free(host);
-        h3_free(be, dev);
-        return NULL;
-    }
-    for (int64_t i = 0; i < n; i++) host[i] = (int32_t)(src[i] * mul + (add ? add[i] : 0));
-    h3_upload(be, dev, host, (size_t)n * sizeof(int32_t));
-    free(host);
-    return dev;
-}
-
-
 static void fwd_ctx_free(dit_model *m, fwd_ctx *x) {
     if (x->have_scratch && m->bf16) dit16_free_scratch(m->be, &x->s16);
     else if (x->have_scratch) free_scratch(m->be, &x->s);
@@ -847,7 +776,8 @@ static void fwd_ctx_free(dit_model *m, fwd_ctx *x) {
     memset(x, 0, sizeof *x);
 }
 
-static int fwd_ctx_init(dit_model *m, const dit_inputs *in, fwd_ctx *x, h3_err *e) {
+/* tables 0 (--parallel, ranks other than 0): the AdaLN tables are allocated and left for rank 0's broadcast */
+static int fwd_ctx_init(dit_model *m, const dit_inputs *in, fwd_ctx *x, int tables, h3_err *e) {
     const dit_config *c = &m->cfg;
     h3_backend *be = m->be;
     int64_t S = in->S, H = c->hidden_size, L = c->num_layers, K = in->K, R = 6 * c->rope_freq_dim;
@@ -862,7 +792,7 @@ static int fwd_ctx_init(dit_model *m, const dit_inputs *in, fwd_ctx *x, h3_err *
     if (!ent || !x->tmp) goto oom;
     float *missing = malloc((size_t)K * sizeof(float));
     if (!missing) goto oom;
-    for (int64_t k = 0; k < K; k++)
+    for (int64_t k = 0; k < K && tables; k++)
         if (!(ent[k] = dit_find_cached(m, in->timestep[k]))) missing[x->n_tmp++] = in->timestep[k];
     if (x->n_tmp) { /* values never prepared: one pass now, dropped after this forward */
         int nt = x->n_tmp;
@@ -879,12 +809,12 @@ static int fwd_ctx_init(dit_model *m, const dit_inputs *in, fwd_ctx *x, h3_err *
     x->tab = h3_alloc(be, (size_t)(L * K * row18) * f);
     x->tab_f = h3_alloc(be, (size_t)(K * 2 * H) * f);
     if (!x->tab || !x->tab_f) goto oom;
-    for (int64_t b = 0; b < L; b++)
+    for (int64_t b = 0; b < L && tables; b++)
         for (int64_t k = 0; k < K; k++)
             h3_copy(be, x->tab + (b * K + k) * row18, ent[k]->blocks + b * row18, (size_t)row18 * f);
-    for (int64_t k = 0; k < K; k++) h3_copy(be, x->tab_f + k * 2 * H, ent[k]->final, (size_t)(2 * H) * f);
-    x->ada_idx = upload_index(be, in->timestep_indices, S, MODALITIES, in->token_tags);
-    x->t_idx = upload_index(be, in->timestep_indices, S, 1, NULL);
+    for (int64_t k = 0; k < K && tables; k++) h3_copy(be, x->tab_f + k * 2 * H, ent[k]->final, (size_t)(2 * H) * f);
+    x->ada_idx = dit_upload_index(be, in->timestep_indices, S, MODALITIES, in->token_tags);
+    x->t_idx = dit_upload_index(be, in->timestep_indices, S, 1, NULL);
     cos_h = malloc((size_t)(S * R) * f);
     sin_h = malloc((size_t)(S * R) * f);
     x->cos = h3_alloc(be, (size_t)(S * R) * f);
@@ -916,7 +846,7 @@ static void run_block(dit_model *m, fwd_ctx *x, int64_t b, float *X) {
     dit_scratch *s = &x->s;
     h3_rmsnorm(be, s->n, X, S, H, w->norm1, c->norm_eps, flags);
     h3_adaln_modulate(be, s->n, s->n, S, H, tb, row6, x->ada_idx, 0 * H, 1 * H, flags);
-    attention(m, &w->attn, s->n, S, x->cos, x->sin, s, s->o);
+    attention(m, &w->attn, s->n, S, x->cos, x->sin, s, s->o, x->par);
     h3_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 2 * H, flags);
     h3_rmsnorm(be, s->n, X, S, H, w->norm2, c->norm_eps, flags);
     h3_adaln_modulate(be, s->n, s->n, S, H, tb, row6, x->ada_idx, 3 * H, 4 * H, flags);
@@ -1016,23 +946,41 @@ static int check_block_tallies(dit_model *m, const uint64_t *tally_dev, const in
 }
 
 int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *audio_out, h3_err *e) {
-    if (validate_inputs(m, in, e, 0) != 0) return -1;
+    return dit_forward_rank(m, in, NULL, video_out, audio_out, e);
+}
+
+/* With a communicator (docs/parallel.md) the rank runs its rows [row0, row1) of the packed sequence (`in` becomes its
+ * share, dit_local), attention through dit_ulysses; the tables come from rank 0. A rank that fails before the
+ * blocks stops its peers at h3_comm_agree; one that fails in a block keeps exchanging until the end. */
+int dit_forward_rank(dit_model *m, const dit_inputs *gin, h3_comm *comm, float *video_out, float *audio_out, h3_err *e) {
+    if (dit_validate_inputs(gin, e, 0) != 0) return -1;
     const dit_config *c = &m->cfg;
     h3_backend *be = m->be;
-    int flags = m->bf16 ? H3_BF16_OUT : 0;
-    int64_t S = in->S, H = c->hidden_size, L = c->num_layers;
+    int flags = m->bf16 ? H3_BF16_OUT : 0, agreed = !comm, rc = -1;
+    int64_t H = c->hidden_size, L = c->num_layers, CA = c->audio_in_channels;
     int64_t VP = (int64_t)c->in_channels * c->patch_size[0] * c->patch_size[1] * c->patch_size[2];
-    int64_t CA = c->audio_in_channels;
-    int64_t nmax = in->Nv > in->Na ? in->Nv : in->Na, cmax = VP > CA ? VP : CA;
-    size_t f = sizeof(float);
-    int rc = -1;
+    if (comm && (gin->reduce_end > gin->reduce_begin || gin->S < h3_comm_size(comm)))
+        return h3_fail(e, "dit --parallel %d: %s", h3_comm_size(comm), gin->S < h3_comm_size(comm) ?
+                       "needs at least one packed row per rank" : "--token-reduction's pairs would cross the ranks' rows: "
+                       "use one of the two");
     fwd_ctx x;
+    dit_ulysses u;
+    dit_local loc;
+    memset(&x, 0, sizeof x), memset(&u, 0, sizeof u), memset(&loc, 0, sizeof loc);
+    const dit_inputs *in = gin;
     float *X = NULL, *xt = NULL, *rows_in = NULL, *rows_h = NULL, *rows_out = NULL;
     int32_t *ti_dev = NULL, *vi_dev = NULL, *ai_dev = NULL;
-    if (fwd_ctx_init(m, in, &x, e) != 0) return -1;
-    ti_dev = upload_index(be, in->text_indices, in->Nt, 1, NULL);
-    vi_dev = upload_index(be, in->video_indices, in->Nv, 1, NULL);
-    ai_dev = upload_index(be, in->audio_indices, in->Na, 1, NULL);
+    if (comm && (dit_ulysses_init(&u, be, comm, gin->S, c->num_attention_heads, c->attention_head_dim, m->bf16 ? 2 : 4,
+                                  e) != 0 || dit_local_make(gin, u.row0[u.rank], u.row0[u.rank + 1], VP, CA, &loc, e) != 0))
+        goto done;
+    if (comm) in = &loc.in;
+    int64_t S = in->S, nmax = in->Nv > in->Na ? in->Nv : in->Na, cmax = VP > CA ? VP : CA;
+    size_t f = sizeof(float);
+    if (fwd_ctx_init(m, in, &x, !comm || u.rank == 0, e) != 0) goto done;
+    x.par = comm ? &u : NULL;
+    ti_dev = dit_upload_index(be, in->text_indices, in->Nt, 1, NULL);
+    vi_dev = dit_upload_index(be, in->video_indices, in->Nv, 1, NULL);
+    ai_dev = dit_upload_index(be, in->audio_indices, in->Na, 1, NULL);
     X = h3_alloc(be, (size_t)(S * H) * (m->bf16 ? 2 : f)); /* bf16 mode: h3_bf16 rows */
     rows_in = h3_alloc(be, (size_t)((nmax ? nmax : 1) * cmax) * f);
     rows_h = h3_alloc(be, (size_t)((nmax ? nmax : 1) * H) * f);
@@ -1040,16 +988,17 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
     if (!ti_dev || !vi_dev || !ai_dev || !X || !rows_in || !rows_h || !rows_out) goto oom;
 
     /* packed sequence (docs/model/dit.md 4.2): text stream, then video and audio embeddings (fp32, cast on scatter) */
-    if (in->Nt) {
+    if (in->Nt && (!comm || loc.nt)) { /* --parallel: each rank with text rows runs the whole (short) text stream */
         xt = h3_alloc(be, (size_t)(in->Nt * H) * (m->bf16 ? 2 : f));
         if (!xt) goto oom;
         if (m->bf16) {
             if (dit16_text_stream(m, in->text, in->Nt, (h3_bf16 *)xt, e) != 0) goto done;
-            h3_bf16_rows_scatter(be, (h3_bf16 *)X, (h3_bf16 *)xt, ti_dev, in->Nt, H);
+            if (!comm) h3_bf16_rows_scatter(be, (h3_bf16 *)X, (h3_bf16 *)xt, ti_dev, in->Nt, H);
         } else {
             if (text_stream(m, in->text, in->Nt, xt, e) != 0) goto done;
-            h3_rows_scatter(be, X, xt, ti_dev, in->Nt, H, 0);
+            if (!comm) h3_rows_scatter(be, X, xt, ti_dev, in->Nt, H, 0);
         }
+        if (comm && dit_local_text(be, &loc, X, xt, H, m->bf16, e) != 0) goto done;
     }
     const struct { int64_t n, ch; const float *host; const int32_t *idx; h3_tensor *w, *b; } emb[2] = {
         {in->Nv, VP, in->video, vi_dev, m->proj_in_w, m->proj_in_b},
@@ -1063,6 +1012,13 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
         else h3_rows_scatter(be, X, rows_h, emb[i].idx, emb[i].n, H, flags);
     }
 
+    if (comm) { /* every rank ready: rank 0's AdaLN tables to the others */
+        agreed = 1;
+        if (h3_comm_agree(comm, 1, NULL, e) != 0 ||
+            h3_comm_broadcast(comm, x.tab, (size_t)(L * in->K * MODALITIES * ADALN_SLOTS * H) * f, 0, e) != 0 ||
+            h3_comm_broadcast(comm, x.tab_f, (size_t)(in->K * 2 * H) * f, 0, e) != 0)
+            goto done;
+    }
     if (in->core == DIT_CORE_REUSE) {
         if (core_reuse(m, X, S, e)) goto done;
     } else {
@@ -1088,7 +1044,7 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
             }
         }
         int64_t norm1_ready = -1; /* bf16: the block whose norm1 output the last block left in s16.n (-1: none) */
-        for (int64_t b = 0; b < L && !stream_failed; b++) {
+        for (int64_t b = 0; b < L && !(comm && u.failed) && (!stream_failed || comm); b++) {
             if (reduce && b == in->reduce_begin) { /* docs/model/features.md 5.5: enter, the full rows kept in X as the bypass */
                 h3_bf16_rows_pool_pairs(be, red.X, (h3_bf16 *)X, red.pairs, red.S_red, H);
                 h3_copy(be, red.base, red.X, (size_t)(red.S_red * H) * 2);
@@ -1099,9 +1055,10 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
                 reduced = 0;
             }
             if (m->skip && m->skip[b]) continue; /* --layers (docs/model/features.md 5.3) */
-            if (m->stream && dit_stream_bind(m, b, e) != 0) {
-                stream_failed = 1;
-                break;
+            if (!stream_failed && m->stream && dit_stream_bind(m, b, e) != 0) stream_failed = 1;
+            if (stream_failed) { /* --parallel: the peers' exchanges stay matched to the end */
+                if (comm) dit_ulysses_idle(&u);
+                continue;
             }
             if (!m->bf16) {
                 run_block(m, &x, b, X);
@@ -1121,6 +1078,7 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
                 }
             }
         }
+        if (comm && u.failed && !stream_failed) stream_failed = h3_fail(e, "%s", u.err.msg) != 0;
         if (tally && !stream_failed && check_block_tallies(m, tally, tally_rows, e) != 0)
             stream_failed = 1; /* the error names the block; the forward stops like a failed stream */
         h3_free(be, tally), free(tally_rows);
@@ -1144,8 +1102,8 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
         h3_adaln_modulate(be, n, n, S, H, x.tab_f, 2 * H, x.t_idx, 0, H, flags);
     }
     const struct { int64_t n, ch; float *host; const int32_t *idx; h3_tensor *w, *b; } head[2] = {
-        {in->Nv, VP, video_out, vi_dev, m->proj_out_w, m->proj_out_b},
-        {in->Na, CA, audio_out, ai_dev, m->audio_out_w, m->audio_out_b},
+        {in->Nv, VP, comm ? loc.video : video_out, vi_dev, m->proj_out_w, m->proj_out_b},
+        {in->Na, CA, comm ? loc.audio : audio_out, ai_dev, m->audio_out_w, m->audio_out_b},
     };
     for (int i = 0; i < 2; i++) {
         if (!head[i].n) continue;
@@ -1155,12 +1113,18 @@ int dit_forward(dit_model *m, const dit_inputs *in, float *video_out, float *aud
         h3_download(be, head[i].host, rows_out, (size_t)(head[i].n * head[i].ch) * f);
     }
     h3_sync(be);
+    if (comm) dit_local_put(&loc, video_out, audio_out, VP, CA);
     rc = 0;
     goto done;
 oom:
     h3_fail(e, "dit: out of memory (S = %lld)", (long long)S);
 done:
+    if (!agreed) { /* failed before the blocks: the peers stop at the agreement too */
+        h3_err ignored;
+        (void)h3_comm_agree(comm, 0, e->msg, &ignored);
+    }
     fwd_ctx_free(m, &x);
+    dit_ulysses_free(&u, be), dit_local_free(&loc);
     h3_free(be, X), h3_free(be, xt), h3_free(be, rows_in), h3_free(be, rows_h), h3_free(be, rows_out);
     h3_free(be, ti_dev), h3_free(be, vi_dev), h3_free(be, ai_dev);
     return rc;
@@ -1170,10 +1134,10 @@ int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h
     if (block < 0 || block >= m->cfg.num_layers)
         return h3_fail(e, "dit: block %d outside [0, %d)", block, m->cfg.num_layers);
     if (dit_layer_skipped(m, block)) return h3_fail(e, "dit: block %d was dropped by --layers", block);
-    if (validate_inputs(m, in, e, 1) != 0) return -1;
+    if (dit_validate_inputs(in, e, 1) != 0) return -1;
     fwd_ctx x;
     int rc = 0;
-    if (fwd_ctx_init(m, in, &x, e) != 0) return -1;
+    if (fwd_ctx_init(m, in, &x, 1, e) != 0) return -1;
     if (m->bf16) { /* X holds bf16 values: the bf16 copy is exact */
         h3_bf16 *X16 = h3_alloc(m->be, (size_t)(in->S * m->cfg.hidden_size) * 2);
         if (!X16) {

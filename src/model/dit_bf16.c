@@ -9,6 +9,7 @@
 #include "../backend/backend_fp8.h"
 #include "../backend/backend_sage8.h"
 #include "dit_internal.h"
+#include "dit_ulysses.h"
 
 void dit16_free_scratch(h3_backend *be, dit_scratch16 *s) {
     h3_free(be, s->n), h3_free(be, s->o), h3_free(be, s->big), h3_free(be, s->mid);
@@ -55,8 +56,16 @@ static void lin16(dit_model *m, dit_scratch16 *s, h3_bf16 *y, int64_t ldy, const
 
 /* Attention sub-layer (docs/model/dit.md 4.7) in bf16: one [S, 3I] GEMM output (or three column slices of it),
  * q/k normalized and rotated in place, attention straight on its strided heads. */
+static void attend16(void *arg, h3_backend *be, void *out, int64_t ldo, const void *q, const void *k, const void *v,
+                     int64_t ld, int64_t hs, int64_t S, int nh, int D) { /* arg: the model (--attention sage8) */
+    const dit_model *m = arg;
+    (m->attention_sage8 ? h3_sage8_attention : h3_bf16_attention)(be, out, ldo, q, ld, hs, k, ld, hs, v, ld, hs, S, S, nh,
+                                                                  nh, D, 1.0f / sqrtf((float)D));
+}
+
+/* par (--parallel): the attention through this rank's exchange (dit_ulysses.h); NULL: one rank */
 static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int64_t rows, const float *cos,
-                        const float *sin, dit_scratch16 *s, h3_bf16 *out) {
+                        const float *sin, dit_scratch16 *s, h3_bf16 *out, struct dit_ulysses *par) {
     const dit_config *c = &m->cfg;
     h3_backend *be = m->be;
     int NH = c->num_attention_heads, D = c->attention_head_dim;
@@ -80,8 +89,8 @@ static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int
     h3_bf16_head_norm_rope(be, q, rows, ld, NH, hs, D, w->norm_q, c->qk_norm_eps, rot, cos, sin);
     h3_bf16_head_norm_rope(be, k, rows, ld, NH, hs, D, w->norm_k, c->qk_norm_eps, rot, cos, sin);
     /* --attention sage8 (docs/fast.md): the same arguments, 8-bit products */
-    (m->attention_sage8 ? h3_sage8_attention : h3_bf16_attention)(be, s->mid, I, q, ld, hs, k, ld, hs, v, ld, hs, rows, rows,
-                                                                  NH, NH, D, 1.0f / sqrtf((float)D));
+    if (par) dit_ulysses_attention(par, be, s->mid, I, q, k, v, ld, hs, attend16, m);
+    else attend16(m, be, s->mid, I, q, k, v, ld, hs, rows, NH, D);
     lin16(m, s, out, H, s->mid, I, rows, w->to_out, &w->f8_out, &w->i8_out, 0);
 }
 
@@ -118,7 +127,7 @@ int dit16_text_stream(dit_model *m, const float *text_host, int64_t Nt, h3_bf16 
         h3_bf16_rmsnorm_modulate(be, s.n, xt, Nt, H, m->refiner[0].norm1, c->norm_eps, NULL, 0, NULL, 0, 0);
     for (int r = 0; r < R; r++) {
         const dit_block_w *b = &m->refiner[r];
-        attention16(m, &b->attn, s.n, Nt, NULL, NULL, &s, s.o);
+        attention16(m, &b->attn, s.n, Nt, NULL, NULL, &s, s.o, NULL);
         h3_bf16_gated_residual_rmsnorm_modulate(be, xt, s.o, s.n, Nt, H, NULL, 0, NULL, 0, b->norm2, c->norm_eps, NULL,
                                                 0, NULL, 0, 0);
         feed_forward16(m, b, s.n, Nt, &s, s.o);
@@ -147,7 +156,7 @@ void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X, int normed
     const float *tb = x->tab + b * per_block;
     dit_scratch16 *s = &x->s16;
     if (!normed) h3_bf16_rmsnorm_modulate(be, s->n, X, S, H, w->norm1, c->norm_eps, tb, row6, x->ada_idx, 0 * H, 1 * H);
-    attention16(m, &w->attn, s->n, S, x->cos, x->sin, s, s->o);
+    attention16(m, &w->attn, s->n, S, x->cos, x->sin, s, s->o, x->par);
     /* X += gate 2 * attention; n = norm2(X) with shift 3 / scale 4 */
     h3_bf16_gated_residual_rmsnorm_modulate(be, X, s->o, s->n, S, H, tb, row6, x->ada_idx, 2 * H, w->norm2, c->norm_eps,
                                             tb, row6, x->ada_idx, 3 * H, 4 * H);

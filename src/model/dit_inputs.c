@@ -1,9 +1,11 @@
 /* The probe's DiT tensors (PROBE.md `dit`) -> dit_inputs (dit.h dit_inputs_from_tensors): the shape checks the
  * reference makes or relies on (docs/model/dit.md 3), one-line errors naming the tensor. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "dit.h"
+#include "dit_internal.h"
 
 /* ---------------------------------------------------------------- probe tensors -> inputs */
 
@@ -79,4 +81,82 @@ int dit_inputs_from_tensors(const dit_config *c, const dit_tensors *t, int64_t b
     out->audio_indices = t->audio_indices->data;
     out->text_indices = t->text_indices->data;
     return 0;
+}
+
+/* ---------------------------------------------------------------- checks of a forward's inputs (dit_internal.h) */
+
+/* Input checks the reference does (docs/model/dit.md 3) plus the ones it leaves out: tags in {0,1,2}, the three
+ * index sets partition 0..S-1, timestep values finite, distinct and ascending. */
+int dit_validate_inputs(const dit_inputs *in, h3_err *e, int rows_only) {
+    if (in->S <= 0) return h3_fail(e, "dit: packed sequence length S must be positive, got %lld", (long long)in->S);
+    if (rows_only) goto rows;
+    if (in->Nv < 0 || in->Na < 0 || in->Nt < 0 || in->Nv + in->Na + in->Nt != in->S)
+        return h3_fail(e, "dit: video (%lld) + audio (%lld) + text (%lld) rows must add up to S = %lld",
+                       (long long)in->Nv, (long long)in->Na, (long long)in->Nt, (long long)in->S);
+    if (in->S > INT32_MAX) return h3_fail(e, "dit: S = %lld is too large", (long long)in->S);
+    if (in->K < 1) return h3_fail(e, "dit: 'timestep' must hold at least one value");
+    if ((in->Nv && !in->video) || (in->Na && !in->audio) || (in->Nt && !in->text))
+        return h3_fail(e, "dit: missing input array");
+rows:
+    if (in->K < 1) return h3_fail(e, "dit: 'timestep' must hold at least one value");
+    if (!in->timestep || !in->timestep_indices || !in->token_tags || !in->position_ids)
+        return h3_fail(e, "dit: missing input array");
+    for (int k = 0; k < in->K; k++) {
+        if (!isfinite(in->timestep[k])) return h3_fail(e, "dit: 'timestep'[%d] is not finite", k);
+        if (k > 0 && !(in->timestep[k] > in->timestep[k - 1]))
+            return h3_fail(e, "dit: 'timestep' values must be distinct and ascending (index %d: %.9g after %.9g)", k,
+                           (double)in->timestep[k], (double)in->timestep[k - 1]);
+    }
+    for (int64_t s = 0; s < in->S; s++) {
+        if (in->timestep_indices[s] < 0 || in->timestep_indices[s] >= in->K)
+            return h3_fail(e, "dit: 'timestep_indices'[%lld] = %lld is outside [0, %d) (K = len(timestep))",
+                           (long long)s, (long long)in->timestep_indices[s], in->K);
+        if (in->token_tags[s] < 0 || in->token_tags[s] > 2)
+            return h3_fail(e, "dit: 'token_tags'[%lld] = %lld must be 0 (video), 1 (text) or 2 (audio)",
+                           (long long)s, (long long)in->token_tags[s]);
+        for (int a = 0; a < 3; a++)
+            if (!isfinite(in->position_ids[s * 3 + a]))
+                return h3_fail(e, "dit: 'position_ids'[%lld] is not finite", (long long)s);
+    }
+    if (rows_only) return 0;
+    uint8_t *seen = calloc((size_t)in->S, 1);
+    if (!seen) return h3_fail(e, "out of memory");
+    const struct { const char *name; const int64_t *idx; int64_t n; } sets[3] = {
+        {"text_indices", in->text_indices, in->Nt},
+        {"video_indices", in->video_indices, in->Nv},
+        {"audio_indices", in->audio_indices, in->Na},
+    };
+    for (int j = 0; j < 3; j++) {
+        if (sets[j].n && !sets[j].idx) {
+            free(seen);
+            return h3_fail(e, "dit: missing '%s'", sets[j].name);
+        }
+        for (int64_t i = 0; i < sets[j].n; i++) {
+            int64_t r = sets[j].idx[i];
+            if (r < 0 || r >= in->S || seen[r]) {
+                free(seen);
+                return h3_fail(e, "dit: '%s'[%lld] = %lld %s", sets[j].name, (long long)i, (long long)r,
+                               r < 0 || r >= in->S ? "is outside [0, S)" : "addresses a row already taken "
+                                                                         "(the index sets must partition 0..S-1)");
+            }
+            seen[r] = 1;
+        }
+    }
+    free(seen);
+    return 0;
+}
+
+/* Host int32 copy of an index list, uploaded. */
+int32_t *dit_upload_index(h3_backend *be, const int64_t *src, int64_t n, int64_t mul, const int64_t *add) {
+    int32_t *host = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    int32_t *dev = h3_alloc(be, (size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!host || !dev) {
+        free(host);
+        h3_free(be, dev);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) host[i] = (int32_t)(src[i] * mul + (add ? add[i] : 0));
+    h3_upload(be, dev, host, (size_t)n * sizeof(int32_t));
+    free(host);
+    return dev;
 }

@@ -7,6 +7,7 @@
 #include "../backend/backend_fp8.h"
 #include "../backend/backend_int8.h"
 #include "../backend/backend_stream.h"
+#include "../backend/comm.h"
 #include "../io/expect.h"
 #include "../io/safetensors.h"
 #include "dit.h"
@@ -147,6 +148,7 @@ typedef struct fwd_ctx {
     int              have_scratch;
     dit_adaln_entry *tmp;
     int              n_tmp;
+    struct dit_ulysses *par; /* --parallel (dit_ulysses.h): this rank's attention exchange; NULL: one rank */
 } fwd_ctx;
 
 /* --token-reduction (dit_reduce.c): the reduced sequence of one forward. ctx is the forward's context with the
@@ -172,6 +174,16 @@ void dit_rope_tables(const dit_model *m, const double *pos, int64_t S, float *co
 void dit_drop_tensor(dit_model *m, h3_tensor *w);
 void dit_give_back_pages(const h3_tensor *w);
 void dit_free_cache_entry(dit_model *m, dit_adaln_entry *c);
+
+/* dit.c: the forward of one rank of a --parallel group (docs/parallel.md; dit_parallel.c runs one per thread): c the
+ * rank's communicator handle, NULL: the plain forward. Every rank writes its own rows of video_out / audio_out. */
+int dit_forward_rank(dit_model *m, const dit_inputs *in, h3_comm *c, float *video_out, float *audio_out,
+                     h3_err *e);
+
+/* dit_inputs.c: a forward's input checks (docs/model/dit.md 3; rows_only: the per-row arrays only, for
+ * dit_block_forward), and a host int64 index list as int32 (src[i] * mul + add[i]) in backend memory. */
+int      dit_validate_inputs(const dit_inputs *in, h3_err *e, int rows_only);
+int32_t *dit_upload_index(h3_backend *be, const int64_t *src, int64_t n, int64_t mul, const int64_t *add);
 
 /* dit_adaln.c: the tables of n timestep values into out[0..n) (allocated here), and the cached table of a value. */
 int              dit_compute_adaln(dit_model *m, const float *t, int n, dit_adaln_entry *out, h3_err *e);

@@ -165,7 +165,7 @@ static void wire(video_vae *v) {
 }
 
 /* H3_VAE_BATCH: video_vae_set_decode_batch's default (1: the per-tile path; 0: by the output budget) */
-static int env_decode_batch(void) {
+int vv_env_decode_batch(void) {
     const int vb = h3_knob_int(H3_KNOB_VAE_BATCH, 0);
     return vb > 0 ? vb : 0;
 }
@@ -183,7 +183,7 @@ static video_vae *start_model(h3_backend *be, const video_vae_config *cfg, int p
     v->bf16 = ((parts & VIDEO_VAE_BF16) || v->fp8) && (parts & VIDEO_VAE_DECODER);
     v->parts = parts & (VIDEO_VAE_ENCODER | VIDEO_VAE_DECODER);
     v->cfg = *cfg;
-    v->batch = env_decode_batch();
+    v->batch = vv_env_decode_batch();
     v->small_tail = !h3_knob_is(H3_KNOB_VAE_TAIL, "0");
     v->proj_out_f16 = !h3_knob_is(H3_KNOB_VAE_PROJ_OUT, "fp32"); /* "fp32": proj_out as the fp32 SGEMM in bf16 mode (A/B runs) */
     if ((v->parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
@@ -379,20 +379,9 @@ const video_vae_config *video_vae_get_config(const video_vae *v) { return &v->cf
  * Decoder (docs/model/video_vae.md 4.7, 4.8, 7)
  * ---------------------------------------------------------------------------------------------- */
 
-#define FFN_ROWS 256 /* tokens per FFN block: bounds the [rows, ffn_inner] intermediates */
 
-typedef struct vv_dec_ws { /* backend buffers for tiles of up to np_cap patch tokens */
-    int64_t  np_cap;
-    int64_t  ffn_rows; /* tokens per FFN block */
-    int64_t  rope_Tl, rope_h, rope_w; /* grid of the RoPE tables in cos/sin (0: none yet) */
-    float   *tok, *pq, *x, *a, *q, *k, *v, *o, *fv, *fg, *cos, *sin, *out;
-    int32_t *rowidx; /* zeros: every row reads scale1/scale2 through h3_gated_residual's table */
-    /* host */
-    float   *h_tok, *h_out, *h_cos, *h_sin, *h_zero;
-    int32_t *h_idx;
-} vv_dec_ws;
 
-static void dec_ws_free(h3_backend *be, vv_dec_ws *w) {
+void vv_dec_ws_free(h3_backend *be, vv_dec_ws *w) {
     float *dev[] = {w->tok, w->pq, w->x, w->a, w->q, w->k, w->v, w->o, w->fv, w->fg, w->cos, w->sin, w->out};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) h3_free(be, dev[i]);
     h3_free(be, w->rowidx);
@@ -405,14 +394,14 @@ static void dec_ws_free(h3_backend *be, vv_dec_ws *w) {
     memset(w, 0, sizeof *w);
 }
 
-static int64_t dec_tokens(const video_vae_config *c, int64_t np) { return np + c->dec_registers + 1; }
+int64_t vv_dec_tokens(const video_vae_config *c, int64_t np) { return np + c->dec_registers + 1; }
 
 /* ffn_rows: FFN_ROWS, or 0 for the whole tile at once (bf16 mode: bigger GEMMs, ~60 MB more per tile). */
-static int dec_ws_new(h3_backend *be, const video_vae_config *c, int64_t np, int64_t ffn_rows, vv_dec_ws *w,
+int vv_dec_ws_new(h3_backend *be, const video_vae_config *c, int64_t np, int64_t ffn_rows, vv_dec_ws *w,
                       h3_err *e) {
     memset(w, 0, sizeof *w);
     w->np_cap = np;
-    const int64_t N = dec_tokens(c, np), D = c->dim, fr = ffn_rows > 0 && N > ffn_rows ? ffn_rows : N;
+    const int64_t N = vv_dec_tokens(c, np), D = c->dim, fr = ffn_rows > 0 && N > ffn_rows ? ffn_rows : N;
     w->ffn_rows = fr;
     size_t f = sizeof(float);
     w->tok = h3_alloc(be, (size_t)(np * c->latent_channels) * f);
@@ -438,7 +427,7 @@ static int dec_ws_new(h3_backend *be, const video_vae_config *c, int64_t np, int
     if (!w->tok || !w->pq || !w->x || !w->a || !w->q || !w->k || !w->v || !w->o || !w->fv || !w->fg || !w->cos ||
         !w->sin || !w->out || !w->rowidx || !w->h_tok || !w->h_out || !w->h_cos || !w->h_sin || !w->h_zero ||
         !w->h_idx) {
-        dec_ws_free(be, w);
+        vv_dec_ws_free(be, w);
         return h3_fail(e, "video VAE decoder: out of memory for a %lld-token tile", (long long)N);
     }
     h3_upload(be, w->rowidx, w->h_idx, (size_t)N * sizeof(int32_t));
@@ -454,7 +443,7 @@ static void rope_tables(const video_vae_config *c, int64_t Tl, int64_t h, int64_
         inv[k] = 1.0f / powf(c->rope_theta, ex);
     }
     const float two_pi = (float)(2.0 * M_PI);
-    const int64_t np = Tl * h * w, N = dec_tokens(c, np);
+    const int64_t np = Tl * h * w, N = vv_dec_tokens(c, np);
     for (int64_t n = 0; n < N; n++) {
         float pos[3] = {0.0f, 0.0f, 0.0f};
         if (n < np) {
@@ -472,12 +461,12 @@ static void rope_tables(const video_vae_config *c, int64_t Tl, int64_t h, int64_
 }
 
 /* One decoder tile (docs/model/video_vae.md 7 steps 1-8): host tokens ws->h_tok [np, C] in (t, y, x) order -> backend ws->out
- * [np, patch_dim]. Only queues the work on an asynchronous backend (CUDA): decode_tile_finish fetches it, so
+ * [np, patch_dim]. Only queues the work on an asynchronous backend (CUDA): vv_decode_tile_finish fetches it, so
  * the host can stitch the previous tile meanwhile. */
-static void decode_tile(video_vae *v, vv_dec_ws *ws, int64_t Tl, int64_t h, int64_t w) {
+void vv_decode_tile(video_vae *v, vv_dec_ws *ws, int64_t Tl, int64_t h, int64_t w) {
     h3_backend *be = v->be;
     const video_vae_config *c = &v->cfg;
-    const int64_t np = Tl * h * w, N = dec_tokens(c, np), D = c->dim, F = c->ffn_inner;
+    const int64_t np = Tl * h * w, N = vv_dec_tokens(c, np), D = c->dim, F = c->ffn_inner;
     const int H = c->dec_heads, hd = c->dec_head_dim;
     const float eps = c->dec_norm_eps, scale = 1.0f / sqrtf((float)hd);
     h3_upload(be, ws->tok, ws->h_tok, (size_t)(np * c->latent_channels) * sizeof(float));
@@ -529,8 +518,8 @@ static void decode_tile(video_vae *v, vv_dec_ws *ws, int64_t Tl, int64_t h, int6
     h3_matmul(be, ws->out, ws->a, np, &v->proj_out, &v->proj_out_b, v->proj_out.dtype == H3_F16 ? H3_F16_IN : 0);
 }
 
-/* Waits for the tile queued by decode_tile and copies its output to ws->h_out. */
-static void decode_tile_finish(video_vae *v, vv_dec_ws *ws, int64_t np) {
+/* Waits for the tile queued by vv_decode_tile and copies its output to ws->h_out. */
+void vv_decode_tile_finish(video_vae *v, vv_dec_ws *ws, int64_t np) {
     h3_download(v->be, ws->h_out, ws->out, (size_t)(np * v->cfg.patch_dim) * sizeof(float));
 }
 
@@ -554,41 +543,27 @@ int64_t video_vae_decoded_frames(const video_vae_config *c, int64_t L, h3_err *e
     return total;
 }
 
-/* ---- tile-batched bf16 decoder (docs/model/video_vae.md 13: the tiles of a clip are independent; attention stays per tile) ---- */
-
-/* H3_VAE_PROFILE=1: decode_batch syncs after each kind of op and adds up the wall time per kind (one line
- * through video_vae_set_log's callback after each decode); a diagnostic, it serializes host and device. */
-enum { VP_IN, VP_QKV, VP_QK, VP_ATTN, VP_OUT, VP_NORM, VP_FF1, VP_SWIGLU, VP_FF2, VP_PROJ, VP_N };
-static const char *const vp_names[VP_N] = {"in", "qkv", "qk_norm_rope", "attention", "to_out", "residual_norm",
-                                           "ff1", "swiglu", "ff2", "norm_out+proj_out"};
-static double vp_now(void) {
+double vv_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+/* ---- tile-batched bf16 decoder (docs/model/video_vae.md 13: the tiles of a clip are independent; attention stays per tile) ---- */
+
+/* H3_VAE_PROFILE=1: vv_decode_batch syncs after each kind of op and adds up the wall time per kind (one line
+ * through video_vae_set_log's callback after each decode); a diagnostic, it serializes host and device. */
 static void vp_mark(video_vae *v, int kind) { /* kind < 0: start */
     if (v->vp_on <= 0) return;
     h3_sync(v->be);
-    double t = vp_now();
+    double t = vv_now();
     if (kind >= 0) v->vp_acc[kind] += t - v->vp_t0;
     v->vp_t0 = t;
 }
 
-#define VV_OUT_BUDGET ((int64_t)400 << 20) /* bytes of proj_out output per batch (one of two download slots) */
-#define VV_MAX_BATCH 32
 
-typedef struct vv_bat_ws { /* backend buffers for batches of up to B tiles of up to np patch tokens */
-    int64_t  B, np, N, fr;            /* capacity; fr: rows per FFN pass */
-    int64_t  rope_Tl, rope_h, rope_w; /* grid of the RoPE tables in cos/sin (0: none yet) */
-    float   *tok, *pq, *x, *out[2], *cos, *sin, *zero, *lnf;
-    h3_bf16 *a, *qkv, *o, *br, *g, *z;
-    uint8_t *xq;                      /* VIDEO_VAE_FP8: a GEMM input's E4M3 codes [M][max(D, F)] */
-    float   *xs;                      /* and its per-row scales [M] */
-    float   *qkv32, *o32;             /* head dims other than 64 / 128 only: h3_attention's fp32 rows */
-    float   *h_cos, *h_sin; /* host */
-} vv_bat_ws;
 
-static void bat_ws_free(h3_backend *be, vv_bat_ws *w) {
+void vv_bat_ws_free(h3_backend *be, vv_bat_ws *w) {
     void *dev[] = {w->tok, w->pq, w->x, w->out[0], w->out[1], w->cos, w->sin, w->zero,
                    w->a, w->qkv, w->o, w->br, w->g, w->z, w->xq, w->xs, w->qkv32, w->o32};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) h3_free(be, dev[i]);
@@ -597,9 +572,9 @@ static void bat_ws_free(h3_backend *be, vv_bat_ws *w) {
     memset(w, 0, sizeof *w);
 }
 
-static int bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int64_t np, int fp8, vv_bat_ws *w, h3_err *e) {
+int vv_bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int64_t np, int fp8, vv_bat_ws *w, h3_err *e) {
     memset(w, 0, sizeof *w);
-    const int64_t N = dec_tokens(c, np), M = B * N, D = c->dim, F = c->ffn_inner;
+    const int64_t N = vv_dec_tokens(c, np), M = B * N, D = c->dim, F = c->ffn_inner;
     w->B = B, w->np = np, w->N = N, w->fr = M;
     const size_t f = sizeof(float), hb = sizeof(h3_bf16);
     size_t zb = (size_t)(w->fr * 2 * F) * hb, lb = (size_t)(np * D) * f; /* the FFN's z doubles as lnf */
@@ -631,7 +606,7 @@ static int bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int6
     w->h_sin = malloc((size_t)(N * c->rope_dim) * f);
     if (!w->tok || !w->pq || !w->x || !w->out[0] || !w->out[1] || !w->cos || !w->sin || !w->zero || !w->a ||
         !w->qkv || !w->o || !w->br || !w->g || !w->z || !w->h_cos || !w->h_sin) {
-        bat_ws_free(be, w);
+        vv_bat_ws_free(be, w);
         return h3_fail(e, "video VAE decoder: out of memory for a batch of %lld tiles of %lld tokens", (long long)B,
                        (long long)N);
     }
@@ -651,13 +626,13 @@ static void bat_linear(video_vae *v, vv_bat_ws *w, h3_bf16 *y, int64_t ldy, cons
 }
 
 /* B tiles of Tl x h x w latents (host tokens h_tok [B][np][C], a h3_vae_host_alloc buffer) through docs/model/video_vae.md 7 steps 1-8 as one stack of
- * B * N rows -> backend w->out[slot] [B][np][patch_dim]. The same roundings as decode_tile's bf16 mode; only
+ * B * N rows -> backend w->out[slot] [B][np][patch_dim]. The same roundings as vv_decode_tile's bf16 mode; only
  * queues the work on an asynchronous backend. */
-static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t B, int64_t Tl, int64_t h, int64_t wd,
+void vv_decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t B, int64_t Tl, int64_t h, int64_t wd,
                          int slot) {
     h3_backend *be = v->be;
     const video_vae_config *c = &v->cfg;
-    const int64_t np = Tl * h * wd, N = dec_tokens(c, np), M = B * N, D = c->dim, F = c->ffn_inner, Cz = c->latent_channels;
+    const int64_t np = Tl * h * wd, N = vv_dec_tokens(c, np), M = B * N, D = c->dim, F = c->ffn_inner, Cz = c->latent_channels;
     const int H = c->dec_heads, hd = c->dec_head_dim;
     const float eps = c->dec_norm_eps, scale = 1.0f / sqrtf((float)hd);
     vp_mark(v, -1);
@@ -686,7 +661,7 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t
         if (!w->qkv32) {
             h3_vae_tile_attention(be, w->o, w->qkv, B, N, H, hd, scale); /* one batched call over the tiles */
         } else {
-            for (int64_t t = 0; t < B; t++) { /* decode_tile's h3_attention on the same (bf16-exact) values */
+            for (int64_t t = 0; t < B; t++) { /* vv_decode_tile's h3_attention on the same (bf16-exact) values */
                 h3_bf16_unpack(be, w->qkv32, w->qkv + t * N * 3 * D, N * 3 * D);
                 h3_attention(be, w->o32, D, w->qkv32, 3 * D, w->qkv32 + D, 3 * D, w->qkv32 + 2 * D, 3 * D, N, N, H, H,
                              hd, scale, 0, H3_BF16_OUT);
@@ -712,7 +687,7 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t
         vp_mark(v, VP_NORM);
     }
     /* norm_out and proj_out per patch token (step 8 drops the registers and the zero token) */
-    for (int64_t t = 0; t < B; t++) { /* per tile: a GEMM's rows can depend on M (OpenBLAS, cuBLASLt), keep decode_tile's */
+    for (int64_t t = 0; t < B; t++) { /* per tile: a GEMM's rows can depend on M (OpenBLAS, cuBLASLt), keep vv_decode_tile's */
         h3_layernorm(be, w->lnf, w->x + t * N * D, np, D, v->dnorm_w, v->dnorm_b, eps, 0);
         h3_matmul(be, w->out[slot] + t * np * c->patch_dim, w->lnf, np, &v->proj_out, &v->proj_out_b,
                   v->proj_out.dtype == H3_F16 ? H3_F16_IN : 0);
@@ -722,321 +697,13 @@ static void decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t
 
 void video_vae_set_decode_batch(video_vae *v, int max_tiles) { v->batch = max_tiles < 0 ? 0 : max_tiles; }
 
-/* ---- decode driver (docs/model/video_vae.md 8.3) ---- */
-
-/* One decode's plan and clip buffers: jobs k = (chunk, tile row i, tile column j) in order. */
-typedef struct vv_dec {
-    video_vae           *v;
-    const float         *z;
-    int64_t              L, h, w;
-    video_vae_frame_sink sink;
-    void                *ctx;
-    vv_stitch            s;
-    int64_t              cl, main_n, tail_n, nsel, frame, total, chunks, per_chunk, njobs;
-    float               *tile, *chunk, *pend;
-    int64_t             *slot; /* decoded frame of a clip -> kept slot, or -1 */
-    int64_t              have_pend, emitted;
-} vv_dec;
-
-static void job_tile(const vv_dec *d, int64_t k, int *i, int *j) {
-    *i = (int)(k % d->per_chunk / d->s.nx);
-    *j = (int)(k % d->s.nx);
-}
-
-static int64_t job_tokens_count(const vv_dec *d, int64_t k) {
-    int i, j;
-    job_tile(d, k, &i, &j);
-    return d->cl * (d->s.th[i] / d->v->cfg.S) * (d->s.tw[j] / d->v->cfg.S);
-}
-
-/* Tokens (t, y, x) of job k's latent slab into dst [np][C]; frames past L repeat the last (docs/model/video_vae.md 8.3 step 2). */
-static void job_tokens(const vv_dec *d, int64_t k, float *dst) {
-    const video_vae_config *c = &d->v->cfg;
-    const int64_t S = c->S, Cz = c->latent_channels, ch = k / d->per_chunk, L = d->L, h = d->h, w = d->w;
-    int i, j;
-    job_tile(d, k, &i, &j);
-    const int64_t th = d->s.th[i] / S, tw = d->s.tw[j] / S, ly = d->s.ys[i] / S, lx = d->s.xs[j] / S;
-    for (int64_t tt = 0; tt < d->cl; tt++) {
-        int64_t src_t = ch * c->K + tt < L ? ch * c->K + tt : L - 1;
-        for (int64_t y = 0; y < th; y++)
-            for (int64_t x = 0; x < tw; x++) {
-                float *o = dst + ((tt * th + y) * tw + x) * Cz;
-                for (int64_t cz = 0; cz < Cz; cz++) o[cz] = d->z[((cz * L + src_t) * h + ly + y) * w + lx + x];
-            }
-    }
-}
-
-/* The host part of job k from its decoder output out [np][patch_dim]: unpatchify the kept frames (docs/model/video_vae.md 7 step 9),
- * stitch; after a clip's last tile the temporal cross-fade (docs/model/video_vae.md 8.3 step 3.3) and the frames to the sink. */
-static int job_finish(vv_dec *d, int64_t k, const float *out, h3_err *e) {
-    const video_vae_config *c = &d->v->cfg;
-    const int64_t S = c->S, R = c->R, frame = d->frame;
-    int i, j;
-    job_tile(d, k, &i, &j);
-    const int64_t th = d->s.th[i] / S, tw = d->s.tw[j] / S, np = d->cl * th * tw, TH = th * S, TW = tw * S;
-    float *tile = d->tile;
-    const int64_t *slot = d->slot;
-#pragma omp parallel for schedule(static) if (np * c->patch_dim >= (1 << 15))
-    for (int64_t n = 0; n < np; n++) {
-        const int64_t lt = n / (th * tw), y = n / tw % th, x = n % tw;
-        const float *src = out + n * c->patch_dim;
-        for (int64_t cc = 0; cc < c->out_channels; cc++)
-            for (int64_t a = 0; a < R; a++) {
-                int64_t sl = slot[R * lt + a];
-                if (sl < 0) continue;
-                for (int64_t u = 0; u < S; u++)
-                    memcpy(tile + ((sl * c->out_channels + cc) * TH + y * S + u) * TW + x * S,
-                           src + ((cc * R + a) * S + u) * S, (size_t)S * sizeof(float));
-            }
-    }
-    if (vv_stitch_tile(&d->s, i, j, tile, d->chunk, e) != 0) return -1;
-    if (k % d->per_chunk != d->per_chunk - 1) return 0; /* the chunk is complete after its last tile */
-    if (d->have_pend) {
-        int64_t ext = min3(d->have_pend, d->main_n, c->FO);
-        for (int64_t m = 0; m < ext; m++) {
-            float wb = (float)m / (float)ext, wa = 1.0f - wb;
-            float *cur = d->chunk + m * frame;
-            const float *prev = d->pend + m * frame;
-#pragma omp parallel for schedule(static) if (frame >= (1 << 15))
-            for (int64_t p = 0; p < frame; p++) cur[p] = prev[p] * wa + cur[p] * wb;
-        }
-    }
-    for (int64_t m = 0; m < d->main_n && d->emitted < d->total; m++, d->emitted++)
-        if (d->sink(d->ctx, d->emitted, d->chunk + m * frame, e) != 0) return -1;
-    if (d->tail_n > 0) {
-        memcpy(d->pend, d->chunk + d->main_n * frame, (size_t)(d->tail_n * frame) * sizeof(float));
-        d->have_pend = d->tail_n;
-    }
-    return 0;
-}
-
-/* Per-tile path (fp32 mode, and the bf16 mode with batch 1): tile k+1 is queued on the backend before the host
- * unpatchifies and stitches tile k (CUDA: the GPU works meanwhile; CPU: the same order of work). */
-static int decode_jobs_per_tile(vv_dec *d, h3_err *e) {
-    video_vae *v = d->v;
-    const video_vae_config *c = &v->cfg;
-    vv_dec_ws ws = {0};
-    int rc = -1;
-    if (dec_ws_new(v->be, c, job_tokens_count(d, 0), v->bf16 ? 0 : FFN_ROWS, &ws, e) != 0) return -1;
-    for (int64_t k = 0; k <= d->njobs; k++) {
-        if (k > 0) decode_tile_finish(v, &ws, job_tokens_count(d, k - 1)); /* ws.h_out and the buffers free again */
-        if (k < d->njobs) {
-            int i, j;
-            job_tile(d, k, &i, &j);
-            job_tokens(d, k, ws.h_tok);
-            decode_tile(v, &ws, d->cl, d->s.th[i] / c->S, d->s.tw[j] / c->S);
-        }
-        if (k > 0 && job_finish(d, k - 1, ws.h_out, e) != 0) goto done;
-    }
-    rc = 0;
-done:
-    dec_ws_free(v->be, &ws);
-    return rc;
-}
-
-/* Batched path (bf16 mode): consecutive jobs of one tile shape in batches; batch g is queued (compute, then an
- * asynchronous download into host slot g % 2) before the host waits for batch g-1's download and finishes its
- * tiles, so the GPU computes batch g while batch g-1 is copied and stitched. */
-/* Tiles per batch (before the batches are evened out) for tiles of np tokens; batch: video_vae_set_decode_batch's. */
-static int64_t batch_cap(const video_vae_config *c, int64_t np, int batch) {
-    int64_t cap = batch > 0 ? batch : VV_OUT_BUDGET / (np * c->patch_dim * (int64_t)sizeof(float));
-    if (cap > VV_MAX_BATCH && batch <= 0) cap = VV_MAX_BATCH;
-    return cap < 1 ? 1 : cap;
-}
-
-/* Bytes of one pinned download slot: a full batch's output, then its tokens (uploaded from there: the host fills
- * the other slot's tokens while this upload may still be queued), + the tokens' alignment. */
-static size_t slot_bytes(const video_vae_config *c, int64_t np, int64_t cap) {
-    return (size_t)(cap * np * (c->patch_dim + c->latent_channels) * (int64_t)sizeof(float)) + 256;
-}
-
-static int decode_jobs_batched(vv_dec *d, h3_err *e) {
-    video_vae *v = d->v;
-    h3_backend *be = v->be;
-    const video_vae_config *c = &v->cfg;
-    const int64_t np0 = job_tokens_count(d, 0), tile_tok = np0 * c->latent_channels * (int64_t)sizeof(float);
-    int64_t cap = batch_cap(c, np0, v->batch);
-    /* Kept by the model (pinned allocations are slow), sized for a full batch even when this decode has fewer
-     * jobs (video_vae_download_slot_bytes gives the same size ahead of time). */
-    size_t need = slot_bytes(c, np0, cap);
-    /* equal batches, and at least two when there are 4+ jobs: the host stitches batch g-1 while the GPU computes
-     * batch g, so only the last batch's host part is not overlapped */
-    int64_t nbat = (d->njobs + cap - 1) / cap;
-    if (nbat < 2 && d->njobs >= 4 && v->batch <= 0) nbat = 2;
-    cap = (d->njobs + nbat - 1) / nbat;
-    if (v->pin_bytes < need) {
-        for (int s = 0; s < 2; s++) {
-            h3_vae_host_free(be, v->pin[s]);
-            v->pin[s] = h3_vae_host_alloc(be, need);
-        }
-        v->pin_bytes = v->pin[0] && v->pin[1] ? need : 0;
-        if (!v->pin_bytes) return h3_fail(e, "video VAE decoder: out of host memory for %zu-byte download buffers", need);
-    }
-    vv_bat_ws w;
-    if (bat_ws_new(be, c, cap, np0, v->fp8, &w, e) != 0) return -1;
-    v->vp_on = h3_knob_int(H3_KNOB_VAE_PROFILE, 0) > 0;
-    memset(v->vp_acc, 0, sizeof v->vp_acc);
-    double vp_start = vp_now();
-    h3_vae_xfer *xf = h3_vae_xfer_new(be);
-    int rc = -1, slot = 0;
-    int64_t prev_k0 = -1, prev_n = 0;
-    if (!xf) {
-        h3_fail(e, "video VAE decoder: cannot create the download stream");
-        goto done;
-    }
-    for (int64_t k0 = 0; k0 < d->njobs || prev_n > 0;) {
-        int64_t n = 0;
-        if (k0 < d->njobs) {
-            int i0, j0;
-            job_tile(d, k0, &i0, &j0);
-            const int64_t th = d->s.th[i0], tw = d->s.tw[j0], np = job_tokens_count(d, k0);
-            const size_t tok_off = (v->pin_bytes - (size_t)(cap * tile_tok)) / 256 * 256; /* tokens at the end */
-            float *h_tok = (float *)((uint8_t *)v->pin[slot] + tok_off);
-            /* the last batch's download and host part are the decode's tail (no GPU work beside them): automatic
-             * batching ends on a batch of a quarter (H3_VAE_TAIL=0: equal batches), its predecessor's host part
-             * running beside its compute */
-            int64_t lim = cap, rest = d->njobs - k0, small = (cap + 3) / 4;
-            if (v->small_tail && v->batch <= 0 && rest <= cap && rest > small && prev_n > 0) lim = rest - small;
-            while (n < lim && k0 + n < d->njobs) { /* same tile shape */
-                int i, j;
-                job_tile(d, k0 + n, &i, &j);
-                if (d->s.th[i] != th || d->s.tw[j] != tw) break;
-                job_tokens(d, k0 + n, h_tok + n * np * c->latent_channels);
-                n++;
-            }
-            decode_batch(v, &w, h_tok, n, d->cl, th / c->S, tw / c->S, slot);
-            h3_vae_download_async(be, xf, slot, v->pin[slot], w.out[slot], (size_t)(n * np * c->patch_dim) * sizeof(float));
-        }
-        if (prev_n > 0) {
-            h3_vae_download_wait(be, xf, slot ^ 1);
-            const float *out = v->pin[slot ^ 1];
-            for (int64_t t = 0; t < prev_n; t++) {
-                if (job_finish(d, prev_k0 + t, out, e) != 0) goto done;
-                out += job_tokens_count(d, prev_k0 + t) * c->patch_dim;
-            }
-        }
-        prev_k0 = k0, prev_n = n;
-        k0 += n;
-        slot ^= 1;
-    }
-    rc = 0;
-    if (v->vp_on) {
-        h3_sync(be);
-        double all = vp_now() - vp_start, sum = 0;
-        char line[512];
-        int off = snprintf(line, sizeof line, "vae profile: %lld jobs, batch %lld, %.3f s:", (long long)d->njobs,
-                           (long long)cap, all);
-        for (int k = 0; k < VP_N && off > 0 && off < (int)sizeof line; k++)
-            off += snprintf(line + off, sizeof line - off, " %s %.3f", vp_names[k], v->vp_acc[k]), sum += v->vp_acc[k];
-        if (off > 0 && off < (int)sizeof line) snprintf(line + off, sizeof line - off, " host/other %.3f", all - sum);
-        if (v->log) v->log(v->log_user, 0, line);
-    }
-done:
-    if (xf) {
-        h3_vae_download_wait(be, xf, 0);
-        h3_vae_download_wait(be, xf, 1);
-        h3_vae_xfer_free(be, xf);
-    }
-    bat_ws_free(be, &w);
-    return rc;
-}
-
-int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w,
-                            const video_vae_tiling *tiling, video_vae_frame_sink sink, void *ctx, h3_err *e) {
-    const video_vae_config *c = &v->cfg;
-    if (!(v->parts & VIDEO_VAE_DECODER)) return h3_fail(e, "video VAE: decoder weights were not loaded");
-    if (h < 1 || w < 1) return h3_fail(e, "latents: height and width must be >= 1");
-    int64_t total = video_vae_decoded_frames(c, L, e);
-    if (total < 0) return -1;
-    video_vae_tiling t;
-    if (vv_resolve_tiling(tiling, c->S, &t, e) != 0) return -1;
-
-    vv_dec d;
-    memset(&d, 0, sizeof d);
-    d.v = v, d.z = z, d.L = L, d.h = h, d.w = w, d.sink = sink, d.ctx = ctx, d.total = total;
-    const int64_t S = c->S, R = c->R, td = c->token_drop;
-    d.cl = c->K + c->O; /* latent frames per clip */
-    const int64_t H = h * S, W = w * S, tc = d.cl * R;
-    d.frame = (int64_t)c->out_channels * H * W;
-    d.main_n = (tc < c->CF ? tc : c->CF) - c->P;
-    d.tail_n = td > 0 ? (tc < 2 * c->CF ? tc : 2 * c->CF) - c->CF - c->P : 0;
-    if (d.main_n < 0) d.main_n = 0;
-    if (d.tail_n < 0) d.tail_n = 0;
-    d.nsel = d.main_n + d.tail_n; /* decoded frames kept from each clip: main part, then the tail */
-    const int64_t tokens = L + td, pad = ((-tokens) % c->K + c->K) % c->K;
-    d.chunks = (tokens + pad) / c->K - (td > 0);
-
-    if (vv_stitch_init(&d.s, H, W, &t, (int)S, 1, d.nsel * c->out_channels, e) != 0) return -1;
-    d.per_chunk = (int64_t)d.s.ny * d.s.nx;
-    d.njobs = d.chunks * d.per_chunk;
-    int rc = -1;
-    d.tile = malloc((size_t)(d.nsel * c->out_channels * d.s.th[0] * d.s.tw[0]) * sizeof(float));
-    d.chunk = malloc((size_t)(d.nsel * d.frame) * sizeof(float));
-    d.pend = malloc((size_t)((d.tail_n ? d.tail_n : 1) * d.frame) * sizeof(float));
-    d.slot = malloc((size_t)tc * sizeof(int64_t));
-    if (!d.tile || !d.chunk || !d.pend || !d.slot) {
-        h3_fail(e, "out of memory");
-        goto done;
-    }
-    /* decoded frame f -> slot (or -1): f = R*t + a comes from latent t, component a */
-    for (int64_t f = 0; f < tc; f++) d.slot[f] = -1;
-    for (int64_t m = 0; m < d.main_n; m++) d.slot[c->P + m] = m;
-    for (int64_t m = 0; m < d.tail_n; m++) d.slot[c->CF + c->P + m] = d.main_n + m;
-
-    /* the per-tile path has no FP8 GEMMs: VIDEO_VAE_FP8 always batches (a batch of one tile with batch 1) */
-    if ((v->bf16 && (v->batch != 1 || v->fp8) ? decode_jobs_batched(&d, e) : decode_jobs_per_tile(&d, e)) != 0) goto done;
-    for (int64_t m = 0; m < d.have_pend && d.emitted < total; m++, d.emitted++)
-        if (sink(ctx, d.emitted, d.pend + m * d.frame, e) != 0) goto done;
-    rc = 0;
-done:
-    vv_stitch_free(&d.s);
-    free(d.tile);
-    free(d.chunk);
-    free(d.pend);
-    free(d.slot);
-    return rc;
-}
-
-size_t video_vae_download_slot_bytes(const video_vae_config *c, int64_t h, int64_t w, const video_vae_tiling *tiling) {
-    video_vae_tiling t;
-    vv_stitch s;
-    h3_err e;
-    const int batch = env_decode_batch();
-    if (batch == 1 || h < 1 || w < 1 || vv_resolve_tiling(tiling, c->S, &t, &e) != 0) return 0; /* per-tile path */
-    if (vv_stitch_init(&s, h * c->S, w * c->S, &t, (int)c->S, 1, 1, &e) != 0) return 0;
-    /* job 0's tokens, as job_tokens_count: clip frames x the first tile's latent rows x columns */
-    const int64_t np0 = (c->K + c->O) * (s.th[0] / c->S) * (s.tw[0] / c->S);
-    vv_stitch_free(&s);
-    return slot_bytes(c, np0, batch_cap(c, np0, batch));
-}
-
-typedef struct vv_collect {
-    float  *out;
-    int64_t T, frame_hw, channels;
-} vv_collect;
-
-static int collect_frame(void *ctx, int64_t index, const float *frame, h3_err *e) {
-    vv_collect *c = ctx;
-    for (int64_t ch = 0; ch < c->channels; ch++)
-        memcpy(c->out + (ch * c->T + index) * c->frame_hw, frame + ch * c->frame_hw, (size_t)c->frame_hw * sizeof(float));
-    return 0;
-}
-
-int video_vae_decode(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w, const video_vae_tiling *tiling,
-                     float *out, h3_err *e) {
-    int64_t T = video_vae_decoded_frames(&v->cfg, L, e);
-    if (T < 0) return -1;
-    vv_collect c = {out, T, h * v->cfg.S * w * v->cfg.S, v->cfg.out_channels};
-    return video_vae_decode_stream(v, z, L, h, w, tiling, collect_frame, &c, e);
-}
-
 int64_t video_vae_decode_workspace_bytes(const video_vae_config *c, int64_t h, int64_t w,
                                          const video_vae_tiling *tiling) {
     video_vae_tiling t;
     if (vv_resolve_tiling(tiling, c->S, &t, NULL) != 0) return -1;
     const int64_t S = c->S, H = h * S, W = w * S, cl = c->K + c->O;
     const int64_t th = t.enabled && t.tile_h < H ? t.tile_h : H, tw = t.enabled && t.tile_w < W ? t.tile_w : W;
-    const int64_t np = cl * (th / S) * (tw / S), N = dec_tokens(c, np), D = c->dim;
+    const int64_t np = cl * (th / S) * (tw / S), N = vv_dec_tokens(c, np), D = c->dim;
     const int64_t fr = N < FFN_ROWS ? N : FFN_ROWS, tc = cl * c->R;
     int64_t main_n = (tc < c->CF ? tc : c->CF) - c->P;
     int64_t tail_n = c->token_drop > 0 ? (tc < 2 * c->CF ? tc : 2 * c->CF) - c->CF - c->P : 0;

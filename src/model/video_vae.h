@@ -97,6 +97,11 @@ typedef int (*video_vae_frame_sink)(void *ctx, int64_t index, const float *frame
  * to sink. Peak memory: one decoder tile's activations plus 22 + 5 frames of H x W x 3 (docs/model/video_vae.md 8.3). */
 int video_vae_decode_stream(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w,
                             const video_vae_tiling *tiling, video_vae_frame_sink sink, void *ctx, h3_err *e);
+/* The same on n ranks (docs/parallel.md: --parallel): vs[r] the same decoder on rank r's backend (loaded the same
+ * way); the one-rank plan's units (tiles, or batches of tiles) are dealt round-robin to the ranks and their host
+ * part runs here in order: the frames are bit-identical to video_vae_decode_stream(vs[0]). n = 1 is that call. */
+int video_vae_decode_stream_parallel(video_vae *const *vs, int n, const float *z, int64_t L, int64_t h, int64_t w,
+                                     const video_vae_tiling *tiling, video_vae_frame_sink sink, void *ctx, h3_err *e);
 /* bf16 mode: the decoder runs up to max_tiles equally shaped tiles (of one or more clips) as one stack of rows
  * through every linear (attention per tile; docs/model/video_vae.md 13), the next batch computing while the previous one is
  * downloaded and stitched. 0 (default): as many as fit ~400 MB of output per batch (18 tiles of 256 x 256 x 7

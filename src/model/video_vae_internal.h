@@ -1,4 +1,5 @@
-/* Private to the video VAE (video_vae.c: weights, decoder, tiling; video_vae_encoder.c): the model
+/* Private to the video VAE (video_vae.c: weights, the decoder's tile work; video_vae_decode.c: the decode drivers;
+ * video_vae_tiling.c; video_vae_encoder.c): the model
  * structure and the spatial stitching shared by the encoder and the decoder drivers. */
 #ifndef H3_VIDEO_VAE_INTERNAL_H
 #define H3_VIDEO_VAE_INTERNAL_H
@@ -78,5 +79,48 @@ int  vv_stitch_tile(vv_stitch *s, int i, int j, const float *tile, float *dst, h
 int  vv_resolve_tiling(const video_vae_tiling *in, int ratio, video_vae_tiling *out, h3_err *e);
 /* The tensors of the given parts (VIDEO_VAE_ENCODER / _DECODER) into l (video_vae_config.c). */
 int  video_vae_expect_parts(const video_vae_config *c, int parts, h3_expect_list *l, h3_err *e);
+
+/* ---- the decoder's tile work (video_vae.c), which the decode drivers (video_vae_decode.c) run ---- */
+#define FFN_ROWS 256 /* tokens per FFN block: bounds the [rows, ffn_inner] intermediates */
+#define VV_OUT_BUDGET ((int64_t)400 << 20) /* bytes of proj_out output per batch (one of two download slots) */
+#define VV_MAX_BATCH 32
+
+typedef struct vv_dec_ws { /* backend buffers for tiles of up to np_cap patch tokens */
+    int64_t  np_cap;
+    int64_t  ffn_rows; /* tokens per FFN block */
+    int64_t  rope_Tl, rope_h, rope_w; /* grid of the RoPE tables in cos/sin (0: none yet) */
+    float   *tok, *pq, *x, *a, *q, *k, *v, *o, *fv, *fg, *cos, *sin, *out;
+    int32_t *rowidx; /* zeros: every row reads scale1/scale2 through h3_gated_residual's table */
+    /* host */
+    float   *h_tok, *h_out, *h_cos, *h_sin, *h_zero;
+    int32_t *h_idx;
+} vv_dec_ws;
+void    vv_dec_ws_free(h3_backend *be, vv_dec_ws *w);
+/* ffn_rows: FFN_ROWS, or 0 for the whole tile at once */
+int     vv_dec_ws_new(h3_backend *be, const video_vae_config *c, int64_t np, int64_t ffn_rows, vv_dec_ws *w, h3_err *e);
+int64_t vv_dec_tokens(const video_vae_config *c, int64_t np);
+/* One tile of Tl x h x w latents from ws->h_tok through the decoder, queued; _finish: its output in ws->h_out. */
+void    vv_decode_tile(video_vae *v, vv_dec_ws *ws, int64_t Tl, int64_t h, int64_t w);
+void    vv_decode_tile_finish(video_vae *v, vv_dec_ws *ws, int64_t np);
+
+typedef struct vv_bat_ws { /* backend buffers for batches of up to B tiles of up to np patch tokens */
+    int64_t  B, np, N, fr;            /* capacity; fr: rows per FFN pass */
+    int64_t  rope_Tl, rope_h, rope_w; /* grid of the RoPE tables in cos/sin (0: none yet) */
+    float   *tok, *pq, *x, *out[2], *cos, *sin, *zero, *lnf;
+    h3_bf16 *a, *qkv, *o, *br, *g, *z;
+    uint8_t *xq;                      /* VIDEO_VAE_FP8: a GEMM input's E4M3 codes [M][max(D, F)] */
+    float   *xs;                      /* and its per-row scales [M] */
+    float   *qkv32, *o32;             /* head dims other than 64 / 128 only: h3_attention's fp32 rows */
+    float   *h_cos, *h_sin; /* host */
+} vv_bat_ws;
+void vv_bat_ws_free(h3_backend *be, vv_bat_ws *w);
+int  vv_bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int64_t np, int fp8, vv_bat_ws *w, h3_err *e);
+/* B tiles (host tokens h_tok [B][np][C] in a h3_vae_host_alloc buffer) -> backend w->out[slot], queued. */
+void vv_decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t B, int64_t Tl, int64_t h, int64_t wd, int slot);
+/* H3_VAE_PROFILE (docs/model/video_vae.md 13): the kinds of op the batched decode times, and the clock */
+enum { VP_IN, VP_QKV, VP_QK, VP_ATTN, VP_OUT, VP_NORM, VP_FF1, VP_SWIGLU, VP_FF2, VP_PROJ, VP_N };
+double vv_now(void);
+/* H3_VAE_BATCH (docs/tuning.md): the decode batch a model starts with (0: automatic) */
+int    vv_env_decode_batch(void);
 
 #endif

@@ -1,6 +1,8 @@
 /* The denoising loop (docs/model/dit.md 7.4). The DiT is reached only through src/model/dit.h. */
 #include "denoise.h"
 
+#include "../model/dit_parallel.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,7 +185,7 @@ int denoise_run(dit_model *m, const denoise_args *a, h3_err *e) {
         };
         const float sv_i = a->video_sched->sigmas[i], sa_i = a->audio_sched->sigmas[i];
         if (denoise_pass_is_fresh(i, steps, reuse)) {
-            if (dit_forward(m, &in, v_out, a_out, e)) {
+            if (a->team ? dit_team_forward(a->team, &in, v_out, a_out, e) : dit_forward(m, &in, v_out, a_out, e)) {
                 h3_fail_prefix(e, "denoise step %d/%d", i + 1, steps);
                 goto done;
             }

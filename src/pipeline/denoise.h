@@ -42,6 +42,7 @@ typedef struct denoise_args {
     int           check_blocks;  /* --profile: every DiT block's output checked for non-finite values (dit_inputs) */
     denoise_progress_fn progress;
     void         *progress_user;
+    struct dit_team *team;       /* --parallel (docs/parallel.md): the forwards run on this team (m is its rank 0); NULL: m */
 } denoise_args;
 
 /* --token-reduction's block schedule for a model of num_layers blocks: blocks 4..29, 4..39 for the first 10

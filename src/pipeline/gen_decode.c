@@ -127,6 +127,9 @@ int phase_video(gen *s, h3_err *e) {
     const layout_geometry *g = &s->g;
     frame_sink_ctx fc = {s, g->height, g->width, NULL};
     int rc = -1;
+    /* --parallel N (docs/parallel.md): the decoder on every rank, its tiles dealt to them (frames as one rank's) */
+    video_vae *vv[8] = {v};
+    int nv = 1;
     int64_t nz = (int64_t)VIDEO_CHANNELS * g->num_latent_frames * g->latent_height * g->latent_width;
     float *z = malloc(sizeof(float) * (size_t)nz);
     s->nframes = video_vae_decoded_frames(c, g->num_latent_frames, e);
@@ -143,6 +146,21 @@ int phase_video(gen *s, h3_err *e) {
     }
     memcpy(z, s->video_latents, sizeof(float) * (size_t)nz);
     video_vae_denormalize_latents(c, z, nz / VIDEO_CHANNELS);
+    if (s->parallel > 1 && be == s->be) {
+        for (; nv < s->parallel; nv++) {
+            video_vae *p = NULL;
+            video_vae_config pc;
+            if (s->r->random_weights) {
+                if (video_vae_config_load(dir, &pc, e) == 0)
+                    p = video_vae_new_random(s->peers[nv - 1], &pc, parts, s->r->seed ^ RANDOM_VIDEO, e);
+            } else {
+                p = video_vae_new(s->peers[nv - 1], dir, parts, e);
+            }
+            if (!p) goto done;
+            vv[nv] = p;
+        }
+        gen_log(s->r, "--parallel %d: the video decoder's tiles dealt to the %d ranks", s->parallel, nv);
+    }
     begin_on(s, "video VAE decode", be, s->nframes);
     video_vae_tiling tiling = video_vae_tiling_default();
     if ((s->out_h != g->height || s->out_w != g->width) &&
@@ -160,13 +178,16 @@ int phase_video(gen *s, h3_err *e) {
     const int omp_prev = omp_get_max_threads();
     const int narrow = s->mp4 && be->kind == H3_BACKEND_CUDA && omp_prev > MP4_HOST_THREADS;
     if (narrow) omp_set_num_threads(MP4_HOST_THREADS);
-    int drc = video_vae_decode_stream(v, z, g->num_latent_frames, g->latent_height, g->latent_width, &tiling, frame_sink,
-                                      &fc, e);
+    int drc = nv > 1 ? video_vae_decode_stream_parallel(vv, nv, z, g->num_latent_frames, g->latent_height, g->latent_width,
+                                                        &tiling, frame_sink, &fc, e)
+                     : video_vae_decode_stream(v, z, g->num_latent_frames, g->latent_height, g->latent_width, &tiling,
+                                               frame_sink, &fc, e);
     if (narrow) omp_set_num_threads(omp_prev);
     if (drc || phase_check(be, e)) goto done;
     progress_end(&s->pg);
     rc = 0;
 done:
+    for (int r = 1; r < nv; r++) video_vae_free(vv[r]);
     free(z);
     free(fc.render);
     /* the session default keeps the decoder only beside a kept transformer */

@@ -11,6 +11,7 @@
 #include "../io/snapshot.h"
 #include "../model/dit.h"
 #include "../model/dit_int8.h"
+#include "../model/dit_parallel.h"
 #include "denoise.h"
 #include "gen_preview.h"
 #include "gen_resident.h"
@@ -250,6 +251,56 @@ static int dit_results(gen *s, const dit_model *m, const dit_run *d, h3_err *e) 
     return 0;
 }
 
+/* --parallel N (docs/parallel.md): the transformers of ranks 1..N-1, made like rank 0's on the peer backends (or kept
+ * from the last generation under the same key), their AdaLN projections given back (rank 0 makes the tables), and
+ * the team over all N. */
+typedef struct par_dit {
+    dit_team  *team;
+    dit_model *peer[7];
+    int        n;
+} par_dit;
+
+static int par_begin(gen *s, const char *dir, int mode, const char *key, dit_model *m, par_dit *p, h3_err *e) {
+    memset(p, 0, sizeof *p);
+    if (s->parallel <= 1) return 0;
+    if (s->r->token_reduction)
+        return h3_fail(e, "--parallel %d with --token-reduction: its token pairs would cross the ranks' rows; use one of "
+                          "the two (docs/parallel.md)", s->parallel);
+    resident *res = s->res;
+    if (res && res->n_dit_peers == s->parallel - 1 && !strcmp(res->peer_key, key)) { /* kept with rank 0's */
+        for (int r = 0; r < res->n_dit_peers; r++) p->peer[r] = res->dit_peer[r];
+        p->n = res->n_dit_peers, res->n_dit_peers = 0;
+        gen_log(s->r, "--parallel %d: ranks 1..%d's transformers resident", s->parallel, p->n);
+    } else {
+        if (res) resident_free_peers(res);
+        for (int r = 1; r < s->parallel; r++) {
+            if (!(p->peer[r - 1] = dit_make(s, s->peers[r - 1], dir, mode, e))) return -1;
+            p->n = r;
+            dit_release_adaln(p->peer[r - 1]);
+        }
+    }
+    dit_model *all[8] = {m};
+    for (int r = 0; r < p->n; r++) all[r + 1] = p->peer[r];
+    if (!(p->team = dit_team_new(all, s->parallel, s->be->kind == H3_BACKEND_CUDA ? H3_COMM_NCCL : H3_COMM_CPU, e)))
+        return -1;
+    gen_log(s->r, "--parallel %d: the DiT on %d %s ranks (Ulysses: rows split, attention heads exchanged; docs/parallel.md)",
+            s->parallel, s->parallel, s->be->kind == H3_BACKEND_CUDA ? "GPU (NCCL)" : "CPU");
+    return 0;
+}
+
+/* keep: rank 0's transformer stays resident under key, so do the peers */
+static void par_end(gen *s, par_dit *p, const char *key, int keep) {
+    dit_team_free(p->team);
+    if (keep && s->res) {
+        for (int r = 0; r < p->n; r++) s->res->dit_peer[r] = p->peer[r];
+        s->res->n_dit_peers = p->n;
+        snprintf(s->res->peer_key, sizeof s->res->peer_key, "%s", key);
+    } else {
+        for (int r = 0; r < p->n; r++) dit_free(p->peer[r]);
+    }
+    memset(p, 0, sizeof *p);
+}
+
 int phase_dit(gen *s, h3_err *e) {
     char dir[4096];
     if (snapshot_dit_dir(s->r->model_dir, s->task == H3_REF2VA, dir, sizeof dir, e)) return -1;
@@ -275,6 +326,8 @@ int phase_dit(gen *s, h3_err *e) {
     int rc = -1;
     dit_run d;
     memset(&d, 0, sizeof d);
+    par_dit pd;
+    memset(&pd, 0, sizeof pd);
     denoise_args da;
     if (dit_check_model(s, dit_get_config(m), dir, e) || dit_run_prepare(s, &d, e)) goto done;
     if ((rc = dit_args(s, &d, dit_get_config(m), &da, e)) != 0) goto done;
@@ -289,6 +342,8 @@ int phase_dit(gen *s, h3_err *e) {
         s->pv_L = d.L, s->pv_vrows = d.vrows, s->pv_arows = d.arows, s->pv_err.msg[0] = 0;
     }
     dit_set_attention(m, s->r->attention_sage8); /* a setting of the forward, not of the weights: a kept model takes it */
+    if (par_begin(s, dir, mode, key, m, &pd, e)) goto done;
+    da.team = pd.team;
     if (s->r->preset_fast)
         gen_log(s->r, "preset fast: DiT linears %s, attention %s, video decoder %s (docs/fast.md; not the reference's arithmetic)",
                 s->r->quant_fp8 ? "fp8" : s->r->quant_int8 ? "int8" : "bf16", s->r->attention_sage8 ? "sage8" : "exact",
@@ -303,9 +358,9 @@ done:
     s->pv = NULL, s->pv_borrowed = 0;
     dit_run_free(&d);
     /* released before the decoders load, unless --resident keeps it (the session default: when it has the room) */
-    if (rc == 0 && res && (s->r->resident != H3_RESIDENT_AUTO || resident_auto_room(s->r, res, be, m, s->r->random_weights)))
-        resident_keep(res, (void **)&res->dit, res->dit_key, m, key, resident_free_dit);
-    else
-        dit_free(m);
+    const int keep = rc == 0 && res && (s->r->resident != H3_RESIDENT_AUTO || resident_auto_room(s->r, res, be, m, s->r->random_weights));
+    par_end(s, &pd, key, keep);
+    if (keep) resident_keep(res, (void **)&res->dit, res->dit_key, m, key, resident_free_dit);
+    else dit_free(m);
     return rc;
 }

@@ -17,6 +17,8 @@ void resident_free(resident *r, int phases, int core) {
     }
     if (core) {
         dit_free(r->dit), video_vae_free(r->vvae);
+        for (int i = 0; i < r->n_dit_peers; i++) dit_free(r->dit_peer[i]);
+        r->n_dit_peers = 0, r->peer_key[0] = 0;
         r->dit = NULL, r->vvae = NULL;
         r->dit_key[0] = r->vvae_key[0] = 0;
     }
@@ -25,6 +27,11 @@ void resident_free(resident *r, int phases, int core) {
 void resident_drop(resident *r) {
     resident_free(r, 1, 1);
     memset(r, 0, sizeof *r);
+}
+
+void resident_free_peers(resident *r) {
+    for (int i = 0; i < r->n_dit_peers; i++) dit_free(r->dit_peer[i]);
+    r->n_dit_peers = 0, r->peer_key[0] = 0;
 }
 
 void resident_free_te(void *p) { text_encoder_free(p); }

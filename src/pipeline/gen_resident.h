@@ -19,6 +19,10 @@ typedef struct resident {
     audio_vae    *avae;
     video_vae    *vvae;
     char          te_key[RKEY], dit_key[RKEY], avae_key[RKEY], vvae_key[RKEY];
+    /* --parallel: the transformers of ranks 1.. (on the context's peer backends), kept with dit under peer_key */
+    dit_model    *dit_peer[7];
+    int           n_dit_peers;
+    char          peer_key[RKEY];
     /* H3_RESIDENT_AUTO: the most GPU memory any other phase added in this context's generations, and the verdict
      * that the kept models do not fit (set once, kept until the models are dropped: !resident off, !cache clear) */
     int64_t       auto_need;
@@ -27,6 +31,8 @@ typedef struct resident {
 
 /* Frees the kept text encoder + tokenizer + audio decoder (phases) and / or transformer + video decoder (core). */
 void resident_free(resident *r, int phases, int core);
+/* Frees the kept --parallel transformers of ranks 1.. (rank 0's stays). */
+void resident_free_peers(resident *r);
 /* Frees everything and clears the verdicts. */
 void resident_drop(resident *r);
 /* The cached model of a slot, taken out of the cache, when it was cached under key; else NULL (and a cached

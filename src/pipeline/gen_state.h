@@ -69,6 +69,9 @@ typedef struct gen {
     h3_err            pv_err;        /* why a preview stopped the loop */
     double            shift_video, shift_audio; /* the snapshot's scheduler/ and audio_scheduler/ configs */
     int               bad_input;     /* a phase refused the user's input (the prompt's length): exit 2 */
+    /* --parallel N: the backends of ranks 1..N-1 (the context's; rank 0 runs on be), docs/parallel.md */
+    h3_backend      **peers;
+    int               parallel;
 } gen;
 
 /* One message line to the request's log callback (request.h); library code prints nothing itself. */

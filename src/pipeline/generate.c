@@ -33,7 +33,23 @@ struct h3_gen_ctx {
     resident    res;             /* --resident / the session default: the models kept between requests (on be / cpu) */
     cond_cache  cc;              /* the last request's conditioning (host memory) */
     int         knobs_checked;   /* the unknown H3_* variables were said (once per context) */
+    h3_backend *peers[7];        /* --parallel: ranks 1.. (CPU backends, or CUDA devices device+1..), made when first asked */
+    int         n_peers;
 };
+
+/* --parallel n: the backends of ranks 1..n-1, made once (more when a later request asks for more) */
+static int ensure_peers(h3_gen_ctx *c, int n, h3_err *e) {
+    for (int r = c->n_peers + 1; r < n; r++) {
+        h3_err why;
+        h3_backend *b = h3_backend_new_on(c->cuda ? H3_BACKEND_CUDA : H3_BACKEND_CPU, c->threads, c->device + r, &why);
+        if (!b && c->cuda)
+            return h3_fail(e, "--parallel %d: needs GPUs %d..%d, GPU %d cannot start (%s)", n, c->device,
+                           c->device + n - 1, c->device + r, why.msg);
+        if (!b) return h3_fail(e, "--parallel %d: CPU rank %d: %s", n, r, why.msg);
+        c->peers[c->n_peers++] = b;
+    }
+    return 0;
+}
 
 h3_gen_ctx *h3_gen_ctx_new(const h3_request *r, h3_err *e) {
     h3_gen_ctx *c = calloc(1, sizeof *c);
@@ -49,6 +65,8 @@ h3_gen_ctx *h3_gen_ctx_new(const h3_request *r, h3_err *e) {
 
 static void gen_ctx_stop(h3_gen_ctx *c) {
     resident_drop(&c->res); /* its models live on the backends */
+    for (int r = 0; r < c->n_peers; r++) h3_backend_free(c->peers[r]);
+    c->n_peers = 0;
     if (c->cpu != c->be) h3_backend_free(c->cpu);
     h3_backend_free(c->be);
     c->be = c->cpu = NULL;
@@ -180,8 +198,15 @@ int h3_generate_in(h3_gen_ctx *c, const h3_request *r, h3_err *e) {
         cond_set_free(&s.cond);
         return -1;
     }
+    if (r->parallel > 1 && ensure_peers(c, r->parallel, e)) {
+        outputs_free(&s);
+        free(ckey);
+        cond_set_free(&s.cond);
+        return -1;
+    }
     s.be = c->be;
     s.cpu = c->cpu;
+    s.peers = c->peers, s.parallel = r->parallel > 1 ? r->parallel : 1;
     s.cc = &c->cc;
     if (r->resident) s.res = &c->res;
     else resident_drop(&c->res); /* !resident off: the kept models go */

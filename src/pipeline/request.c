@@ -106,6 +106,10 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
         return h3_fail(e, "--ssd-streaming cannot be combined with --quant int8 (the int8 blocks are made resident)");
     if (r->quant_fp8 && !r->bf16) return h3_fail(e, "--quant fp8 needs --precision bf16 (the fp32 mode is the reference)");
     if (r->vae_fp8 && !r->bf16) return h3_fail(e, "--vae-quant fp8 needs --precision bf16 (the fp32 mode is the reference)");
+    if (r->parallel < 0 || r->parallel > 8) return h3_fail(e, "--parallel must be 1..8, got %d", r->parallel);
+    if (r->parallel > 1 && r->token_reduction)
+        return h3_fail(e, "--parallel %d with --token-reduction: its token pairs would cross the ranks' rows; use one of "
+                          "the two (docs/parallel.md)", r->parallel);
     if (r->attention_sage8 && !r->bf16)
         return h3_fail(e, "--attention sage8 needs --precision bf16 (the fp32 mode is the reference)");
     if (r->quant_fp8 && r->ssd_streaming)

@@ -84,6 +84,8 @@ typedef struct h3_request {
     int         cuda;          /* --backend cuda */
     int         device;        /* --device N: the CUDA device index */
     int         threads;
+    int         parallel;      /* --parallel N (docs/parallel.md): the DiT on N ranks (CPU threads or GPUs device..device+N-1),
+                                  1..8; 0 is 1 */
     int         random_weights; /* --random-weights: weights made from the configs (benchmarks), t2va only */
     /* --show: called with one representative frame after every denoising pass (decoded from the current latents by
      * a preview video decoder kept during the denoising) and then with every final frame; nonzero cancels the

@@ -416,3 +416,25 @@ static void c_tally_nonfinite(bo_ctx *c, const bo_row *r) {
         free(got);
     }
 }
+
+/* ---- copy_2d: a = rows, width, source pitch, destination pitch (bytes); the bytes between rows stay as they were
+ * (0xff poison), each row's width bytes are the source's ---- */
+static void c_copy_2d(bo_ctx *c, const bo_row *r) {
+    const int64_t rows = r->a[0], width = r->a[1], sp = r->a[2], dp = r->a[3];
+    uint8_t *src = malloc((size_t)(rows * sp)), *want = malloc((size_t)(rows * dp));
+    for (int64_t i = 0; i < rows * sp; i++) src[i] = (uint8_t)(frand() * 127.0f + 128.0f);
+    memset(want, 0xff, (size_t)(rows * dp));
+    for (int64_t i = 0; i < rows; i++) memcpy(want + i * dp, src + i * sp, (size_t)width);
+    bo_buf *s = bo_in(c, BO_U8, rows * sp, src), *d = bo_out(c, BO_U8, rows * dp);
+    bo_cost(c, NULL, 0, 2.0 * (double)(rows * width));
+    BO_OP(c, be, h3_copy_2d(be, PU(d), (size_t)dp, PU(s), (size_t)sp, (size_t)width, (size_t)rows));
+    bo_check(c, "dst", d, 0.0, 0);
+    if (bo_refs(c)) {
+        uint8_t *g = bo_get(c, d, 0);
+        CHECK(!memcmp(g, want, (size_t)(rows * dp)), "[%s] copy_2d %s: the rows or the gaps between them differ "
+              "from the expected bytes", c->tag, r->name);
+        bo_line(c, "dst vs expected bytes", memcmp(g, want, (size_t)(rows * dp)) ? "differ" : "bit-identical");
+        free(g);
+    }
+    free(src), free(want);
+}

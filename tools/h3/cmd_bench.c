@@ -22,6 +22,7 @@
 #include "backend/backend_bench.h"
 #include "model/dit.h"
 #include "model/dit_int8.h"
+#include "model/dit_parallel.h"
 #include "model/video_vae.h"
 #include "pipeline/layout.h"
 #include "cli.h"
@@ -111,6 +112,44 @@ static int64_t *i64_fill(int64_t n, int64_t v) {
 
 /* ---- DiT ---- */
 
+/* --parallel N (docs/parallel.md): ranks 1..N-1's backends and models, and the team the forwards run on */
+typedef struct bench_par {
+    int         n;
+    h3_backend *be[8];
+    dit_model  *m[8];
+    dit_team   *team;
+} bench_par;
+static bench_par par = {.n = 1};
+
+static int forward(dit_model *m, const dit_inputs *in, float *vout, float *aout, h3_err *e) {
+    return par.team ? dit_team_forward(par.team, in, vout, aout, e) : dit_forward(m, in, vout, aout, e);
+}
+
+/* the peers: the same random weights (seed 42) on their own backends (GPUs device 1.. or CPU backends), their AdaLN
+ * projections released (rank 0 makes the tables), quantized and set as rank 0 */
+static int par_make(h3_backend *be, dit_model *m0, const dit_config *cfg, int mode, int quant, int sage8, h3_err *e) {
+    par.m[0] = m0;
+    for (int r = 1; r < par.n; r++) {
+        h3_err why;
+        if (!(par.be[r] = h3_backend_new_on(be->kind, 0, r, &why)))
+            return h3_fail(e, "--parallel %d: rank %d: %s", par.n, r, why.msg);
+        if (!(par.m[r] = dit_new_random(par.be[r], cfg, mode, 42, e))) return -1;
+        dit_release_adaln(par.m[r]);
+        dit_set_attention(par.m[r], sage8);
+        if (quant && (quant == 1 ? dit_quantize_fp8(par.m[r], e) : dit_quantize_int8(par.m[r], quant == 3, e)) != 0) return -1;
+    }
+    if (!(par.team = dit_team_new(par.m, par.n, be->kind == H3_BACKEND_CUDA ? H3_COMM_NCCL : H3_COMM_CPU, e))) return -1;
+    printf("dit: --parallel %d: %d ranks (%s), Ulysses sequence parallelism\n", par.n, par.n,
+           be->kind == H3_BACKEND_CUDA ? "GPUs 0.., NCCL" : "CPU backends");
+    return 0;
+}
+
+static void par_free(void) {
+    dit_team_free(par.team);
+    for (int r = 1; r < par.n; r++) dit_free(par.m[r]), h3_backend_free(par.be[r]);
+    par.team = NULL;
+}
+
 /* ref (--compare-bf16 1 with --quant): NULL, or the bf16 forward's outputs at this shape: ref->want set: one forward
  * (no timing) whose outputs are kept in ref; else the timed forwards' outputs are compared with ref's. */
 typedef struct bench_ref {
@@ -163,7 +202,7 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
     }
     h3_memory_reset_peak(be);
     /* warm-up: plans, scratch pool, cuDNN graphs */
-    if (dit_forward(m, &in, vout, aout, e) != 0) goto done;
+    if (forward(m, &in, vout, aout, e) != 0) goto done;
     if (ref && ref->want) { /* the bf16 reference: kept, not timed */
         ref->video = vout, ref->audio = aout, vout = aout = NULL;
         printf("dit: bf16 forward at shape %s kept for --compare-bf16\n", s->name);
@@ -176,7 +215,7 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
     for (int i = 0; i < repeats; i++) {
         h3_sync(be);
         double t0 = now_s();
-        if (dit_forward(m, &in, vout, aout, e) != 0) goto done;
+        if (forward(m, &in, vout, aout, e) != 0) goto done;
         h3_sync(be);
         double dt = now_s() - t0;
         sum += dt;
@@ -201,6 +240,7 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
            r->dit_tflop, r->dit_tflop / r->dit_s, r->dit_peak);
     if (base > 0) printf(" baseline_s=%.3f ratio=%.2f", base, r->dit_s / base);
     if (reduce) printf(" token_reduction=%d:%d", reduce[0], reduce[1]);
+    if (par.n > 1) printf(" parallel=%d", par.n);
     if (ref && ref->video) {
         compare_line("video", vout, ref->video, L->Nv * vo);
         compare_line("audio", aout, ref->audio, L->Na * c->audio_in_channels);
@@ -269,10 +309,17 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int quant
         printf("dit: --quant %s: block linears quantized to %s in %.2f s\n", quant == 1 ? "fp8" : "int8",
                quant == 1 ? "FP8 E4M3" : quant == 3 ? "INT8 (FFN down input per 1024 channels)" : "INT8 (per token)", t_quant);
     }
+    if (par.n > 1 && par_make(be, m, &cfg, (bf16 ? DIT_BF16 : 0) | (stream ? DIT_STREAM : 0), quant, sage8, e) != 0) {
+        par_free();
+        dit_free(m);
+        free(ref.video), free(ref.audio);
+        return -1;
+    }
     for (int i = 0; i < n && rc == 0; i++)
         rc = bench_dit_shape(be, m, &shapes[i], T, ts, repeats, bf16, reduce, check_blocks, i == 0 && ref.video ? &ref : NULL,
                              &res[i], e);
     free(ref.video), free(ref.audio);
+    par_free();
     dit_free(m);
     return rc;
 }
@@ -388,6 +435,7 @@ static void usage(void) {
             "                [--precision bf16|fp32] [--quant none|fp8|int8] [--int8-fc2-groups 0|1] [--attention exact|sage8]\n"
             "                [--token-reduction B:E] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
             "                [--vae-batch N,...] [--vae-quant none|fp8] [--ssd-streaming 0|1] [--check-blocks 0|1] [--compare-bf16 0|1]\n"
+            "                [--parallel N]  (the DiT on N ranks: GPUs 0..N-1 through NCCL, or N CPU backends; docs/parallel.md)\n"
             "--compare-bf16 1 (with --quant or --attention sage8): the first shape's outputs against the bf16 forward on the\n"
             "                same weights\n"
             "--check-blocks 1: the per-block non-finite check h3 generate --profile runs (its cost)\n"
@@ -411,7 +459,7 @@ int cmd_bench(int argc, char **argv) {
     const char *vbatch_arg = NULL, *quant = "none", *reduce_arg = NULL, *stream_arg = "0", *check_arg = "0";
     const char *vae_quant = "none";
     const char *fc2g_arg = "0", *compare_arg = "0";
-    const char *attention = "exact";
+    const char *attention = "exact", *parallel_arg = "1";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -436,6 +484,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--check-blocks")) dst = &check_arg;
         else if (!strcmp(a, "--int8-fc2-groups")) dst = &fc2g_arg;
         else if (!strcmp(a, "--compare-bf16")) dst = &compare_arg;
+        else if (!strcmp(a, "--parallel")) dst = &parallel_arg;
         else return cli_error("bench: unknown argument '%s' (see h3 bench --help)", a);
         if (i + 1 >= argc) return cli_error("bench: %s needs a value", a);
         *dst = argv[++i];
@@ -486,6 +535,9 @@ int cmd_bench(int argc, char **argv) {
     }
     if (parse_count("--text", text_arg, 1, 1 << 20, &T) != 0)
         return cli_error("bench: --text must be an integer in 1..1048576, got '%s'", text_arg);
+    if (parse_count("--parallel", parallel_arg, 1, 8, &par.n) != 0)
+        return cli_error("bench: --parallel must be an integer in 1..8 (the DiT's ranks), got '%s'", parallel_arg);
+    if (par.n > 1 && nreduce) return cli_error("bench: --parallel %d cannot be combined with --token-reduction", par.n);
     if (parse_count("--repeats", rep_arg, 1, 1000, &repeats) != 0)
         return cli_error("bench: --repeats must be an integer in 1..1000, got '%s'", rep_arg);
     if (parse_count("--vae-repeats", vrep_arg, 1, 1000, &vae_repeats) != 0)

@@ -66,6 +66,8 @@ static void usage(FILE *f) {
             "  --backend cpu|cuda|auto  auto: CUDA when this build has it and GPU --device is usable, else the CPU\n"
             "                           with a note saying why [auto]    --threads N   CPU threads [all cores]\n"
             "  --device N               the CUDA runtime's device index (after CUDA_VISIBLE_DEVICES) [0]\n"
+            "  --parallel N             the DiT on N ranks, 1..8 (Ulysses sequence parallelism, docs/parallel.md): GPUs\n"
+            "                           device..device+N-1 through NCCL, or N CPU ranks with --backend cpu [1]\n"
             "  --profile                per-phase time and peak memory report; each DiT block's output checked for NaN/Inf\n"
             "  --info                   describe and check the snapshot (h3 info) first; without -p nothing else\n"
             "  --use-reference-rope     at a 256x256 render canvas keep the released spatial RoPE (default: its h/w\n"
@@ -125,7 +127,7 @@ static const char *const value_flags[] = {
     "-d", "--model-dir", "-p", "--prompt", "-o", "--output", "--frames-dir", "--wav", "--dump-latents", "--first-frame",
     "--last-frame", "--width", "--height", "--frames", "--steps", "--reuse", "--layers", "--core-reuse",
     "--render-width", "--render-height", "--threads", "--zoom", "--preview-width", "--x264-preset", "--seconds", "--seed", "--precision",
-    "--ref-image-size", "--quant", "--vae-quant", "--attention", "--preset", "--backend", "--device", "--transformer", "--ref-image", "--ref-silent-video", "--ref-video",
+    "--ref-image-size", "--quant", "--vae-quant", "--attention", "--preset", "--backend", "--device", "--parallel", "--transformer", "--ref-image", "--ref-silent-video", "--ref-video",
     "--ref-video-audio", "--ref-audio", "--lora", "--lora-ref", "--shift", "--step-update", NULL};
 static const char *const switch_flags[] = {"--profile", "--random-weights", "--resident", "--token-reduction",
                                            "--ssd-streaming", "--show", "--info", "--use-reference-rope",
@@ -239,6 +241,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--render-width")) { if (parse_int(a, v, 1, 1 << 20, &p->render_width)) return 2; }
         else if (!strcmp(a, "--render-height")) { if (parse_int(a, v, 1, 1 << 20, &p->render_height)) return 2; }
         else if (!strcmp(a, "--threads")) { if (parse_int(a, v, 1, 4096, &o->threads)) return 2; }
+        else if (!strcmp(a, "--parallel")) { if (parse_int(a, v, 1, 8, &o->parallel)) return 2; }
         else if (!strcmp(a, "--device")) { if (parse_int(a, v, 0, 1023, &o->device)) return 2; }
         else if (!strcmp(a, "--zoom")) { if (parse_int(a, v, 1, 64, &g.zoom)) return 2; }
         else if (!strcmp(a, "--x264-preset")) p->x264_preset = v;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/text.h"
 #include "probe.h"
 
 static const struct {
@@ -100,7 +101,7 @@ int cmd_probe(int argc, char **argv) {
     probe_ctx p = {0};
     p.op = argv[1];
     const char *in_path = NULL, *out_path = NULL, *precision = "fp32", *backend = "cpu", *quant = "none", *vae_quant = "none";
-    const char *attention = "exact";
+    const char *attention = "exact", *parallel = "1";
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
@@ -114,6 +115,7 @@ int cmd_probe(int argc, char **argv) {
         else if (!strcmp(a, "--quant")) dst = &quant;
         else if (!strcmp(a, "--vae-quant")) dst = &vae_quant;
         else if (!strcmp(a, "--attention")) dst = &attention;
+        else if (!strcmp(a, "--parallel")) dst = &parallel;
         else if (!strcmp(a, "--lora") || !strcmp(a, "--lora-ref")) {
             if (i + 1 >= argc) return cli_error("probe: option '%s' needs a value", a);
             if (p.n_loras == DIT_LORA_MAX) return cli_error("probe: %s: at most %d LoRAs", a, DIT_LORA_MAX);
@@ -155,6 +157,10 @@ int cmd_probe(int argc, char **argv) {
     p.attention_sage8 = !strcmp(attention, "sage8");
     if (p.attention_sage8 && (!p.bf16 || strcmp(p.op, "dit")))
         return cli_error("probe: --attention sage8 is an option of the dit op with --precision bf16");
+    long np;
+    if (h3_parse_int(parallel, 1, 8, &np)) return cli_error("probe: --parallel must be an integer in 1..8, got '%s'", parallel);
+    p.parallel = (int)np;
+    if (p.parallel > 1 && strcmp(p.op, "dit")) return cli_error("probe: --parallel is an option of the dit op only");
     if (p.component && strcmp(p.component, "transformer") && strcmp(p.component, "transformer_ref"))
         return cli_error("probe: --component must be transformer or transformer_ref, got '%s'", p.component);
     h3_backend_kind kind;

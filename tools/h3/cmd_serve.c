@@ -46,7 +46,7 @@ static void usage(FILE *f) {
             "  --queue N                jobs queued or running at most, 1..10000; more are refused with 429 [16]\n"
             "  --max-body BYTES         request body limit, 413 above [67108864]\n"
             "  --max-upload BYTES       one uploaded keyframe / reference limit, 413 above [33554432]\n"
-            "  engine flags (as h3 generate): --backend cpu|cuda|auto, --device N, --threads N, --precision bf16|fp32,\n"
+            "  engine flags (as h3 generate): --backend cpu|cuda|auto, --device N, --threads N, --parallel N, --precision bf16|fp32,\n"
             "  --quant none|fp8|int8, --int8-fc2-groups, --attention exact|sage8, --vae-quant none|fp8,\n"
             "  --preset exact|fast, --transformer FILE, --ssd-streaming, --random-weights (benchmarks: noise),\n"
             "  --resident               keep every phase's model loaded between jobs (default: the session's auto rule,\n"
@@ -465,7 +465,7 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "--int8-fc2-groups")) { o.int8_fc2_groups = 1; continue; }
         if (!strcmp(a, "--random-weights")) { o.random_weights = 1; continue; }
         static const char *const takes[] = {"-d", "--model-dir", "--host", "--port", "--data", "--api-key-file", "--queue",
-            "--max-body", "--max-upload", "--backend", "--device", "--threads", "--precision", "--quant", "--transformer",
+            "--max-body", "--max-upload", "--backend", "--device", "--threads", "--parallel", "--precision", "--quant", "--transformer",
             "--attention", "--vae-quant", "--preset", NULL};
         int known = 0;
         for (int k = 0; takes[k]; k++) known |= !strcmp(a, takes[k]);
@@ -482,6 +482,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-upload")) { if (parse_num(a, val, 1024, 1l << 32, &max_upload)) return 2; }
         else if (!strcmp(a, "--device")) { if (parse_num(a, val, 0, 1023, &v)) return 2; o.device = (int)v; }
         else if (!strcmp(a, "--threads")) { if (parse_num(a, val, 1, 4096, &v)) return 2; o.threads = (int)v; }
+        else if (!strcmp(a, "--parallel")) { if (parse_num(a, val, 1, 8, &v)) return 2; o.parallel = (int)v; }
         else if (!strcmp(a, "--backend")) o.backend = val;
         else if (!strcmp(a, "--precision")) o.precision = val;
         else if (!strcmp(a, "--quant")) o.quant = val;

@@ -335,8 +335,8 @@ static int c_status(session *s, const char *arg) {
     printf("steps %d, reuse %d, layers %d, core reuse %d, token reduction %s\n", st->steps, st->reuse, st->layers,
            st->core_reuse, st->token_reduction ? "on" : "off");
     show_seed(s);
-    printf("precision %s, backend %s%s (%s)\n", o->precision, h3_engine_backend(s->eng),
-           o->random_weights ? ", random weights" : "",
+    printf("precision %s, backend %s%s, parallel %d (%s)\n", o->precision, h3_engine_backend(s->eng),
+           o->random_weights ? ", random weights" : "", o->parallel > 1 ? o->parallel : 1,
            h3_engine_started(s->eng) ? "started, kept between generations" : "not started");
     if (st->first_frame || st->last_frame)
         printf("fl2va: first %s, last %s\n", st->first_frame ? st->first_frame : "-", st->last_frame ? st->last_frame : "-");

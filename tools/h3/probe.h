@@ -20,6 +20,7 @@ typedef struct probe_ctx {
     int         int8_fc2_groups; /* --int8-fc2-groups */
     int         vae_fp8;    /* --vae-quant fp8 (vae-decode; docs/fast.md) */
     int         attention_sage8; /* --attention sage8 (dit; docs/fast.md) */
+    int         parallel;        /* --parallel N (dit; docs/parallel.md): the forward on N ranks, 1 by default */
     dit_lora_spec loras[DIT_LORA_MAX]; /* --lora / --lora-ref FILE[:SCALE] (dit, denoise; docs/lora.md) */
     int         n_loras;
     st_set     *in;         /* --in */

@@ -15,6 +15,7 @@
 #include "io/config.h"
 #include "io/snapshot.h"
 #include "model/dit.h"
+#include "model/dit_parallel.h"
 #include "model/dit_int8.h"
 #include "probe.h"
 
@@ -85,7 +86,9 @@ static const h3_dtype in_types[10] = {H3_F32, H3_F32, H3_F32, H3_F32, H3_I64, H3
 
 int probe_dit(probe_ctx *p, h3_err *e) {
     h3_tensor *t[10] = {0};
-    dit_model *m = NULL;
+    dit_model *m = NULL, *peers[8] = {0};
+    h3_backend *pbe[8] = {0};
+    dit_team *team = NULL;
     float *video = NULL, *audio = NULL;
     int rc = -1;
     for (int i = 0; i < 10; i++)
@@ -104,6 +107,19 @@ int probe_dit(probe_ctx *p, h3_err *e) {
         dit_quantize_int8(m, p->int8_fc2_groups, e) != 0) /* an int8 snapshot keeps its codes */
         goto done;
     dit_set_attention(m, p->attention_sage8);
+    if (p->parallel > 1) { /* --parallel: ranks 1.. loaded the same way on their own backends (docs/parallel.md) */
+        peers[0] = m;
+        for (int r = 1; r < p->parallel; r++) {
+            if (!(pbe[r] = h3_backend_new_on(p->be->kind, 0, r, e)) ||
+                !(peers[r] = dit_load_lora(pbe[r], dir, p->transformer, p->bf16, p->loras, p->n_loras, ref, e)) ||
+                ((p->quant_int8 || p->int8_fc2_groups || dit_int8_profile(peers[r])) &&
+                 dit_quantize_int8(peers[r], p->int8_fc2_groups, e) != 0))
+                goto done;
+            dit_set_attention(peers[r], p->attention_sage8);
+        }
+        if (!(team = dit_team_new(peers, p->parallel, p->be->kind == H3_BACKEND_CUDA ? H3_COMM_NCCL : H3_COMM_CPU, e)))
+            goto done;
+    }
     int64_t B = t[0]->shape[0];
     int64_t VP = t[0]->shape[2], CA = cfg.audio_in_channels;
     video = malloc((size_t)(B * in.Nv * VP + 1) * sizeof(float));
@@ -114,7 +130,8 @@ int probe_dit(probe_ctx *p, h3_err *e) {
     }
     for (int64_t b = 0; b < B; b++) {
         if (dit_inputs_from_tensors(&cfg, &dt, b, &in, e) != 0) goto done;
-        if (dit_forward(m, &in, video + b * in.Nv * VP, audio + b * in.Na * CA, e) != 0) goto done;
+        float *vo = video + b * in.Nv * VP, *ao = audio + b * in.Na * CA;
+        if ((team ? dit_team_forward(team, &in, vo, ao, e) : dit_forward(m, &in, vo, ao, e)) != 0) goto done;
     }
     if (probe_output_f32(p, "sample", video, 3, (int64_t[]){B, in.Nv, VP}, e) != 0) goto done;
     if (probe_output_f32(p, "audio_sample", audio, 3, (int64_t[]){B, in.Na, CA}, e) != 0) goto done;
@@ -122,6 +139,8 @@ int probe_dit(probe_ctx *p, h3_err *e) {
 done:
     free(video);
     free(audio);
+    dit_team_free(team);
+    for (int r = 1; r < 8; r++) dit_free(peers[r]), h3_backend_free(pbe[r]);
     dit_free(m);
     for (int i = 0; i < 10; i++) h3_tensor_free(t[i]);
     return rc;

@@ -264,6 +264,12 @@ void cuda_copy(h3_backend *be, void *dst, const void *src, size_t bytes) {
     CUDA_OK(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
 }
 
+void cuda_copy_2d(h3_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows) {
+    CUDA_OK(be, cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice, cuda_of(be)->stream));
+}
+
+void cuda_bind_thread(h3_backend *be) { CUDA_OK(be, cudaSetDevice(cuda_of(be)->device)); }
+
 void cuda_sync(h3_backend *be) { CUDA_OK(be, cudaStreamSynchronize(cuda_of(be)->stream)); }
 
 void cuda_mark(h3_backend *be, int slot) {

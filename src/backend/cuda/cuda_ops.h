@@ -41,6 +41,8 @@ void  cuda_upload(h3_backend *be, void *dst, const void *src_host, size_t bytes)
 void  cuda_download(h3_backend *be, void *dst_host, const void *src, size_t bytes);
 void  cuda_copy(h3_backend *be, void *dst, const void *src, size_t bytes);
 void  cuda_sync(h3_backend *be);
+void  cuda_copy_2d(h3_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows);
+void  cuda_bind_thread(h3_backend *be);
 
 void cuda_matmul(h3_backend *be, float *y, const float *x, int64_t M, const h3_tensor *w, const h3_tensor *bias,
                  int flags);
