@@ -46,7 +46,7 @@ if [[ $PARTS == *1* ]]; then
         count "$L/harness_$op.log"
     done
     grep -h "fused vs the two ops" "$L"/harness_*_q.log | grep -v " 0 of " | head -5
-    grep -h "fused vs the two ops" "$L"/harness_*_q.log | awk '{n++} END {print "  fused-vs-composition checks printed:", n}'
+    grep -h "fused vs the two ops" "$L"/harness_*_q.log | awk '{n++} END {print "  fused-vs-composition checks printed:", n + 0}'
     for op in $FQ_OPS; do
         timeout 60 "$B/tests/test_backend_ops" --backend cuda --perf --op $op >"$L/perf_$op.log" 2>&1
         echo "== perf $op: rc $?"; grep -E 'perf' "$L/perf_$op.log" | sed 's/^\[cuda\] perf //'
@@ -67,14 +67,18 @@ dit() { # tag, env..., -- , mode args
     local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
     local cmp=(); [ $# -gt 0 ] && cmp=(--compare-bf16 1)
     env "${envs[@]}" timeout 100 "$B/h3" "${D[@]}" "$@" "${cmp[@]}" >"$L/dit_$tag.log" 2>&1
-    echo "== DiT $tag ($*): rc $?"; grep -E '^DIT' "$L/dit_$tag.log" | head -2
+    local rc=$?
+    echo "== DiT $tag ($*): rc $rc"; grep -E '^DIT' "$L/dit_$tag.log" | head -2
+    [ $rc -eq 0 ] || tail -3 "$L/dit_$tag.log"
     pack
 }
 vae() { # tag, env..., --, args
     local tag=$1; shift
     local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
     env "${envs[@]}" timeout 100 "$B/h3" "${VB[@]}" "$@" >"$L/vae_$tag.log" 2>&1
-    echo "== VAE $tag ($*): rc $?"; grep -E '^VAE' "$L/vae_$tag.log" | head -3
+    local rc=$?
+    echo "== VAE $tag ($*): rc $rc"; grep -E '^VAE' "$L/vae_$tag.log" | head -3
+    [ $rc -eq 0 ] || tail -3 "$L/vae_$tag.log"
     pack
 }
 if [[ $PARTS == *3* ]]; then
@@ -95,7 +99,7 @@ if [[ $PARTS == *4* ]]; then
     awk '/^h3: cuda op time/ {t = 1; n = 0; delete rows; next} t && /^  / {rows[n++] = $0} END {for (i = 0; i < n; i++) print rows[i]}' \
         "$L/optime_fast.log" | sort -k4 -g -r | head -40
     H3_CUDA_OPTIME=1 timeout 100 "$B/h3" "${VB[@]}" --vae-quant fp8 >"$L/optime_vae_fp8.log" 2>&1
-    echo "== H3_CUDA_OPTIME=1, VAE --vae-quant fp8: rc $? (only the ops behind the timed dispatchers)"
+    echo "== H3_CUDA_OPTIME=1, VAE --vae-quant fp8: rc $? (the bf16 / fp8 / fused / vae ops; h3_matmul, layernorm untimed)"
     grep -E '^VAE' "$L/optime_vae_fp8.log" | head -2
     awk '/^h3: cuda op time/ {t = 1; n = 0; delete rows; next} t && /^  / {rows[n++] = $0} END {for (i = 0; i < n; i++) print rows[i]}' \
         "$L/optime_vae_fp8.log" | sort -k4 -g -r | head -15
