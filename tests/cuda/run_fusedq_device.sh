@@ -17,7 +17,8 @@
 # Builds nothing: stage a CUDA build (make CUDA=1 MEDIA=0 BUILD=build-cuda-nomedia cuda-tests
 # build-cuda-nomedia/h3 build-cuda-nomedia/tests/test_backend_ops; bash tools/dev_stage.sh build-cuda-nomedia .dev-fq)
 # and carry it. Logs go to $OUT/all.tar.gz (one archive); stdout is the summary, ending in RESULT <passed> <failed>
-# (the harness rows and the tiny bit-identity checks; the timings are reported, not asserted).
+# (the harness rows, the tiny bit-identity checks and part 5's fused = unfused distances; the timings are reported,
+# not asserted).
 # Usage (device): bash tests/cuda/run_fusedq_device.sh [DIR, default .dev-fq] [parts, default 12345]
 set -u
 cd "$(dirname "$0")/../.."
@@ -110,6 +111,13 @@ if [[ $PARTS == *5* ]]; then
     vae fp8_unfused H3_FUSED_QUANT=0 -- --vae-quant fp8
     dit int8_unfused H3_FUSED_QUANT=0 -- --quant int8
     dit fp8_unfused H3_FUSED_QUANT=0 -- --quant fp8
+    # the same weights and inputs (seeded): fused and unfused forwards print the same distances from bf16
+    for m in fp8_sage8 int8 fp8; do
+        a=$(grep -o 'vs_bf16[^ ]*' "$L/dit_$m.log" 2>/dev/null | tr '\n' ' ')
+        b=$(grep -o 'vs_bf16[^ ]*' "$L/dit_${m}_unfused.log" 2>/dev/null | tr '\n' ' ')
+        if [ -n "$a" ] && [ "$a" = "$b" ]; then P=$((P + 1)); echo "  $m: fused = unfused distances from bf16 ($a)"
+        else F=$((F + 1)); echo "  $m: fused and unfused distances DIFFER: '$a' vs '$b'"; fi
+    done
 fi
 pack
 echo "RESULT $P $F"
