@@ -21,6 +21,7 @@
 #include "backend_ops/ops_fp8.h"
 #include "backend_ops/ops_int8.h"
 #include "backend_ops/ops_sage8.h"
+#include "backend_ops/ops_fusedq.h"
 
 #define F32 H3_F32
 #define BF16 H3_BF16
@@ -280,6 +281,54 @@ static const bo_row rows[] = {
     {"int8_matmul", "[sm90] release attn out 5376 x 7168, M=200", c_int8_matmul, {200, 5376, 7168, 5376, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
     {"int8_matmul", "[sm90] release ffn up 28672 x 5376, M=200", c_int8_matmul, {200, 28672, 5376, 28672, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
     {"int8_matmul", "[sm90] release ffn down 5376 x 14336, M=200", c_int8_matmul, {200, 5376, 14336, 5376, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
+
+    /* ---- fused quantization (backend_fusedq.h, docs/fast.md): the fused op = its two ops, bit for bit on every side
+     * (a: producer rows dim kind group variant code-offset; FP8 / INT8 = H3_ROWQ_*) ---- */
+#define FQ_RMS "bf16_rmsnorm_modulate_q"
+#define FQ_RES "bf16_gated_residual_rmsnorm_modulate_q"
+#define FQ_SWI "bf16_swiglu_q"
+#define FQ_VAE "vae_residual_rmsnorm_q"
+#define FP8 H3_ROWQ_FP8
+#define INT8 H3_ROWQ_INT8
+    {FQ_RMS, "fp8 300x5376, DiT table (norm1 -> q|k|v)", c_fusedq, {FQ_NORM, 300, 5376, FP8, 0, 1, 0}, 0, 1e-6, BO_ALL, NULL},
+    {FQ_RMS, "int8 300x5376, DiT table", c_fusedq, {FQ_NORM, 300, 5376, INT8, 0, 1, 0}, 0, 1e-6, BO_ALL, NULL},
+    {FQ_RMS, "fp8 50x2048, no table", c_fusedq, {FQ_NORM, 50, 2048, FP8, 0, 0, 0}, 0, 1e-6, BO_ALL, NULL},
+    {FQ_RMS, "int8 77x100 (fallback: dim % 8)", c_fusedq, {FQ_NORM, 77, 100, INT8, 0, 1, 0}, 0, 1e-6, BO_ALL, NULL},
+    {FQ_RMS, "fp8 300x5376, codes at offset 3 (fallback)", c_fusedq, {FQ_NORM, 300, 5376, FP8, 0, 1, 3}, 0, 1e-6, BO_ALL, NULL},
+    {FQ_RES, "fp8 300x5376, gate 2 + mod 3/4 (norm2 -> FFN up)", c_fusedq, {FQ_RESIDUAL_NORM, 300, 5376, FP8, 0, 0, 0}, 0, 0.0, BO_ALL, NULL},
+    {FQ_RES, "int8 300x5376, gate 5 + next block 0/1", c_fusedq, {FQ_RESIDUAL_NORM, 300, 5376, INT8, 0, 1, 0}, 0, 0.0, BO_ALL, NULL},
+    {FQ_RES, "fp8 300x5376, next block 0/1", c_fusedq, {FQ_RESIDUAL_NORM, 300, 5376, FP8, 0, 1, 0}, 0, 0.0, BO_ALL, NULL},
+    {FQ_RES, "int8 300x5376, no tables", c_fusedq, {FQ_RESIDUAL_NORM, 300, 5376, INT8, 0, 2, 0}, 0, 0.0, BO_ALL, NULL},
+    {FQ_RES, "fp8 33x100 (fallback: dim % 8)", c_fusedq, {FQ_RESIDUAL_NORM, 33, 100, FP8, 0, 1, 0}, 0, 0.0, BO_ALL, NULL},
+    {FQ_RES, "fp8 2122x5376, gate 2 + mod 3/4", c_fusedq, {FQ_RESIDUAL_NORM, 2122, 5376, FP8, 0, 0, 0}, 0, 0.0, CUDA_ONLY, NULL},
+    {FQ_SWI, "fp8 300x14336 value first (-> FFN down)", c_fusedq, {FQ_SWIGLU, 300, 14336, FP8, 0, 0, 0}, 0, 1e-3, BO_ALL, NULL},
+    {FQ_SWI, "int8 300x14336 value first", c_fusedq, {FQ_SWIGLU, 300, 14336, INT8, 0, 0, 0}, 0, 1e-3, BO_ALL, NULL},
+    {FQ_SWI, "int8 300x14336, groups of 1024 (--int8-fc2-groups)", c_fusedq, {FQ_SWIGLU, 300, 14336, INT8, 1024, 0, 0}, 0, 1e-3, BO_ALL, NULL},
+    {FQ_SWI, "int8 100x1000 gate first, groups of 200", c_fusedq, {FQ_SWIGLU, 100, 1000, INT8, 200, 1, 0}, 0, 1e-3, BO_ALL, NULL},
+    {FQ_SWI, "fp8 300x1000 gate first", c_fusedq, {FQ_SWIGLU, 300, 1000, FP8, 0, 1, 0}, 0, 1e-3, BO_ALL, NULL},
+    {FQ_SWI, "fp8 20x99 (fallback: unvectorized)", c_fusedq, {FQ_SWIGLU, 20, 99, FP8, 0, 0, 0}, 0, 1e-3, BO_ALL, NULL},
+    {FQ_SWI, "int8 64x1000, codes at offset 5 (fallback)", c_fusedq, {FQ_SWIGLU, 64, 1000, INT8, 0, 0, 5}, 0, 1e-3, BO_ALL, NULL},
+    {FQ_VAE, "fp8 300x2048 + branch (decoder norm2 -> FFN)", c_fusedq, {FQ_VAE_NORM, 300, 2048, FP8, 0, 1, 0}, 0, 1e-5, BO_ALL, NULL},
+    {FQ_VAE, "fp8 300x2048, no branch (first norm1)", c_fusedq, {FQ_VAE_NORM, 300, 2048, FP8, 0, 0, 0}, 0, 1e-5, BO_ALL, NULL},
+    {FQ_VAE, "int8 70x1024 + branch", c_fusedq, {FQ_VAE_NORM, 70, 1024, INT8, 0, 1, 0}, 0, 1e-5, BO_ALL, NULL},
+    {FQ_VAE, "fp8 40x100 + branch (fallback: dim % 8)", c_fusedq, {FQ_VAE_NORM, 40, 100, FP8, 0, 1, 0}, 0, 1e-5, BO_ALL, NULL},
+    /* the other CUDA bf16 rounding forms (the kernels' HW 0 / 1 instances) */
+    {FQ_RMS, "fp8 300x5376, H3_BF16_ROUND=sw", c_fusedq, {FQ_NORM, 300, 5376, FP8, 0, 1, 0}, 0, 1e-6, CUDA_ONLY, "H3_BF16_ROUND=sw"},
+    {FQ_RES, "int8 300x5376, H3_BF16_ROUND=sw", c_fusedq, {FQ_RESIDUAL_NORM, 300, 5376, INT8, 0, 1, 0}, 0, 0.0, CUDA_ONLY, "H3_BF16_ROUND=sw"},
+    {FQ_SWI, "int8 300x14336 groups, H3_BF16_ROUND=sw", c_fusedq, {FQ_SWIGLU, 300, 14336, INT8, 1024, 0, 0}, 0, 1e-3, CUDA_ONLY, "H3_BF16_ROUND=sw"},
+    {FQ_RMS, "int8 300x5376, H3_BF16_ROUND=hw", c_fusedq, {FQ_NORM, 300, 5376, INT8, 0, 1, 0}, 0, 1e-6, CUDA_ONLY, "H3_BF16_ROUND=hw"},
+    {FQ_RES, "fp8 300x5376, H3_BF16_ROUND=hw", c_fusedq, {FQ_RESIDUAL_NORM, 300, 5376, FP8, 0, 0, 0}, 0, 0.0, CUDA_ONLY, "H3_BF16_ROUND=hw"},
+    {FQ_SWI, "fp8 300x14336, H3_BF16_ROUND=hw", c_fusedq, {FQ_SWIGLU, 300, 14336, FP8, 0, 0, 0}, 0, 1e-3, CUDA_ONLY, "H3_BF16_ROUND=hw"},
+    /* --perf: the release shapes (M = 19540 DiT rows; the decoder's 18-tile batch of 2048-wide rows) */
+    {FQ_RES, "fp8 19540x5376", c_fusedq, {FQ_RESIDUAL_NORM, 19540, 5376, FP8, 0, 0, 0}, 0, 0, PERF, NULL},
+    {FQ_RES, "int8 19540x5376", c_fusedq, {FQ_RESIDUAL_NORM, 19540, 5376, INT8, 0, 0, 0}, 0, 0, PERF, NULL},
+    {FQ_RMS, "fp8 19540x5376", c_fusedq, {FQ_NORM, 19540, 5376, FP8, 0, 1, 0}, 0, 0, PERF, NULL},
+    {FQ_SWI, "fp8 19540x14336", c_fusedq, {FQ_SWIGLU, 19540, 14336, FP8, 0, 0, 0}, 0, 0, PERF, NULL},
+    {FQ_SWI, "int8 19540x14336", c_fusedq, {FQ_SWIGLU, 19540, 14336, INT8, 0, 0, 0}, 0, 0, PERF, NULL},
+    {FQ_SWI, "int8 19540x14336, groups of 1024", c_fusedq, {FQ_SWIGLU, 19540, 14336, INT8, 1024, 0, 0}, 0, 0, PERF, NULL},
+    {FQ_VAE, "fp8 32400x2048 + branch", c_fusedq, {FQ_VAE_NORM, 32400, 2048, FP8, 0, 1, 0}, 0, 0, PERF, NULL},
+#undef FP8
+#undef INT8
 
     /* ---- --perf only: release shapes (bench_cuda_ops.c's per-op part, test_cuda_ops2.c's and test_cuda_fp8.c's
      * timings). The DiT block GEMMs: qkv 21504x5376, attn out 5376x7168, ffn up 28672x5376, ffn down 5376x14336 */

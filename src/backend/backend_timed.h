@@ -1,4 +1,5 @@
-/* Private to the dispatchers of the activation-op families (backend_bf16.c, backend_fp8.c): TIMED_DISPATCH(be, op,
+/* Private to the dispatchers of the activation-op families (backend_bf16.c, backend_fp8.c, backend_int8.c,
+ * backend_sage8.c, backend_fusedq.c, backend_vae.c): TIMED_DISPATCH(be, op,
  * args...) calls cuda_<op>(args) on a CUDA backend, bracketed by the per-op timer (a no-op unless H3_CUDA_OPTIME=1),
  * and cpu_<op>(args) otherwise. The family's cpu_/cuda_ headers must be included first. */
 #ifndef H3_BACKEND_TIMED_H

@@ -7,16 +7,13 @@
 #include "cpu/cpu_vae.h"
 #ifdef H3_CUDA
 #include "cuda/cuda_vae.h"
-#define VAE_DISPATCH(be, op, ...)                                  \
-    do {                                                           \
-        if ((be)->kind == H3_BACKEND_CUDA) cuda_##op(__VA_ARGS__); \
-        else cpu_##op(__VA_ARGS__);                                \
-    } while (0)
 #define VAE_IS_CUDA(be) ((be)->kind == H3_BACKEND_CUDA)
 #else
-#define VAE_DISPATCH(be, op, ...) cpu_##op(__VA_ARGS__)
 #define VAE_IS_CUDA(be) 0
 #endif
+#include "backend_timed.h"
+/* the decoder's ops in H3_CUDA_OPTIME's table too (docs/tuning.md) */
+#define VAE_DISPATCH TIMED_DISPATCH
 
 void h3_vae_residual_rmsnorm(h3_backend *be, float *x, h3_bf16 *y, const h3_bf16 *branch, const float *scale,
                              int64_t rows, int64_t dim, const float *w, float eps) {

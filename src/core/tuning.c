@@ -17,6 +17,7 @@ static const h3_knob_info knobs[H3_KNOB_COUNT] = {
     [H3_KNOB_VAE_TAIL] = {"H3_VAE_TAIL", "word", "on", "0: the batched video decoder's batches all equal (no small last batch; A/B)"},
     [H3_KNOB_VAE_PROJ_OUT] = {"H3_VAE_PROJ_OUT", "word", "fp16", "fp32: the decoder's proj_out as the fp32 SGEMM in bf16 mode (A/B)"},
     [H3_KNOB_VAE_PROFILE] = {"H3_VAE_PROFILE", "int", "0", ">0: the batched video decoder's per-stage seconds, one log line per decode"},
+    [H3_KNOB_FUSED_QUANT] = {"H3_FUSED_QUANT", "int", "1", "0: the W8A8 GEMM inputs quantized in passes of their own (the same bits; for timing the fusion)"},
     [H3_KNOB_STREAM_READ] = {"H3_STREAM_READ", "auto|map|direct", "auto", "--ssd-streaming: block copies from the file mapping or read from the shards"},
     [H3_KNOB_CUDA_PRECISION] = {"H3_CUDA_PRECISION", "word", "tf32/bf16 as the op says", "fp32: every CUDA GEMM in full fp32 (parity runs)"},
     [H3_KNOB_BF16_ROUND] = {"H3_BF16_ROUND", "sw|hw|pair", "pair", "the CUDA bf16 rounding code (same bits in every form)"},

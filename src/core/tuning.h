@@ -24,6 +24,7 @@ typedef enum h3_knob {
     H3_KNOB_VAE_TAIL,
     H3_KNOB_VAE_PROJ_OUT,
     H3_KNOB_VAE_PROFILE,
+    H3_KNOB_FUSED_QUANT,
     H3_KNOB_STREAM_READ,
     /* CUDA backend */
     H3_KNOB_CUDA_PRECISION,

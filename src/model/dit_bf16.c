@@ -7,7 +7,9 @@
 
 #include "../backend/backend_bf16.h"
 #include "../backend/backend_fp8.h"
+#include "../backend/backend_fusedq.h"
 #include "../backend/backend_sage8.h"
+#include "../core/tuning.h"
 #include "dit_internal.h"
 #include "dit_ulysses.h"
 
@@ -54,6 +56,24 @@ static void lin16(dit_model *m, dit_scratch16 *s, h3_bf16 *y, int64_t ldy, const
     }
 }
 
+/* The codes a quantized linear reads (s->xq / s->xs) as the h3_rowq its input's producer fills (docs/fast.md "Fused
+ * quantization"), or NULL: the linear is bf16, or H3_FUSED_QUANT=0 (lin16 then quantizes in a pass of its own). */
+static const h3_rowq *rowq_for(const dit_scratch16 *s, const h3_fp8_linear *q, const h3_int8_linear *i8, h3_rowq *out) {
+    if (!h3_knob_int(H3_KNOB_FUSED_QUANT, 1)) return NULL;
+    if (i8->q) *out = (h3_rowq){H3_ROWQ_INT8, s->xq, s->xs, i8->group};
+    else if (q->q) *out = (h3_rowq){H3_ROWQ_FP8, s->xq, s->xs, 0};
+    else return NULL;
+    return out;
+}
+
+/* The linear that reads the attention's input rows first (attention16's first lin16): its codes serve q, k and v. */
+static const h3_rowq *rowq_qkv(const dit_model *m, const dit_attn_w *w, const dit_scratch16 *s, h3_rowq *out) {
+    const dit_config *c = &m->cfg;
+    if ((c->original_layout && !c->qkv_stacked) || w->qkv_planar || w->f8_qkv.q || w->i8_qkv.q)
+        return rowq_for(s, &w->f8_qkv, &w->i8_qkv, out);
+    return rowq_for(s, &w->f8_q, &w->i8_q, out);
+}
+
 /* Attention sub-layer (docs/model/dit.md 4.7) in bf16: one [S, 3I] GEMM output (or three column slices of it),
  * q/k normalized and rotated in place, attention straight on its strided heads. */
 static void attend16(void *arg, h3_backend *be, void *out, int64_t ldo, const void *q, const void *k, const void *v,
@@ -63,9 +83,10 @@ static void attend16(void *arg, h3_backend *be, void *out, int64_t ldo, const vo
                                                                   nh, D, 1.0f / sqrtf((float)D));
 }
 
-/* par (--parallel): the attention through this rank's exchange (dit_ulysses.h); NULL: one rank */
+/* par (--parallel): the attention through this rank's exchange (dit_ulysses.h); NULL: one rank. quantized: the
+ * scratch already holds n's codes for the q|k|v linears (rowq_qkv). */
 static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int64_t rows, const float *cos,
-                        const float *sin, dit_scratch16 *s, h3_bf16 *out, struct dit_ulysses *par) {
+                        const float *sin, dit_scratch16 *s, h3_bf16 *out, struct dit_ulysses *par, int quantized) {
     const dit_config *c = &m->cfg;
     h3_backend *be = m->be;
     int NH = c->num_attention_heads, D = c->attention_head_dim;
@@ -73,15 +94,16 @@ static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int
     h3_bf16 *q = s->big, *k, *v;
     int64_t hs;
     if (c->original_layout && !c->qkv_stacked) { /* original layout: per-head [q k v] rows, so per-head [q k v] columns (docs/model/dit.md 2.4) */
-        lin16(m, s, s->big, ld, n, H, rows, w->qkv, &w->f8_qkv, &w->i8_qkv, 0);
+        lin16(m, s, s->big, ld, n, H, rows, w->qkv, &w->f8_qkv, &w->i8_qkv, quantized);
         k = q + D, v = q + 2 * D, hs = 3 * D;
     } else {
         if (w->qkv_planar || w->f8_qkv.q || w->i8_qkv.q) {
-            lin16(m, s, s->big, ld, n, H, rows, w->qkv_planar, &w->f8_qkv, &w->i8_qkv, 0);
+            lin16(m, s, s->big, ld, n, H, rows, w->qkv_planar, &w->f8_qkv, &w->i8_qkv, quantized);
         } else {
-            lin16(m, s, s->big, ld, n, H, rows, w->to_q, &w->f8_q, &w->i8_q, 0);
-            lin16(m, s, s->big + I, ld, n, H, rows, w->to_k, &w->f8_k, &w->i8_k, w->f8_q.q || w->i8_q.q);
-            lin16(m, s, s->big + 2 * I, ld, n, H, rows, w->to_v, &w->f8_v, &w->i8_v, w->f8_q.q || w->i8_q.q);
+            const int shared = quantized || w->f8_q.q || w->i8_q.q;
+            lin16(m, s, s->big, ld, n, H, rows, w->to_q, &w->f8_q, &w->i8_q, quantized);
+            lin16(m, s, s->big + I, ld, n, H, rows, w->to_k, &w->f8_k, &w->i8_k, shared);
+            lin16(m, s, s->big + 2 * I, ld, n, H, rows, w->to_v, &w->f8_v, &w->i8_v, shared);
         }
         k = q + I, v = q + 2 * I, hs = D;
     }
@@ -94,14 +116,21 @@ static void attention16(dit_model *m, const dit_attn_w *w, const h3_bf16 *n, int
     lin16(m, s, out, H, s->mid, I, rows, w->to_out, &w->f8_out, &w->i8_out, 0);
 }
 
-/* SwiGLU FFN (docs/model/dit.md 4.8) in bf16: one GEMM for value and gate, then down. */
+/* SwiGLU FFN (docs/model/dit.md 4.8) in bf16: one GEMM for value and gate, then down (its input's codes written by
+ * the SwiGLU when the down projection is quantized). quantized: the scratch already holds n's codes for the up
+ * projection. */
 static void feed_forward16(dit_model *m, const dit_block_w *b, const h3_bf16 *n, int64_t rows, dit_scratch16 *s,
-                           h3_bf16 *out) {
+                           h3_bf16 *out, int quantized) {
     int64_t H = m->cfg.hidden_size, FF = m->cfg.ffn_dim;
     int gate_first = m->cfg.original_layout; /* mlp.fc1 = [gate; value], ff.net.0.proj = [value; gate] */
-    lin16(m, s, s->big, 2 * FF, n, H, rows, b->ff_in, &b->f8_in, &b->i8_in, 0);
-    h3_bf16_swiglu(m->be, s->mid, s->big, rows, FF, 2 * FF, gate_first ? FF : 0, gate_first ? 0 : FF);
-    lin16(m, s, out, H, s->mid, FF, rows, b->ff_down, &b->f8_down, &b->i8_down, 0);
+    lin16(m, s, s->big, 2 * FF, n, H, rows, b->ff_in, &b->f8_in, &b->i8_in, quantized);
+    h3_rowq rq;
+    const h3_rowq *dq = rowq_for(s, &b->f8_down, &b->i8_down, &rq);
+    if (dq)
+        h3_bf16_swiglu_q(m->be, s->mid, s->big, rows, FF, 2 * FF, gate_first ? FF : 0, gate_first ? 0 : FF, dq);
+    else
+        h3_bf16_swiglu(m->be, s->mid, s->big, rows, FF, 2 * FF, gate_first ? FF : 0, gate_first ? 0 : FF);
+    lin16(m, s, out, H, s->mid, FF, rows, b->ff_down, &b->f8_down, &b->i8_down, dq != NULL);
 }
 
 /* Context embedder + token refiner in bf16 -> xt [Nt, H] bf16. */
@@ -127,10 +156,10 @@ int dit16_text_stream(dit_model *m, const float *text_host, int64_t Nt, h3_bf16 
         h3_bf16_rmsnorm_modulate(be, s.n, xt, Nt, H, m->refiner[0].norm1, c->norm_eps, NULL, 0, NULL, 0, 0);
     for (int r = 0; r < R; r++) {
         const dit_block_w *b = &m->refiner[r];
-        attention16(m, &b->attn, s.n, Nt, NULL, NULL, &s, s.o, NULL);
+        attention16(m, &b->attn, s.n, Nt, NULL, NULL, &s, s.o, NULL, 0);
         h3_bf16_gated_residual_rmsnorm_modulate(be, xt, s.o, s.n, Nt, H, NULL, 0, NULL, 0, b->norm2, c->norm_eps, NULL,
                                                 0, NULL, 0, 0);
-        feed_forward16(m, b, s.n, Nt, &s, s.o);
+        feed_forward16(m, b, s.n, Nt, &s, s.o, 0);
         if (r + 1 < R)
             h3_bf16_gated_residual_rmsnorm_modulate(be, xt, s.o, s.n, Nt, H, NULL, 0, NULL, 0, m->refiner[r + 1].norm1,
                                                     c->norm_eps, NULL, 0, NULL, 0, 0);
@@ -146,7 +175,7 @@ int dit16_text_stream(dit_model *m, const float *text_host, int64_t Nt, h3_bf16 
 /* One main block (docs/model/dit.md 4.6) in bf16, in place on X [S, H]. Each gated residual is fused with the norm that reads
  * the rows it writes: the attention's with this block's norm2, the FFN's (next >= 0) with the norm1 of block
  * `next`, which runs right after on the same rows. normed: the block before did that for this one (s16.n holds
- * this block's norm1 of X). */
+ * this block's norm1 of X, and with quantized linears s16.xq its codes: docs/fast.md "Fused quantization"). */
 void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X, int normed, int64_t next) {
     const dit_config *c = &m->cfg;
     h3_backend *be = m->be;
@@ -155,18 +184,34 @@ void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X, int normed
     /* this block's AdaLN table: rows of 6 slots, shift / scale / gate of the attention, then of the FFN */
     const float *tb = x->tab + b * per_block;
     dit_scratch16 *s = &x->s16;
-    if (!normed) h3_bf16_rmsnorm_modulate(be, s->n, X, S, H, w->norm1, c->norm_eps, tb, row6, x->ada_idx, 0 * H, 1 * H);
-    attention16(m, &w->attn, s->n, S, x->cos, x->sin, s, s->o, x->par);
+    h3_rowq rq;
+    const h3_rowq *aq = rowq_qkv(m, &w->attn, s, &rq);
+    if (!normed && aq)
+        h3_bf16_rmsnorm_modulate_q(be, s->n, X, S, H, w->norm1, c->norm_eps, tb, row6, x->ada_idx, 0 * H, 1 * H, aq);
+    else if (!normed)
+        h3_bf16_rmsnorm_modulate(be, s->n, X, S, H, w->norm1, c->norm_eps, tb, row6, x->ada_idx, 0 * H, 1 * H);
+    attention16(m, &w->attn, s->n, S, x->cos, x->sin, s, s->o, x->par, aq != NULL);
     /* X += gate 2 * attention; n = norm2(X) with shift 3 / scale 4 */
-    h3_bf16_gated_residual_rmsnorm_modulate(be, X, s->o, s->n, S, H, tb, row6, x->ada_idx, 2 * H, w->norm2, c->norm_eps,
-                                            tb, row6, x->ada_idx, 3 * H, 4 * H);
-    feed_forward16(m, w, s->n, S, s, s->o);
+    const h3_rowq *fq = rowq_for(s, &w->f8_in, &w->i8_in, &rq);
+    if (fq)
+        h3_bf16_gated_residual_rmsnorm_modulate_q(be, X, s->o, s->n, S, H, tb, row6, x->ada_idx, 2 * H, w->norm2,
+                                                  c->norm_eps, tb, row6, x->ada_idx, 3 * H, 4 * H, fq);
+    else
+        h3_bf16_gated_residual_rmsnorm_modulate(be, X, s->o, s->n, S, H, tb, row6, x->ada_idx, 2 * H, w->norm2,
+                                                c->norm_eps, tb, row6, x->ada_idx, 3 * H, 4 * H);
+    feed_forward16(m, w, s->n, S, s, s->o, fq != NULL);
     /* X += gate 5 * FFN; n = norm1(X) of block `next` with shift 0 / scale 1 of its table */
     if (next < 0) {
         h3_bf16_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 5 * H);
         return;
     }
     const float *tn = x->tab + next * per_block;
-    h3_bf16_gated_residual_rmsnorm_modulate(be, X, s->o, s->n, S, H, tb, row6, x->ada_idx, 5 * H, m->blocks[next].norm1,
-                                            c->norm_eps, tn, row6, x->ada_idx, 0 * H, 1 * H);
+    const h3_rowq *nq = rowq_qkv(m, &m->blocks[next].attn, s, &rq); /* block next's q|k|v codes (its `normed`) */
+    if (nq)
+        h3_bf16_gated_residual_rmsnorm_modulate_q(be, X, s->o, s->n, S, H, tb, row6, x->ada_idx, 5 * H,
+                                                  m->blocks[next].norm1, c->norm_eps, tn, row6, x->ada_idx, 0 * H,
+                                                  1 * H, nq);
+    else
+        h3_bf16_gated_residual_rmsnorm_modulate(be, X, s->o, s->n, S, H, tb, row6, x->ada_idx, 5 * H,
+                                                m->blocks[next].norm1, c->norm_eps, tn, row6, x->ada_idx, 0 * H, 1 * H);
 }

@@ -16,6 +16,7 @@
 #include "../io/config.h"
 #include "../backend/backend_conv.h"
 #include "../backend/backend_dit.h"
+#include "../backend/backend_fusedq.h"
 #include "../backend/backend_vae.h"
 #include "../io/safetensors.h"
 
@@ -565,7 +566,7 @@ static void vp_mark(video_vae *v, int kind) { /* kind < 0: start */
 
 void vv_bat_ws_free(h3_backend *be, vv_bat_ws *w) {
     void *dev[] = {w->tok, w->pq, w->x, w->out[0], w->out[1], w->cos, w->sin, w->zero,
-                   w->a, w->qkv, w->o, w->br, w->g, w->z, w->xq, w->xs, w->qkv32, w->o32};
+                   w->a, w->qkv, w->o, w->br, w->g, w->z, w->xq, w->xs, w->xqa, w->xsa, w->qkv32, w->o32};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) h3_free(be, dev[i]);
     free(w->h_cos);
     free(w->h_sin);
@@ -595,7 +596,9 @@ int vv_bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int64_t 
     if (fp8) {
         w->xq = h3_alloc(be, (size_t)(M * (D > F ? D : F)));
         w->xs = h3_alloc(be, (size_t)M * f);
-        if (!w->xq || !w->xs) w->z = NULL; /* reported below */
+        w->xqa = h3_alloc(be, (size_t)(M * D));
+        w->xsa = h3_alloc(be, (size_t)M * f);
+        if (!w->xq || !w->xs || !w->xqa || !w->xsa) w->z = NULL; /* reported below */
     }
     if (c->dec_head_dim != 64 && c->dec_head_dim != 128) { /* tiny configs: h3_bf16_attention takes 64 / 128 */
         w->qkv32 = h3_alloc(be, (size_t)(N * 3 * D) * f);
@@ -614,15 +617,26 @@ int vv_bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int64_t 
 }
 
 /* One block GEMM of the batched decoder: y [rows][N] (stride ldy) = x W^T + b, x bf16 [rows][K] (stride ldx):
- * the BF16 GEMM, or with VIDEO_VAE_FP8 the input's per-row quantization and the FP8 GEMM (bias in its epilogue). */
+ * the BF16 GEMM, or with VIDEO_VAE_FP8 the input's per-row quantization and the FP8 GEMM (bias in its epilogue);
+ * xq != NULL: x's codes and scales, written by the kernel that produced x (docs/fast.md "Fused quantization"). */
 static void bat_linear(video_vae *v, vv_bat_ws *w, h3_bf16 *y, int64_t ldy, const h3_bf16 *x, int64_t ldx, int64_t rows,
-                       const h3_tensor *wt, const h3_tensor *bias, const h3_fp8_linear *q) {
+                       const h3_tensor *wt, const h3_tensor *bias, const h3_fp8_linear *q, const uint8_t *xq,
+                       const float *xs) {
     if (!v->fp8) {
         h3_bf16_matmul(v->be, y, ldy, x, ldx, rows, wt, bias);
         return;
     }
-    h3_fp8_quant_rows(v->be, w->xq, w->xs, x, rows, q->K, ldx);
-    h3_fp8_matmul(v->be, y, ldy, w->xq, w->xs, rows, q);
+    if (!xq) h3_fp8_quant_rows(v->be, w->xq, w->xs, x, rows, q->K, ldx);
+    h3_fp8_matmul(v->be, y, ldy, xq ? xq : w->xq, xq ? xs : w->xs, rows, q);
+}
+
+/* h3_vae_residual_rmsnorm into w->a; fq: also its rows' FP8 codes into w->xqa / w->xsa (the same bits as
+ * bat_linear's own quantization of w->a) */
+static void bat_norm(video_vae *v, vv_bat_ws *w, const h3_bf16 *branch, const float *scale, int64_t M, int64_t D,
+                     const float *norm, float eps, int fq) {
+    h3_rowq rq = {H3_ROWQ_FP8, w->xqa, w->xsa, 0};
+    if (fq) h3_vae_residual_rmsnorm_q(v->be, w->x, w->a, branch, scale, M, D, norm, eps, &rq);
+    else h3_vae_residual_rmsnorm(v->be, w->x, w->a, branch, scale, M, D, norm, eps);
 }
 
 /* B tiles of Tl x h x w latents (host tokens h_tok [B][np][C], a h3_vae_host_alloc buffer) through docs/model/video_vae.md 7 steps 1-8 as one stack of
@@ -650,11 +664,13 @@ void vv_decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t B, 
         h3_upload(be, w->sin, w->h_sin, (size_t)(N * c->rope_dim) * sizeof(float));
         w->rope_Tl = Tl, w->rope_h = h, w->rope_w = wd;
     }
-    if (c->dec_layers > 0) h3_vae_residual_rmsnorm(be, w->x, w->a, NULL, NULL, M, D, v->blocks[0].norm1, eps);
+    const int fq = v->fp8 && h3_knob_int(H3_KNOB_FUSED_QUANT, 1); /* the norms write the q|k|v and FFN-in codes */
+    const uint8_t *aq = fq ? w->xqa : NULL;
+    if (c->dec_layers > 0) bat_norm(v, w, NULL, NULL, M, D, v->blocks[0].norm1, eps, fq);
     vp_mark(v, VP_IN);
     for (int i = 0; i < c->dec_layers; i++) {
         const vv_block *b = &v->blocks[i];
-        bat_linear(v, w, w->qkv, 3 * D, w->a, D, M, b->qkv, b->qkvb, &b->qkv8); /* [q | k | v] rows */
+        bat_linear(v, w, w->qkv, 3 * D, w->a, D, M, b->qkv, b->qkvb, &b->qkv8, aq, w->xsa); /* [q | k | v] rows */
         vp_mark(v, VP_QKV);
         h3_vae_qk_norm_rope(be, w->qkv, M, 3 * D, N, 2 * H, hd, eps, c->rope_dim, w->cos, w->sin);
         vp_mark(v, VP_QK);
@@ -669,21 +685,25 @@ void vv_decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t B, 
             }
         }
         vp_mark(v, VP_ATTN);
-        bat_linear(v, w, w->br, D, w->o, D, M, &b->o, &b->ob, &b->o8);
+        bat_linear(v, w, w->br, D, w->o, D, M, &b->o, &b->ob, &b->o8, NULL, NULL);
         vp_mark(v, VP_OUT);
-        h3_vae_residual_rmsnorm(be, w->x, w->a, w->br, b->scale1, M, D, b->norm2, eps); /* x += attn*scale1; norm2 */
+        bat_norm(v, w, w->br, b->scale1, M, D, b->norm2, eps, fq); /* x += attn*scale1; norm2 */
         vp_mark(v, VP_NORM);
         for (int64_t r0 = 0; r0 < M; r0 += w->fr) {
             const int64_t nr = M - r0 < w->fr ? M - r0 : w->fr;
-            bat_linear(v, w, w->z, 2 * F, w->a + r0 * D, D, nr, &b->ff1, &b->ff1b, &b->ff18); /* [value | gate] */
+            bat_linear(v, w, w->z, 2 * F, w->a + r0 * D, D, nr, &b->ff1, &b->ff1b, &b->ff18, aq ? aq + r0 * D : NULL,
+                       w->xsa + r0); /* [value | gate] */
             vp_mark(v, VP_FF1);
-            h3_bf16_swiglu(be, w->g, w->z, nr, F, 2 * F, 0, F);
+            h3_rowq gq = {H3_ROWQ_FP8, w->xq, w->xs, 0};
+            if (fq) h3_bf16_swiglu_q(be, w->g, w->z, nr, F, 2 * F, 0, F, &gq);
+            else h3_bf16_swiglu(be, w->g, w->z, nr, F, 2 * F, 0, F);
             vp_mark(v, VP_SWIGLU);
-            bat_linear(v, w, w->br + r0 * D, D, w->g, F, nr, &b->ff2, &b->ff2b, &b->ff28);
+            bat_linear(v, w, w->br + r0 * D, D, w->g, F, nr, &b->ff2, &b->ff2b, &b->ff28, fq ? w->xq : NULL, w->xs);
             vp_mark(v, VP_FF2);
         }
         const float *next = i + 1 < c->dec_layers ? v->blocks[i + 1].norm1 : NULL; /* x += ffn*scale2; next norm1 */
-        h3_vae_residual_rmsnorm(be, w->x, next ? w->a : NULL, w->br, b->scale2, M, D, next, eps);
+        if (next) bat_norm(v, w, w->br, b->scale2, M, D, next, eps, fq);
+        else h3_vae_residual_rmsnorm(be, w->x, NULL, w->br, b->scale2, M, D, NULL, eps);
         vp_mark(v, VP_NORM);
     }
     /* norm_out and proj_out per patch token (step 8 drops the registers and the zero token) */

@@ -110,6 +110,8 @@ typedef struct vv_bat_ws { /* backend buffers for batches of up to B tiles of up
     h3_bf16 *a, *qkv, *o, *br, *g, *z;
     uint8_t *xq;                      /* VIDEO_VAE_FP8: a GEMM input's E4M3 codes [M][max(D, F)] */
     float   *xs;                      /* and its per-row scales [M] */
+    uint8_t *xqa;                     /* VIDEO_VAE_FP8: the residual norms' output codes [M][D] (fused, docs/fast.md) */
+    float   *xsa;                     /* and their scales [M] */
     float   *qkv32, *o32;             /* head dims other than 64 / 128 only: h3_attention's fp32 rows */
     float   *h_cos, *h_sin; /* host */
 } vv_bat_ws;

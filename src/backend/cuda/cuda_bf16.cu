@@ -8,7 +8,11 @@
  * the reference rounds, in its order (--fmad=false: one fp32 rounding per product and sum, as the CPU
  * twin). 16-byte accesses where rows allow. */
 #include "cuda_bf16.h"
+#include "cuda_fusedq.h"
+#include "cuda_int8.h"
 #include "cuda_internal.h"
+#include "cuda_rowq.h"
+#include "cuda_w8a8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -207,11 +211,13 @@ static __device__ __forceinline__ void norm_mod_row(const uint4 (&u)[RMC_V], uin
     }
 }
 
-template <int HW>
+/* Q: the rows of y also quantized (cuda_rowq.h; backend_fusedq.h) */
+template <int HW, int Q>
 static __global__ void __launch_bounds__(1024) k_rmsnorm_mod_cached(uint16_t *y, const uint16_t *x, int64_t dim,
                                                                      const float *w, float eps, const float *table,
                                                                      int64_t tstride, const int32_t *ridx,
-                                                                     int64_t shift_off, int64_t scale_off) {
+                                                                     int64_t shift_off, int64_t scale_off,
+                                                                     rowq_arg qa) {
     __shared__ double red[32];
     const int64_t r = blockIdx.x, nvec = dim / 8;
     const uint4 *xr = (const uint4 *)(x + r * dim);
@@ -223,16 +229,19 @@ static __global__ void __launch_bounds__(1024) k_rmsnorm_mod_cached(uint16_t *y,
         u[i] = c8 < nvec ? xr[c8] : make_uint4(0u, 0u, 0u, 0u);
     }
     norm_mod_row<HW>(u, yr, r, nvec, dim, w, eps, table, tstride, ridx, shift_off, scale_off, red);
+    if (Q) rowq_row(qa, y + r * dim, r, dim);
 }
 
-extern "C" void cuda_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, int64_t rows, int64_t dim,
-                                           const float *w, float eps, const float *table, int64_t table_stride,
-                                           const int32_t *row_index, int64_t shift_off, int64_t scale_off) {
-    if (rows <= 0) return;
+/* The launch of cuda_bf16_rmsnorm_modulate; with q (backend_fusedq.h) the register-cached kernel also quantizes the
+ * rows it wrote, when it takes them: returns 1 then, 0 when the caller still has to quantize y. */
+static int rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, int64_t rows, int64_t dim, const float *w,
+                            float eps, const float *table, int64_t table_stride, const int32_t *row_index,
+                            int64_t shift_off, int64_t scale_off, const h3_rowq *q) {
+    if (rows <= 0) return 1;
     cudaStream_t st = cuda_of(be)->stream;
     if (rows > 2147483647) {
         cuda_record_error(be, "bf16_rmsnorm_modulate", "too many rows");
-        return;
+        return 1;
     }
     /* one block per row (a warp per row holding the row in registers measured 1.8x slower: 0.77 vs
      * 0.42 ms at 19540 x 5376). The register-cached kernel needs 16-byte rows and float4-aligned
@@ -240,17 +249,25 @@ extern "C" void cuda_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_
     const int64_t nvec = dim / 8;
     int params16 = (!w || aligned16(w)) &&
                    (!table || (aligned16(table) && table_stride % 4 == 0 && shift_off % 4 == 0 && scale_off % 4 == 0));
+    int fused = 0;
     if (dim % 8 == 0 && nvec <= (int64_t)RMC_V * 1024 && aligned16(x) && aligned16(y) && params16) {
         unsigned threads = (unsigned)(((nvec + RMC_V - 1) / RMC_V + 31) / 32 * 32);
-        if (cuda_of(be)->bf16_hw_round == 2)
-            k_rmsnorm_mod_cached<2><<<(unsigned)rows, threads, 0, st>>>(y, x, dim, w, eps, table, table_stride,
-                                                                        row_index, shift_off, scale_off);
-        else if (cuda_of(be)->bf16_hw_round)
-            k_rmsnorm_mod_cached<1><<<(unsigned)rows, threads, 0, st>>>(y, x, dim, w, eps, table, table_stride,
-                                                                        row_index, shift_off, scale_off);
-        else
-            k_rmsnorm_mod_cached<0><<<(unsigned)rows, threads, 0, st>>>(y, x, dim, w, eps, table, table_stride,
-                                                                        row_index, shift_off, scale_off);
+        const int hw = cuda_of(be)->bf16_hw_round;
+        rowq_arg qa = {0, NULL, NULL, 0};
+        if (q && rowq_fusable(q, dim)) qa = rowq_of(q), fused = 1;
+#define RMC_LAUNCH(HW, Q)                                                                                          \
+    k_rmsnorm_mod_cached<HW, Q><<<(unsigned)rows, threads, 0, st>>>(y, x, dim, w, eps, table, table_stride, row_index, \
+                                                                    shift_off, scale_off, qa)
+        if (fused) {
+            if (hw == 2) RMC_LAUNCH(2, 1);
+            else if (hw) RMC_LAUNCH(1, 1);
+            else RMC_LAUNCH(0, 1);
+        } else {
+            if (hw == 2) RMC_LAUNCH(2, 0);
+            else if (hw) RMC_LAUNCH(1, 0);
+            else RMC_LAUNCH(0, 0);
+        }
+#undef RMC_LAUNCH
     } else if (dim % 8 == 0 && aligned16(x) && aligned16(y))
         k_rmsnorm_mod<1><<<(unsigned)rows, RM_THREADS, 0, st>>>(y, x, dim, w, eps, table, table_stride, row_index,
                                                                shift_off, scale_off);
@@ -258,6 +275,27 @@ extern "C" void cuda_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_
         k_rmsnorm_mod<0><<<(unsigned)rows, RM_THREADS, 0, st>>>(y, x, dim, w, eps, table, table_stride, row_index,
                                                                shift_off, scale_off);
     CUDA_LAUNCHED(be, "bf16_rmsnorm_modulate");
+    return fused;
+}
+
+/* the two-pass tail of the fused ops where their kernel did not quantize (the CPU twin's composition) */
+static void quant_rows(h3_backend *be, const h3_bf16 *y, int64_t rows, int64_t dim, const h3_rowq *q) {
+    if (q->kind == H3_ROWQ_INT8) cuda_int8_quant_rows(be, (int8_t *)q->q, q->scale, y, rows, dim, dim, q->group);
+    else cuda_fp8_quant_rows(be, (uint8_t *)q->q, q->scale, y, rows, dim, dim);
+}
+
+extern "C" void cuda_bf16_rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, int64_t rows, int64_t dim,
+                                           const float *w, float eps, const float *table, int64_t table_stride,
+                                           const int32_t *row_index, int64_t shift_off, int64_t scale_off) {
+    rmsnorm_modulate(be, y, x, rows, dim, w, eps, table, table_stride, row_index, shift_off, scale_off, NULL);
+}
+
+extern "C" void cuda_bf16_rmsnorm_modulate_q(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, int64_t rows, int64_t dim,
+                                             const float *w, float eps, const float *table, int64_t table_stride,
+                                             const int32_t *row_index, int64_t shift_off, int64_t scale_off,
+                                             const h3_rowq *q) {
+    if (!rmsnorm_modulate(be, y, x, rows, dim, w, eps, table, table_stride, row_index, shift_off, scale_off, q))
+        quant_rows(be, y, rows, dim, q);
 }
 
 /* ---- per-head RMSNorm + rotate-half RoPE: one warp per (row, head), E channels per lane ---- */
@@ -665,12 +703,12 @@ extern "C" void cuda_bf16_gated_residual(h3_backend *be, h3_bf16 *x, const h3_bf
  * written, then the norm of k_rmsnorm_mod_cached on the registers (no second read of x). The residual rounds as
  * k_gated_residual, the norm as k_rmsnorm_mod_cached with the same threads per row (so the same partial sums of
  * squares): the same bits as the two kernels, one read of x less and one launch less. */
-template <int HW>
+template <int HW, int Q>
 static __global__ void __launch_bounds__(1024)
     k_gated_residual_rmsnorm_mod(uint16_t *x, const uint16_t *br, uint16_t *y, int64_t dim, const float *gtable,
                                  int64_t gstride, const int32_t *gidx, int64_t gate_off, const float *w, float eps,
                                  const float *table, int64_t tstride, const int32_t *ridx, int64_t shift_off,
-                                 int64_t scale_off) {
+                                 int64_t scale_off, rowq_arg qa) {
     __shared__ double red[32];
     const int64_t r = blockIdx.x, nvec = dim / 8;
     uint4 *xr = (uint4 *)(x + r * dim);
@@ -702,6 +740,50 @@ static __global__ void __launch_bounds__(1024)
         xr[c8] = u[i];
     }
     norm_mod_row<HW>(u, yr, r, nvec, dim, w, eps, table, tstride, ridx, shift_off, scale_off, red); /* as k_rmsnorm_mod_cached */
+    if (Q) rowq_row(qa, y + r * dim, r, dim);
+}
+
+/* The launch of cuda_bf16_gated_residual_rmsnorm_modulate; q as in rmsnorm_modulate (1: quantized). */
+static int gated_residual_rmsnorm_modulate(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch, h3_bf16 *y, int64_t rows,
+                                           int64_t dim, const float *gate_table, int64_t gate_stride,
+                                           const int32_t *gate_index, int64_t gate_off, const float *w, float eps,
+                                           const float *table, int64_t table_stride, const int32_t *row_index,
+                                           int64_t shift_off, int64_t scale_off, const h3_rowq *q) {
+    if (rows <= 0 || dim <= 0) return 1;
+    /* the fused kernel takes what k_rmsnorm_mod_cached takes, plus a 16-byte branch and float4 gate vectors */
+    const int64_t nvec = dim / 8;
+    int vec16 = dim % 8 == 0 && nvec <= (int64_t)RMC_V * 1024 && aligned16(x) && aligned16(branch) && aligned16(y);
+    int params16 = (!w || aligned16(w)) &&
+                   (!table || (aligned16(table) && table_stride % 4 == 0 && shift_off % 4 == 0 && scale_off % 4 == 0)) &&
+                   (!gate_table || (aligned16(gate_table) && gate_stride % 4 == 0 && gate_off % 4 == 0));
+    if (!vec16 || !params16 || rows > 2147483647) { /* the two kernels in turn */
+        cuda_bf16_gated_residual(be, x, branch, rows, dim, gate_table, gate_stride, gate_index, gate_off);
+        return rmsnorm_modulate(be, y, x, rows, dim, w, eps, table, table_stride, row_index, shift_off, scale_off, q);
+    }
+    /* k_rmsnorm_mod_cached's threads per row: its partial sums of squares, so its float result */
+    unsigned threads = (unsigned)(((nvec + RMC_V - 1) / RMC_V + 31) / 32 * 32);
+    cudaStream_t st = cuda_of(be)->stream;
+    const int hw = cuda_of(be)->bf16_hw_round;
+    rowq_arg qa = {0, NULL, NULL, 0};
+    int fused = 0;
+    if (q && rowq_fusable(q, dim)) qa = rowq_of(q), fused = 1;
+#define GRN_LAUNCH(HW, Q)                                                                                              \
+    k_gated_residual_rmsnorm_mod<HW, Q><<<(unsigned)rows, threads, 0, st>>>(x, branch, y, dim, gate_table, gate_stride, \
+                                                                            gate_index, gate_off, w, eps, table,       \
+                                                                            table_stride, row_index, shift_off,        \
+                                                                            scale_off, qa)
+    if (fused) {
+        if (hw == 2) GRN_LAUNCH(2, 1);
+        else if (hw) GRN_LAUNCH(1, 1);
+        else GRN_LAUNCH(0, 1);
+    } else {
+        if (hw == 2) GRN_LAUNCH(2, 0);
+        else if (hw) GRN_LAUNCH(1, 0);
+        else GRN_LAUNCH(0, 0);
+    }
+#undef GRN_LAUNCH
+    CUDA_LAUNCHED(be, "bf16_gated_residual_rmsnorm_modulate");
+    return fused;
 }
 
 extern "C" void cuda_bf16_gated_residual_rmsnorm_modulate(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch,
@@ -711,34 +793,20 @@ extern "C" void cuda_bf16_gated_residual_rmsnorm_modulate(h3_backend *be, h3_bf1
                                                           float eps, const float *table, int64_t table_stride,
                                                           const int32_t *row_index, int64_t shift_off,
                                                           int64_t scale_off) {
-    if (rows <= 0 || dim <= 0) return;
-    /* the fused kernel takes what k_rmsnorm_mod_cached takes, plus a 16-byte branch and float4 gate vectors */
-    const int64_t nvec = dim / 8;
-    int vec16 = dim % 8 == 0 && nvec <= (int64_t)RMC_V * 1024 && aligned16(x) && aligned16(branch) && aligned16(y);
-    int params16 = (!w || aligned16(w)) &&
-                   (!table || (aligned16(table) && table_stride % 4 == 0 && shift_off % 4 == 0 && scale_off % 4 == 0)) &&
-                   (!gate_table || (aligned16(gate_table) && gate_stride % 4 == 0 && gate_off % 4 == 0));
-    if (!vec16 || !params16 || rows > 2147483647) { /* the two kernels in turn */
-        cuda_bf16_gated_residual(be, x, branch, rows, dim, gate_table, gate_stride, gate_index, gate_off);
-        cuda_bf16_rmsnorm_modulate(be, y, x, rows, dim, w, eps, table, table_stride, row_index, shift_off, scale_off);
-        return;
-    }
-    /* k_rmsnorm_mod_cached's threads per row: its partial sums of squares, so its float result */
-    unsigned threads = (unsigned)(((nvec + RMC_V - 1) / RMC_V + 31) / 32 * 32);
-    cudaStream_t st = cuda_of(be)->stream;
-    if (cuda_of(be)->bf16_hw_round == 2)
-        k_gated_residual_rmsnorm_mod<2><<<(unsigned)rows, threads, 0, st>>>(
-            x, branch, y, dim, gate_table, gate_stride, gate_index, gate_off, w, eps, table, table_stride, row_index,
-            shift_off, scale_off);
-    else if (cuda_of(be)->bf16_hw_round)
-        k_gated_residual_rmsnorm_mod<1><<<(unsigned)rows, threads, 0, st>>>(
-            x, branch, y, dim, gate_table, gate_stride, gate_index, gate_off, w, eps, table, table_stride, row_index,
-            shift_off, scale_off);
-    else
-        k_gated_residual_rmsnorm_mod<0><<<(unsigned)rows, threads, 0, st>>>(
-            x, branch, y, dim, gate_table, gate_stride, gate_index, gate_off, w, eps, table, table_stride, row_index,
-            shift_off, scale_off);
-    CUDA_LAUNCHED(be, "bf16_gated_residual_rmsnorm_modulate");
+    gated_residual_rmsnorm_modulate(be, x, branch, y, rows, dim, gate_table, gate_stride, gate_index, gate_off, w, eps,
+                                    table, table_stride, row_index, shift_off, scale_off, NULL);
+}
+
+extern "C" void cuda_bf16_gated_residual_rmsnorm_modulate_q(h3_backend *be, h3_bf16 *x, const h3_bf16 *branch,
+                                                            h3_bf16 *y, int64_t rows, int64_t dim,
+                                                            const float *gate_table, int64_t gate_stride,
+                                                            const int32_t *gate_index, int64_t gate_off,
+                                                            const float *w, float eps, const float *table,
+                                                            int64_t table_stride, const int32_t *row_index,
+                                                            int64_t shift_off, int64_t scale_off, const h3_rowq *q) {
+    if (!gated_residual_rmsnorm_modulate(be, x, branch, y, rows, dim, gate_table, gate_stride, gate_index, gate_off, w,
+                                         eps, table, table_stride, row_index, shift_off, scale_off, q))
+        quant_rows(be, y, rows, dim, q);
 }
 
 static __device__ __forceinline__ float silu_f32(float g) { return g / (1.0f + expf(-g)); } /* before its rounding */
@@ -788,6 +856,47 @@ extern "C" void cuda_bf16_swiglu(h3_backend *be, h3_bf16 *y, const h3_bf16 *z, i
     else
         k_swiglu<0, 0><<<grid_rows_cols(rows, ff, 256), 256, 0, st>>>(y, z, rows, ff, ldz, val_off, gate_off);
     CUDA_LAUNCHED(be, "bf16_swiglu");
+}
+
+/* SwiGLU + the quantization of its rows (backend_fusedq.h): one block per row, the elements as k_swiglu<1, HW>
+ * (element-wise: the same bits in any layout), then the row's codes (cuda_rowq.h). */
+template <int HW>
+static __global__ void __launch_bounds__(256) k_swiglu_rowq(uint16_t *y, const uint16_t *z, int64_t ff, int64_t ldz,
+                                                            int64_t voff, int64_t goff, rowq_arg qa) {
+    const int64_t r = blockIdx.x;
+    const uint4 *val = (const uint4 *)(z + r * ldz + voff), *gate = (const uint4 *)(z + r * ldz + goff);
+    uint4 *yr = (uint4 *)(y + r * ff);
+    for (int64_t c8 = threadIdx.x; c8 < ff / 8; c8 += blockDim.x) {
+        uint4 uv = val[c8], ug = gate[c8];
+        uint32_t a[4] = {uv.x, uv.y, uv.z, uv.w}, g[4] = {ug.x, ug.y, ug.z, ug.w}, o[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float g0 = __uint_as_float(g[j] << 16), g1 = __uint_as_float(g[j] & 0xffff0000u);
+            float s0 = silu_f32(g0), s1 = silu_f32(g1);
+            rn2<HW>(s0, s1);
+            o[j] = pack2<HW>(__uint_as_float(a[j] << 16) * s0, __uint_as_float(a[j] & 0xffff0000u) * s1);
+        }
+        yr[c8] = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+    rowq_row(qa, y + r * ff, r, ff);
+}
+
+extern "C" void cuda_bf16_swiglu_q(h3_backend *be, h3_bf16 *y, const h3_bf16 *z, int64_t rows, int64_t ff, int64_t ldz,
+                                   int64_t val_off, int64_t gate_off, const h3_rowq *q) {
+    if (rows <= 0 || ff <= 0) return;
+    int vec = ff % 8 == 0 && ldz % 8 == 0 && val_off % 8 == 0 && gate_off % 8 == 0 && aligned16(z) && aligned16(y);
+    if (!vec || !rowq_fusable(q, ff) || rows > 2147483647) {
+        cuda_bf16_swiglu(be, y, z, rows, ff, ldz, val_off, gate_off);
+        quant_rows(be, y, rows, ff, q);
+        return;
+    }
+    cudaStream_t st = cuda_of(be)->stream;
+    const int hw = cuda_of(be)->bf16_hw_round;
+    rowq_arg qa = rowq_of(q);
+    if (hw == 2) k_swiglu_rowq<2><<<(unsigned)rows, 256, 0, st>>>(y, z, ff, ldz, val_off, gate_off, qa);
+    else if (hw) k_swiglu_rowq<1><<<(unsigned)rows, 256, 0, st>>>(y, z, ff, ldz, val_off, gate_off, qa);
+    else k_swiglu_rowq<0><<<(unsigned)rows, 256, 0, st>>>(y, z, ff, ldz, val_off, gate_off, qa);
+    CUDA_LAUNCHED(be, "bf16_swiglu_q");
 }
 
 /* ---- row moves ---- */

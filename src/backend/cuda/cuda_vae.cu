@@ -2,17 +2,22 @@
  * order, compiled with --fmad=false; sums of squares in double like the twins (only the summation order
  * differs). Plus pinned host buffers and a copy stream for the decoder's asynchronous tile downloads. */
 #include "cuda_bf16.h"
+#include "cuda_fusedq.h"
+#include "cuda_int8.h"
 #include "cuda_internal.h"
+#include "cuda_rowq.h"
 #include "cuda_vae.h"
+#include "cuda_w8a8.h"
 
 static __device__ __forceinline__ float bf(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
 enum { RN_THREADS = 256 };
 
-/* One block per row. VEC: dim % 4 == 0 and 16-byte aligned rows (x, scale, w) / 8-byte (branch, y). */
-template <int VEC>
+/* One block per row. VEC: dim % 4 == 0 and 16-byte aligned rows (x, scale, w) / 8-byte (branch, y). Q: the rows of
+ * y also quantized (cuda_rowq.h: dim % 8 == 0, y 16-byte aligned; backend_fusedq.h). */
+template <int VEC, int Q>
 static __global__ void k_residual_rmsnorm(float *x, uint16_t *y, const uint16_t *branch, const float *scale,
-                                          int64_t rows, int64_t dim, const float *w, float eps) {
+                                          int64_t rows, int64_t dim, const float *w, float eps, rowq_arg qa) {
     __shared__ double red[RN_THREADS / 32];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         float *xr = x + r * dim;
@@ -70,6 +75,7 @@ static __global__ void k_residual_rmsnorm(float *x, uint16_t *y, const uint16_t 
                     yr[c] = f32_to_bf16_bits(v);
                 }
             }
+            if (Q) rowq_row(qa, yr, r, dim);
             __syncthreads(); /* red is reused by the next row */
         }
     }
@@ -83,9 +89,29 @@ extern "C" void cuda_vae_residual_rmsnorm(h3_backend *be, float *x, h3_bf16 *y, 
     int vec = dim % 4 == 0 && al(x, 16) && al(scale, 16) && al(w, 16) && al(branch, 8) && al(y, 8);
     unsigned grid = (unsigned)(rows < 65535 * 4 ? rows : 65535 * 4);
     cudaStream_t st = cuda_of(be)->stream;
-    if (vec) k_residual_rmsnorm<1><<<grid, RN_THREADS, 0, st>>>(x, y, branch, scale, rows, dim, w, eps);
-    else k_residual_rmsnorm<0><<<grid, RN_THREADS, 0, st>>>(x, y, branch, scale, rows, dim, w, eps);
+    rowq_arg none = {0, NULL, NULL, 0};
+    if (vec) k_residual_rmsnorm<1, 0><<<grid, RN_THREADS, 0, st>>>(x, y, branch, scale, rows, dim, w, eps, none);
+    else k_residual_rmsnorm<0, 0><<<grid, RN_THREADS, 0, st>>>(x, y, branch, scale, rows, dim, w, eps, none);
     CUDA_LAUNCHED(be, "vae_residual_rmsnorm");
+}
+
+extern "C" void cuda_vae_residual_rmsnorm_q(h3_backend *be, float *x, h3_bf16 *y, const h3_bf16 *branch,
+                                            const float *scale, int64_t rows, int64_t dim, const float *w, float eps,
+                                            const h3_rowq *q) {
+    if (rows <= 0 || dim <= 0) return;
+    int vec = dim % 4 == 0 && al(x, 16) && al(scale, 16) && al(w, 16) && al(branch, 8) && al(y, 8);
+    if (!rowq_fusable(q, dim) || !al(y, 16)) { /* the two ops in turn */
+        cuda_vae_residual_rmsnorm(be, x, y, branch, scale, rows, dim, w, eps);
+        if (q->kind == H3_ROWQ_INT8) cuda_int8_quant_rows(be, (int8_t *)q->q, q->scale, y, rows, dim, dim, q->group);
+        else cuda_fp8_quant_rows(be, (uint8_t *)q->q, q->scale, y, rows, dim, dim);
+        return;
+    }
+    unsigned grid = (unsigned)(rows < 65535 * 4 ? rows : 65535 * 4);
+    cudaStream_t st = cuda_of(be)->stream;
+    rowq_arg qa = rowq_of(q);
+    if (vec) k_residual_rmsnorm<1, 1><<<grid, RN_THREADS, 0, st>>>(x, y, branch, scale, rows, dim, w, eps, qa);
+    else k_residual_rmsnorm<0, 1><<<grid, RN_THREADS, 0, st>>>(x, y, branch, scale, rows, dim, w, eps, qa);
+    CUDA_LAUNCHED(be, "vae_residual_rmsnorm_q");
 }
 
 /* One warp per (row, head); head_dim <= 128. The normalized head goes through shared memory for the
