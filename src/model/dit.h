@@ -162,6 +162,11 @@ int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h
 /* A model with random weights in memory (no files), for benchmarks: every tensor of
  * dit_expected_tensors(cfg) in its release dtype, deterministic in seed. */
 dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, h3_err *e);
+/* dit_new_random with the main blocks' linears made as random GGUF blocks of ggml type gguf_type (Q8_0, Q4_K, ...:
+ * h3_gguf_fill_random, every row's width a multiple of the type's block) kept in that form in backend memory and
+ * expanded into two bf16 slots per forward, as a GGUF transformer is (docs/checkpoints.md); -1: dit_new_random.
+ * Not with DIT_STREAM. */
+dit_model *dit_new_random_gguf(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type, h3_err *e);
 
 /* Memory planning on a GPU backend: the backend bytes of the weights of a model loaded in `mode` (0 and e filled on
  * a bad config), and of one forward's activation buffers over S packed rows. */

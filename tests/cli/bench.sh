@@ -46,5 +46,15 @@ run_bad "bad what" "--what" --backend cpu --what dit,audio
 run_bad "bad repeats" "--repeats" --backend cpu --repeats 0
 run_bad "bad vae batch" "--vae-batch" --backend cpu --vae-batch 1,x
 run_bad "unknown flag" "--frobnicate" --backend cpu --frobnicate 1
+# --gguf-type: the blocks' linears as random GGUF blocks kept on the backend (docs/checkpoints.md); the tiny config's
+# 48-wide rows take the one-value types only, a 32-block type is refused naming the tensor (at load: exit 1)
+OMP_WAIT_POLICY=passive "$H3" bench --backend cpu --shapes 64x64x22 --text 16 --repeats 1 --what dit --gguf-type F16 \
+    --config $TINY/transformer >"$tmp/out4" 2>"$tmp/err"
+grep -Eq "^DIT shape=64x64x22 S=118 .* peak_gib=$num gguf_type=F16 stream_gb=$num .*slots_gib=$num$" "$tmp/out4" && ok || bad "gguf_type line: $(cat "$tmp/err")"
+"$H3" bench --backend cpu --shapes 64x64x22 --text 16 --repeats 1 --what dit --gguf-type Q8_0 --config $TINY/transformer \
+    >/dev/null 2>"$tmp/err" && bad "Q8_0 on 48-wide rows accepted" || grep -q "not whole Q8_0 blocks of 32" "$tmp/err" && ok || bad "Q8_0 refusal: $(cat "$tmp/err")"
+run_bad "bad gguf type" "--gguf-type must be" --backend cpu --gguf-type Q9
+run_bad "gguf type + quant" "cannot be combined with --quant" --backend cpu --gguf-type Q8_0 --quant fp8
+run_bad "gguf type + streaming" "cannot be combined with --ssd-streaming" --backend cpu --gguf-type Q8_0 --ssd-streaming 1
 echo "RESULT $pass $fail"
 [ "$fail" -eq 0 ]
