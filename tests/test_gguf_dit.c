@@ -6,7 +6,9 @@
  *     fills carry the GGUF bytes (not the bf16 ones);
  *   - H3_GGUF_RESIDENT's refusals (a bad value, on with a LoRA) and auto with a LoRA (dequantized at load);
  *   - dit_new_random_gguf (h3 bench --gguf-type): random Q8_0 / Q4_K / Q6_K blocks at a 256-wide config run to finite
- *     outputs, the same bits twice, different per type; rows not of whole blocks are refused naming the tensor. */
+ *     outputs, the same bits twice, different per type; rows not of whole blocks are refused naming the tensor.
+ * tests/cuda/test_cuda_gguf.c is this file on the CUDA backend (GGUF_DIT_CUDA): the same checks there (auto keeps
+ * the blocks quantized on a GPU), and the random models' outputs against the CPU's (rel L2, bf16 GEMMs differ). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,11 @@
 #include "pipeline/layout.h"
 #include "test.h"
 
+#ifdef GGUF_DIT_CUDA
+#define BACKEND H3_BACKEND_CUDA
+#else
+#define BACKEND H3_BACKEND_CPU
+#endif
 #define FIX "tests/fixtures/"
 #define GGUF_FILE FIX "single_file/tiny_transformer.gguf"
 
@@ -236,6 +243,17 @@ static void test_random(h3_backend *be) {
         const double I = 256, H = 256, FF = 256, want = (3 * I * H + H * I + 2 * FF * H + H * FF) / (double)bv * (double)bb;
         CHECK(st.fills > 0 && fabs(st.bytes / (double)st.fills - want) < 0.5, "random %s: %g bytes a fill (want %g)", name,
               st.fills ? st.bytes / (double)st.fills : 0.0, want);
+        if (BACKEND != H3_BACKEND_CPU) { /* the same random model on the CPU: the blocks and their expansion agree */
+            h3_backend *cpu = h3_backend_new(H3_BACKEND_CPU, 0, &e);
+            dit_model *mc = cpu ? dit_new_random_gguf(cpu, &c, DIT_BF16, 5, (int)types[t], &e) : NULL;
+            CHECK(mc && dit_prepare_timesteps(mc, ts, 2, &e) == 0 && dit_forward(mc, &r.in, vb, ab, &e) == 0,
+                  "random %s on the CPU: %s", name, e.msg);
+            const double rel = h3_rel_l2(va, vb, (size_t)r.nv), rela = h3_rel_l2(aa, ab, (size_t)r.na);
+            printf("  random %s: CUDA vs CPU rel L2 video %.3e audio %.3e\n", name, rel, rela);
+            CHECK(rel < 3e-2 && rela < 3e-2, "random %s: CUDA vs CPU rel L2 %.3e / %.3e", name, rel, rela);
+            dit_free(mc);
+            if (cpu) h3_backend_free(cpu);
+        }
         if (!first) first = va, va = NULL;
         else CHECK(memcmp(first, va, sizeof(float) * (size_t)r.nv) != 0, "random %s: same outputs as Q8_0", name);
         printf("  random %s blocks: finite, deterministic, %lld fills of %.0f bytes; weights %.0f bytes\n", name,
@@ -250,7 +268,7 @@ static void test_random(h3_backend *be) {
 
 int main(void) {
     h3_err e;
-    h3_backend *be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
+    h3_backend *be = h3_backend_new(BACKEND, 0, &e);
     if (!be) {
         fprintf(stderr, "%s\n", e.msg);
         return 1;

@@ -442,11 +442,21 @@ dit_model *dit_load_lora(h3_backend *be, const char *dir, const char *file, int 
     return file ? load_single(be, dir, file, mode, loras, n_loras, e) : load_dir(be, dir, mode, loras, n_loras, ref, e);
 }
 
+static dit_model *new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type,
+                             const dit_lora_spec *loras, int n_loras, h3_err *e);
 dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, h3_err *e) {
-    return dit_new_random_gguf(be, cfg, mode, seed, -1, e);
+    return new_random(be, cfg, mode, seed, -1, NULL, 0, e);
+}
+dit_model *dit_new_random_gguf(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type, h3_err *e) {
+    return new_random(be, cfg, mode, seed, gguf_type, NULL, 0, e);
+}
+dit_model *dit_new_random_lora(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, const dit_lora_spec *loras,
+                               int n_loras, h3_err *e) {
+    return new_random(be, cfg, mode, seed, -1, loras, n_loras, e);
 }
 
-dit_model *dit_new_random_gguf(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type, h3_err *e) {
+static dit_model *new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type,
+                             const dit_lora_spec *loras, int n_loras, h3_err *e) {
     dit_model *m = calloc(1, sizeof *m);
     if (!m) {
         h3_fail(e, "out of memory");
@@ -454,7 +464,9 @@ dit_model *dit_new_random_gguf(h3_backend *be, const dit_config *cfg, int mode, 
     }
     m->be = be;
     m->cfg = *cfg;
-    if (set_mode(m, mode, e) != 0 || (gguf_type >= 0 && dit_gguf_begin(m, 0, gguf_type, e) != 0)) goto fail;
+    if (set_mode(m, mode, e) != 0 || (gguf_type >= 0 && dit_gguf_begin(m, 0, gguf_type, e) != 0) ||
+        dit_lora_begin(m, loras, n_loras, 0, mode, e) != 0)
+        goto fail;
     if (dit_expected_tensors(cfg, &m->mem_names, e) != 0) goto fail;
     m->mem = calloc((size_t)m->mem_names.n, sizeof *m->mem);
     m->mem_on_backend = calloc((size_t)m->mem_names.n, 1);
@@ -471,7 +483,9 @@ dit_model *dit_new_random_gguf(h3_backend *be, const dit_config *cfg, int mode, 
         int part;
         int64_t blk;
         if (dit_gguf_part(m, x->name)) continue; /* made in GGUF block form by dit_gguf_load */
-        if (be->kind != H3_BACKEND_CPU && x->ndim == 2 && !dit_host_tensor(m, x->name, &part, &blk)) {
+        /* a LoRA's weights are made in host memory, where the merge reads them (docs/lora.md) */
+        const int merged = m->lora && dit_lora_touches(m->lora, cfg, x->name);
+        if (be->kind != H3_BACKEND_CPU && x->ndim == 2 && !merged && !dit_host_tensor(m, x->name, &part, &blk)) {
             /* matrices (all but a few MB of the 66 GB) are made on the device: no host copy */
             t = h3_tensor_view(x->dtype, x->ndim, x->shape, NULL, e);
             if (!t) goto fail;
@@ -498,7 +512,7 @@ dit_model *dit_new_random_gguf(h3_backend *be, const dit_config *cfg, int mode, 
         }
         if (is_freq) dit_rope_inv_freq(t->data, cfg->rope_freq_dim, cfg->rope_theta);
     }
-    if (load_all(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) goto fail;
+    if (load_all(m, e) != 0 || dit_lora_end(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) goto fail;
     return m;
 oom:
     h3_fail(e, "out of memory");
@@ -547,28 +561,6 @@ void dit_free(dit_model *m) {
     free(m->mem_on_backend);
     h3_expect_list_free(&m->mem_names);
     free(m);
-}
-
-
-int dit_gate_scores(dit_model *m, double *scores, h3_err *e) {
-    const int64_t H = m->cfg.hidden_size, L = m->cfg.num_layers, row = (int64_t)MODALITIES * ADALN_SLOTS * H;
-    if (m->n_cache == 0) return h3_fail(e, "dit: gate scores need the AdaLN tables (dit_prepare_timesteps first)");
-    float *host = malloc(sizeof(float) * (size_t)(L * row));
-    if (!host) return h3_fail(e, "out of memory");
-    for (int64_t b = 0; b < L; b++) scores[b] = 0.0;
-    for (int i = 0; i < m->n_cache; i++) {
-        h3_download(m->be, host, m->cache[i].blocks, sizeof(float) * (size_t)(L * row));
-        for (int64_t b = 0; b < L; b++)
-            for (int mo = 0; mo < MODALITIES; mo++)
-                for (int slot = 2; slot < ADALN_SLOTS; slot += 3) { /* gate_msa (2), gate_mlp (5) */
-                    const float *g = host + b * row + ((int64_t)mo * ADALN_SLOTS + slot) * H;
-                    for (int64_t c = 0; c < H; c++) scores[b] += fabs((double)g[c]);
-                }
-    }
-    double n = (double)m->n_cache * MODALITIES * 2 * (double)H;
-    for (int64_t b = 0; b < L; b++) scores[b] /= n;
-    free(host);
-    return 0;
 }
 
 int dit_select_layers(dit_model *m, int active, h3_err *e) {

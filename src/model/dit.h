@@ -167,6 +167,13 @@ dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint6
  * expanded into two bf16 slots per forward, as a GGUF transformer is (docs/checkpoints.md); -1: dit_new_random.
  * Not with DIT_STREAM. */
 dit_model *dit_new_random_gguf(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type, h3_err *e);
+/* dit_new_random with LoRAs merged at load as dit_load_lora merges them (docs/lora.md): the weights they touch are made
+ * in host memory (the same values as on the device), merged there and uploaded. */
+struct dit_lora_spec;
+dit_model *dit_new_random_lora(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed,
+                               const struct dit_lora_spec *loras, int n_loras, h3_err *e);
+/* Seconds spent merging LoRAs into this model's weights at load (the merge itself; 0 without LoRAs). */
+double     dit_lora_seconds(const dit_model *m);
 
 /* Memory planning on a GPU backend: the backend bytes of the weights of a model loaded in `mode` (0 and e filled on
  * a bad config), and of one forward's activation buffers over S packed rows. */

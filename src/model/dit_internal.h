@@ -124,6 +124,7 @@ struct dit_model {
     struct dit_lora_set *lora;   /* --lora (dit_lora.h): merged into the weights as load_all reads them, then freed */
     void           **lora_bufs;  /* the merged weights (host memory the views point into), freed with the model */
     int              n_lora_bufs;
+    double           lora_seconds; /* time in the merges (dit_lora_seconds) */
 };
 
 typedef struct dit_scratch {

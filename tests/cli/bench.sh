@@ -55,6 +55,22 @@ grep -Eq "^DIT shape=64x64x22 S=118 .* peak_gib=$num gguf_type=F16 stream_gb=$nu
     >/dev/null 2>"$tmp/err" && bad "Q8_0 on 48-wide rows accepted" || grep -q "not whole Q8_0 blocks of 32" "$tmp/err" && ok || bad "Q8_0 refusal: $(cat "$tmp/err")"
 run_bad "bad gguf type" "--gguf-type must be" --backend cpu --gguf-type Q9
 run_bad "gguf type + quant" "cannot be combined with --quant" --backend cpu --gguf-type Q8_0 --quant fp8
+# h3 make-lora --random (docs/lora.md "Random LoRAs") and --lora on random weights: merged at load, its cost printed
+"$H3" make-lora --random --rank 8 --config $TINY/transformer "$tmp/l8.safetensors" >"$tmp/ml.log" 2>"$tmp/err" &&
+    grep -q "rank 8, 2 blocks x 6 linears" "$tmp/ml.log" && ok || bad "make-lora: $(cat "$tmp/err")"
+OMP_WAIT_POLICY=passive "$H3" bench --backend cpu --shapes 64x64x22 --text 16 --repeats 1 --what dit --lora "$tmp/l8.safetensors:0.5" \
+    --config $TINY/transformer >"$tmp/out5" 2>"$tmp/err"
+grep -Eq "^dit: --lora .*l8.safetensors \(scale 0.5\) merged into the random weights at load: $num s" "$tmp/out5" && grep -q '^DIT shape=64x64x22' "$tmp/out5" \
+    && ok || bad "bench --lora: $(cat "$tmp/err")"
+run_bad "bench --lora + --gguf-type" "cannot be combined with --gguf-type" --backend cpu --lora "$tmp/l8.safetensors" --gguf-type F16
+mlbad() { # name, fragment, args...
+    local name=$1 want=$2; shift 2
+    "$H3" make-lora "$@" >/dev/null 2>"$tmp/err"; rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err"; then ok; else bad "make-lora $name: rc $rc: $(cat "$tmp/err")"; fi
+}
+mlbad "no --random" "give --random" "$tmp/x.safetensors"
+mlbad "bad rank" "--rank must be" --random --rank 0 "$tmp/x.safetensors"
+mlbad "no output" "give the output file" --random
 run_bad "gguf type + streaming" "cannot be combined with --ssd-streaming" --backend cpu --gguf-type Q8_0 --ssd-streaming 1
 echo "RESULT $pass $fail"
 [ "$fail" -eq 0 ]

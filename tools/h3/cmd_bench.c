@@ -27,6 +27,7 @@
 #include "io/gguf.h"
 #include "model/dit.h"
 #include "model/dit_int8.h"
+#include "model/dit_lora.h"
 #include "model/video_vae.h"
 #include "pipeline/layout.h"
 #include "cli.h"
@@ -116,7 +117,8 @@ static int64_t *i64_fill(int64_t n, int64_t v) {
 
 /* ---- DiT ---- */
 
-static const char *gguf_name; /* --gguf-type, NULL: none */
+static const char *gguf_name;  /* --gguf-type, NULL: none */
+static dit_lora_spec bench_lora; /* --lora FILE[:SCALE] (path NULL: none) */
 
 /* ref (--compare-bf16 1 with --quant): NULL, or the bf16 forward's outputs at this shape: ref->want set: one forward
  * (no timing) whose outputs are kept in ref; else the timed forwards' outputs are compared with ref's. */
@@ -234,7 +236,9 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int quant
     dit_config cfg;
     if (dit_config_load(config_dir, &cfg, e) != 0) return -1;
     double t0 = now_s();
-    dit_model *m = dit_new_random_gguf(be, &cfg, (bf16 ? DIT_BF16 : 0) | (stream ? DIT_STREAM : 0), 42, gguf_type, e);
+    const int mode = (bf16 ? DIT_BF16 : 0) | (stream ? DIT_STREAM : 0);
+    dit_model *m = bench_lora.path ? dit_new_random_lora(be, &cfg, mode, 42, &bench_lora, 1, e)
+                                   : dit_new_random_gguf(be, &cfg, mode, 42, gguf_type, e);
     if (!m) return -1;
     h3_sync(be);
     double t_build = now_s() - t0, t_quant = 0;
@@ -255,6 +259,9 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int quant
            config_dir, cfg.num_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.attention_head_dim,
            (double)wbytes / 1e9, t_build, t_adaln, (double)abytes / 1e9,
            stream ? "; --ssd-streaming: the blocks' linears in host memory, two slots on the backend" : "");
+    if (bench_lora.path)
+        printf("dit: --lora %s (scale %g) merged into the random weights at load: %.2f s of the %.2f s above\n",
+               bench_lora.path, bench_lora.scale, dit_lora_seconds(m), t_build);
     if (gguf_name)
         printf("dit: --gguf-type %s: the main blocks' linears are random %s blocks on the backend, expanded into two "
                "bf16 slots per block\n", gguf_name, gguf_name);
@@ -399,7 +406,8 @@ static void usage(void) {
             "                [--precision bf16|fp32] [--quant none|fp8|int8] [--int8-fc2-groups 0|1] [--attention exact|sage8]\n"
             "                [--token-reduction B:E] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
             "                [--vae-batch N,...] [--vae-quant none|fp8] [--ssd-streaming 0|1] [--check-blocks 0|1] [--compare-bf16 0|1]\n"
-            "                [--gguf-type none|F16|BF16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K]\n"
+            "                [--gguf-type none|F16|BF16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K] [--lora FILE[:SCALE]]\n"
+            "--lora FILE[:SCALE]: merged into the random weights at load (docs/lora.md; h3 make-lora --random makes one)\n"
             "--gguf-type T: the DiT blocks' linears as random GGUF blocks of type T kept on the backend (docs/checkpoints.md)\n"
             "--compare-bf16 1 (with --quant or --attention sage8): the first shape's outputs against the bf16 forward on the\n"
             "                same weights\n"
@@ -425,6 +433,7 @@ int cmd_bench(int argc, char **argv) {
     const char *vae_quant = "none";
     const char *fc2g_arg = "0", *compare_arg = "0";
     const char *attention = "exact", *gguf_arg = "none";
+    char *lora_arg = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -450,6 +459,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--int8-fc2-groups")) dst = &fc2g_arg;
         else if (!strcmp(a, "--compare-bf16")) dst = &compare_arg;
         else if (!strcmp(a, "--gguf-type")) dst = &gguf_arg;
+        else if (!strcmp(a, "--lora")) dst = (const char **)&lora_arg;
         else return cli_error("bench: unknown argument '%s' (see h3 bench --help)", a);
         if (i + 1 >= argc) return cli_error("bench: %s needs a value", a);
         *dst = argv[++i];
@@ -502,6 +512,11 @@ int cmd_bench(int argc, char **argv) {
                              "Q6_K, got '%s'", gguf_arg);
         if (fp8 || int8) return cli_error("bench: --gguf-type cannot be combined with --quant %s", quant);
         if (stream) return cli_error("bench: --gguf-type cannot be combined with --ssd-streaming 1 (both fill the block slots)");
+    }
+    if (lora_arg) {
+        h3_err le = {{0}};
+        if (dit_lora_parse_arg(lora_arg, "--lora", &bench_lora, &le) != 0) return cli_error("bench: %s", le.msg);
+        if (gguf_type >= 0) return cli_error("bench: --lora cannot be combined with --gguf-type (LoRAs merge into dequantized weights)");
     }
     int reduce[2] = {0, 0}, nreduce = 0;
     if (reduce_arg) {
