@@ -190,6 +190,7 @@ int    dit_should_stream(const dit_config *cfg, int mode, int64_t S, double avai
 typedef struct dit_stream_stats {
     int64_t fills;
     double  bytes, host_seconds;
+    int     gguf;  /* 1: a GGUF kept quantized (docs/checkpoints.md): the fills expanded GGUF blocks (bytes: theirs) */
     double  slot_bytes; /* backend memory of the two slots together */
     int     reads;      /* where the copies come from: 0 the file mapping (or host copies), 1 the files read with O_DIRECT
                            (uncached), 2 the files read through the page cache */

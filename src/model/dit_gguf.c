@@ -39,7 +39,7 @@ int dit_gguf_begin(dit_model *m, int n_loras, int rand_type, h3_err *e) {
     if (dit_stream_alloc(m, e) != 0) return -1;
     dit_stream *st = m->stream;
     const size_t n = (size_t)(m->cfg.num_layers > 0 ? m->cfg.num_layers : 1) * DIT_PARTS;
-    st->quant = 1, st->rand_type = rand_type;
+    st->quant = 1, st->rand_type = rand_type, st->stats.gguf = 1;
     if (!(st->qsrc = calloc(n, sizeof *st->qsrc)) || !(st->qtype = calloc(n, sizeof *st->qtype)) ||
         !(st->qbytes = calloc(n, sizeof *st->qbytes)))
         return h3_fail(e, "out of memory");
