@@ -171,7 +171,8 @@ endif
 endif
 cuda-tests: $(BUILD)/tests/test_backend_ops $(BUILD)/tests/cuda/bench_cuda_ops $(BUILD)/tests/cuda/dit_block_cuda $(BUILD)/tests/cuda/test_cuda_bench $(BUILD)/tests/cuda/cmp_dumps \
             $(BUILD)/tests/cuda/test_flash_sm90 $(BUILD)/tests/cuda/vae_decode_cuda \
-            $(BUILD)/tests/cuda/test_cuda_upload $(BUILD)/tests/cuda/test_cuda_stream $(BUILD)/tests/cuda/test_comm_nccl
+            $(BUILD)/tests/cuda/test_cuda_upload $(BUILD)/tests/cuda/test_cuda_stream $(BUILD)/tests/cuda/test_comm_nccl \
+            $(BUILD)/tests/cuda/test_cuda_gguf $(BUILD)/tests/cuda/test_cuda_lora64
 
 # libFuzzer targets (clang, ASan + UBSan): `make fuzz`, then e.g.
 #   build-fuzz/fuzz_safetensors -max_total_time=600 fuzz/corpus/safetensors

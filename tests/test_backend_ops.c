@@ -22,6 +22,7 @@
 #include "backend_ops/ops_int8.h"
 #include "backend_ops/ops_sage8.h"
 #include "backend_ops/ops_fusedq.h"
+#include "backend_ops/ops_gguf.h"
 
 #define F32 H3_F32
 #define BF16 H3_BF16
@@ -329,6 +330,18 @@ static const bo_row rows[] = {
     {FQ_VAE, "fp8 32400x2048 + branch", c_fusedq, {FQ_VAE_NORM, 32400, 2048, FP8, 0, 1, 0}, 0, 0, PERF, NULL},
 #undef FP8
 #undef INT8
+    /* ---- GGUF blocks (backend_gguf.h; a: ggml type, values, 1: from h3_gguf_fill_random): bit for bit ---- */
+#define GG(t, name, n) {"gguf_dequant", name " random bytes, n=" #n, c_gguf_dequant, {t, n, 0}, 0, 0.0, BO_ALL, NULL}, \
+                       {"gguf_dequant", name " random blocks, n=" #n, c_gguf_dequant, {t, n, 1}, 0, 0.0, BO_ALL, NULL}
+    GG(0, "F32", 4099), GG(1, "F16", 4099), GG(30, "BF16", 4099), GG(2, "Q4_0", 32 * 1031), GG(3, "Q4_1", 32 * 1031),
+    GG(6, "Q5_0", 32 * 1031), GG(7, "Q5_1", 32 * 1031), GG(8, "Q8_0", 32 * 1031), GG(12, "Q4_K", 256 * 131),
+    GG(13, "Q5_K", 256 * 131), GG(14, "Q6_K", 256 * 131),
+    {"gguf_dequant", "Q8_0 release ffn up 28672 x 5376 random blocks", c_gguf_dequant, {8, 28672LL * 5376, 1}, 0, 0.0, CUDA_ONLY, NULL},
+    {"gguf_dequant", "Q4_K release ffn up 28672 x 5376 random blocks", c_gguf_dequant, {12, 28672LL * 5376, 1}, 0, 0.0, CUDA_ONLY, NULL},
+#undef GG
+    {"gguf_dequant", "Q8_0 ffn up 28672 x 5376 (a slot fill's largest part)", c_gguf_dequant, {8, 28672LL * 5376, 1}, 0, 0, PERF, NULL},
+    {"gguf_dequant", "Q4_K ffn up 28672 x 5376", c_gguf_dequant, {12, 28672LL * 5376, 1}, 0, 0, PERF, NULL},
+    {"gguf_dequant", "Q6_K ffn up 28672 x 5376", c_gguf_dequant, {14, 28672LL * 5376, 1}, 0, 0, PERF, NULL},
 
     /* ---- --perf only: release shapes (bench_cuda_ops.c's per-op part, test_cuda_ops2.c's and test_cuda_fp8.c's
      * timings). The DiT block GEMMs: qkv 21504x5376, attn out 5376x7168, ffn up 28672x5376, ffn down 5376x14336 */

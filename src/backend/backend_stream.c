@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../core/tensor.h" /* h3_memcpy_par */
+#include "cpu/cpu_gguf.h"
 #ifdef H3_CUDA
 #include "cuda/cuda_stream.h"
 #endif
@@ -77,6 +78,12 @@ int h3_slot_fill(h3_backend *be, h3_slot *s, const h3_slot_piece *p, int n, h3_e
 #endif
     (void)be;
     for (int i = 0; i < n; i++) {
+        if (p[i].gguf) {
+            cpu_gguf_dequant(be, (h3_bf16 *)((char *)s->data + p[i].offset), p[i].src, p[i].gguf_type,
+                             (int64_t)(p[i].bytes / 2));
+            if (h3_backend_check(be, e) != 0) return -1;
+            continue;
+        }
         if (p[i].file && fill_from_file(s, &p[i], e) != 0) return -1;
         if (!p[i].file) h3_memcpy_par((char *)s->data + p[i].offset, p[i].src, p[i].bytes);
     }

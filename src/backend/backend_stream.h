@@ -11,7 +11,9 @@
  *
  * Sources are host memory, typically a read-only file mapping, or byte ranges of files read with pread (O_DIRECT: the
  * page cache keeps no copy); h3_slot_fill returns once they are no longer read (CUDA stages them through pinned
- * buffers of its own). */
+ * buffers of its own). Or GGUF blocks in backend memory (a GGUF transformer kept quantized, docs/checkpoints.md):
+ * expanded into the slot as bf16 by h3_gguf_dequant's arithmetic (CUDA: its kernel on the copy stream, so the
+ * expansion of block b + 1 overlaps block b's kernels as a copy does). */
 #ifndef H3_BACKEND_STREAM_H
 #define H3_BACKEND_STREAM_H
 
@@ -28,6 +30,8 @@ typedef struct h3_slot_piece {
     size_t      offset; /* where they go in the slot */
     const h3_read_file *file; /* or read them from this file at file_off (h3_read_span: uncached with O_DIRECT) */
     uint64_t    file_off;
+    int         gguf;      /* 1: src is backend memory holding GGUF blocks of gguf_type, expanded to bytes / 2 bf16 values */
+    uint32_t    gguf_type;
 } h3_slot_piece;
 
 /* NULL when out of backend memory. */

@@ -19,6 +19,7 @@ static const h3_knob_info knobs[H3_KNOB_COUNT] = {
     [H3_KNOB_VAE_PROFILE] = {"H3_VAE_PROFILE", "int", "0", ">0: the batched video decoder's per-stage seconds, one log line per decode"},
     [H3_KNOB_FUSED_QUANT] = {"H3_FUSED_QUANT", "int", "1", "0: the W8A8 GEMM inputs quantized in passes of their own (the same bits; for timing the fusion)"},
     [H3_KNOB_STREAM_READ] = {"H3_STREAM_READ", "auto|map|direct", "auto", "--ssd-streaming: block copies from the file mapping or read from the shards"},
+    [H3_KNOB_GGUF_RESIDENT] = {"H3_GGUF_RESIDENT", "auto|on|off", "auto (on for GPU backends)", "a GGUF transformer's block linears kept in GGUF form on the backend, expanded per block (on: also on the CPU)"},
     [H3_KNOB_CUDA_PRECISION] = {"H3_CUDA_PRECISION", "word", "tf32/bf16 as the op says", "fp32: every CUDA GEMM in full fp32 (parity runs)"},
     [H3_KNOB_BF16_ROUND] = {"H3_BF16_ROUND", "sw|hw|pair", "pair", "the CUDA bf16 rounding code (same bits in every form)"},
     [H3_KNOB_FLASH_VARIANT] = {"H3_FLASH_VARIANT", "int", "by shape", "force one variant of the own sm90 flash-attention kernel (tuning runs)"},

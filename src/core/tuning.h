@@ -26,6 +26,7 @@ typedef enum h3_knob {
     H3_KNOB_VAE_PROFILE,
     H3_KNOB_FUSED_QUANT,
     H3_KNOB_STREAM_READ,
+    H3_KNOB_GGUF_RESIDENT,
     /* CUDA backend */
     H3_KNOB_CUDA_PRECISION,
     H3_KNOB_BF16_ROUND,

@@ -37,7 +37,7 @@
 const dit_config *dit_get_config(const dit_model *m) { return &m->cfg; }
 void dit_set_attention(dit_model *m, int sage8) { m->attention_sage8 = sage8 != 0; }
 
-int dit_get_mode(const dit_model *m) { return (m->bf16 ? DIT_BF16 : 0) | (m->stream ? DIT_STREAM : 0); }
+int dit_get_mode(const dit_model *m) { return (m->bf16 ? DIT_BF16 : 0) | (m->stream && !m->stream->quant ? DIT_STREAM : 0); }
 
 static int keep_tensor(dit_model *m, h3_tensor *t, int is_view) {
     if (m->n_owned == m->cap_owned) {
@@ -117,6 +117,7 @@ static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *nam
     h3_tensor view;
     int mi, part;
     int64_t blk;
+    if (dit_gguf_part(m, name)) return dit_gguf_load(m, ex, name, e); /* kept in GGUF block form (dit_gguf.c) */
     if (lookup_checked(m, ex, name, &view, &mi, e) != 0) return NULL;
     const int host = dit_host_tensor(m, name, &part, &blk);
     h3_tensor *w;
@@ -373,14 +374,7 @@ done:
 static int set_mode(dit_model *m, int mode, h3_err *e) {
     m->bf16 = (mode & DIT_BF16) != 0;
     m->adaln_host = m->be->kind != H3_BACKEND_CPU;
-    if (!(mode & DIT_STREAM)) return 0;
-    const size_t n = (size_t)(m->cfg.num_layers > 0 ? m->cfg.num_layers : 1) * DIT_PARTS;
-    if (!(m->stream = calloc(1, sizeof *m->stream)) || !(m->stream->src = calloc(n, sizeof(h3_tensor *))) ||
-        !(m->stream->file_of = malloc(n * sizeof(int16_t))) || !(m->stream->file_off = calloc(n, sizeof(uint64_t))))
-        return h3_fail(e, "out of memory");
-    for (size_t i = 0; i < n; i++) m->stream->file_of[i] = -1;
-    for (int i = 0; i < DIT_STREAM_FILES; i++) m->stream->files[i].fd = -1;
-    return 0;
+    return (mode & DIT_STREAM) ? dit_stream_alloc(m, e) : 0;
 }
 
 dit_model *dit_load(h3_backend *be, const char *dir, int mode, h3_err *e) {
@@ -435,9 +429,9 @@ static dit_model *load_single(h3_backend *be, const char *dir, const char *file,
     const char *found = dit_single_file_prefix(m->st, m->gguf, file, e);
     if (!found) goto fail;
     snprintf(m->name_prefix, sizeof m->name_prefix, "%s", found);
-    if (dit_lora_begin(m, loras, n_loras, 0, mode, e) != 0) goto fail;
+    if ((m->gguf && dit_gguf_begin(m, n_loras, -1, e) != 0) || dit_lora_begin(m, loras, n_loras, 0, mode, e) != 0) goto fail;
     m->cfg.original_layout = 1, m->cfg.qkv_stacked = 1;
-    if (load_all(m, e) != 0 || dit_lora_end(m, e) != 0) goto fail;
+    if (load_all(m, e) != 0 || dit_lora_end(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) goto fail;
     return m;
 fail:
     dit_free(m);
@@ -449,7 +443,21 @@ dit_model *dit_load_lora(h3_backend *be, const char *dir, const char *file, int 
     return file ? load_single(be, dir, file, mode, loras, n_loras, e) : load_dir(be, dir, mode, loras, n_loras, ref, e);
 }
 
+static dit_model *new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type,
+                             const dit_lora_spec *loras, int n_loras, h3_err *e);
 dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, h3_err *e) {
+    return new_random(be, cfg, mode, seed, -1, NULL, 0, e);
+}
+dit_model *dit_new_random_gguf(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type, h3_err *e) {
+    return new_random(be, cfg, mode, seed, gguf_type, NULL, 0, e);
+}
+dit_model *dit_new_random_lora(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, const dit_lora_spec *loras,
+                               int n_loras, h3_err *e) {
+    return new_random(be, cfg, mode, seed, -1, loras, n_loras, e);
+}
+
+static dit_model *new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type,
+                             const dit_lora_spec *loras, int n_loras, h3_err *e) {
     dit_model *m = calloc(1, sizeof *m);
     if (!m) {
         h3_fail(e, "out of memory");
@@ -457,7 +465,9 @@ dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint6
     }
     m->be = be;
     m->cfg = *cfg;
-    if (set_mode(m, mode, e) != 0) goto fail;
+    if (set_mode(m, mode, e) != 0 || (gguf_type >= 0 && dit_gguf_begin(m, 0, gguf_type, e) != 0) ||
+        dit_lora_begin(m, loras, n_loras, 0, mode, e) != 0)
+        goto fail;
     if (dit_expected_tensors(cfg, &m->mem_names, e) != 0) goto fail;
     m->mem = calloc((size_t)m->mem_names.n, sizeof *m->mem);
     m->mem_on_backend = calloc((size_t)m->mem_names.n, 1);
@@ -473,7 +483,10 @@ dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint6
         h3_tensor *t;
         int part;
         int64_t blk;
-        if (be->kind != H3_BACKEND_CPU && x->ndim == 2 && !dit_host_tensor(m, x->name, &part, &blk)) {
+        if (dit_gguf_part(m, x->name)) continue; /* made in GGUF block form by dit_gguf_load */
+        /* a LoRA's weights are made in host memory, where the merge reads them (docs/lora.md) */
+        const int merged = m->lora && dit_lora_touches(m->lora, cfg, x->name);
+        if (be->kind != H3_BACKEND_CPU && x->ndim == 2 && !merged && !dit_host_tensor(m, x->name, &part, &blk)) {
             /* matrices (all but a few MB of the 66 GB) are made on the device: no host copy */
             t = h3_tensor_view(x->dtype, x->ndim, x->shape, NULL, e);
             if (!t) goto fail;
@@ -500,7 +513,7 @@ dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint6
         }
         if (is_freq) dit_rope_inv_freq(t->data, cfg->rope_freq_dim, cfg->rope_theta);
     }
-    if (load_all(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) goto fail;
+    if (load_all(m, e) != 0 || dit_lora_end(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) goto fail;
     return m;
 oom:
     h3_fail(e, "out of memory");
@@ -549,28 +562,6 @@ void dit_free(dit_model *m) {
     free(m->mem_on_backend);
     h3_expect_list_free(&m->mem_names);
     free(m);
-}
-
-
-int dit_gate_scores(dit_model *m, double *scores, h3_err *e) {
-    const int64_t H = m->cfg.hidden_size, L = m->cfg.num_layers, row = (int64_t)MODALITIES * ADALN_SLOTS * H;
-    if (m->n_cache == 0) return h3_fail(e, "dit: gate scores need the AdaLN tables (dit_prepare_timesteps first)");
-    float *host = malloc(sizeof(float) * (size_t)(L * row));
-    if (!host) return h3_fail(e, "out of memory");
-    for (int64_t b = 0; b < L; b++) scores[b] = 0.0;
-    for (int i = 0; i < m->n_cache; i++) {
-        h3_download(m->be, host, m->cache[i].blocks, sizeof(float) * (size_t)(L * row));
-        for (int64_t b = 0; b < L; b++)
-            for (int mo = 0; mo < MODALITIES; mo++)
-                for (int slot = 2; slot < ADALN_SLOTS; slot += 3) { /* gate_msa (2), gate_mlp (5) */
-                    const float *g = host + b * row + ((int64_t)mo * ADALN_SLOTS + slot) * H;
-                    for (int64_t c = 0; c < H; c++) scores[b] += fabs((double)g[c]);
-                }
-    }
-    double n = (double)m->n_cache * MODALITIES * 2 * (double)H;
-    for (int64_t b = 0; b < L; b++) scores[b] /= n;
-    free(host);
-    return 0;
 }
 
 int dit_select_layers(dit_model *m, int active, h3_err *e) {

@@ -162,6 +162,18 @@ int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h
 /* A model with random weights in memory (no files), for benchmarks: every tensor of
  * dit_expected_tensors(cfg) in its release dtype, deterministic in seed. */
 dit_model *dit_new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, h3_err *e);
+/* dit_new_random with the main blocks' linears made as random GGUF blocks of ggml type gguf_type (Q8_0, Q4_K, ...:
+ * h3_gguf_fill_random, every row's width a multiple of the type's block) kept in that form in backend memory and
+ * expanded into two bf16 slots per forward, as a GGUF transformer is (docs/checkpoints.md); -1: dit_new_random.
+ * Not with DIT_STREAM. */
+dit_model *dit_new_random_gguf(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type, h3_err *e);
+/* dit_new_random with LoRAs merged at load as dit_load_lora merges them (docs/lora.md): the weights they touch are made
+ * in host memory (the same values as on the device), merged there and uploaded. */
+struct dit_lora_spec;
+dit_model *dit_new_random_lora(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed,
+                               const struct dit_lora_spec *loras, int n_loras, h3_err *e);
+/* Seconds spent merging LoRAs into this model's weights at load (the merge itself; 0 without LoRAs). */
+double     dit_lora_seconds(const dit_model *m);
 
 /* Memory planning on a GPU backend: the backend bytes of the weights of a model loaded in `mode` (0 and e filled on
  * a bad config), and of one forward's activation buffers over S packed rows. */
@@ -178,6 +190,7 @@ int    dit_should_stream(const dit_config *cfg, int mode, int64_t S, double avai
 typedef struct dit_stream_stats {
     int64_t fills;
     double  bytes, host_seconds;
+    int     gguf;  /* 1: a GGUF kept quantized (docs/checkpoints.md): the fills expanded GGUF blocks (bytes: theirs) */
     double  slot_bytes; /* backend memory of the two slots together */
     int     reads;      /* where the copies come from: 0 the file mapping (or host copies), 1 the files read with O_DIRECT
                            (uncached), 2 the files read through the page cache */

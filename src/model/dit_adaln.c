@@ -210,3 +210,24 @@ const float *dit_adaln_block_table(const dit_model *m, float t, int block) {
     return i < 0 ? NULL : m->cache[i].blocks + (int64_t)block * MODALITIES * ADALN_SLOTS * m->cfg.hidden_size;
 }
 
+/* --layers' gate scores (docs/model/features.md 5.3): the mean |gate| of each block over the cached tables. */
+int dit_gate_scores(dit_model *m, double *scores, h3_err *e) {
+    const int64_t H = m->cfg.hidden_size, L = m->cfg.num_layers, row = (int64_t)MODALITIES * ADALN_SLOTS * H;
+    if (m->n_cache == 0) return h3_fail(e, "dit: gate scores need the AdaLN tables (dit_prepare_timesteps first)");
+    float *host = malloc(sizeof(float) * (size_t)(L * row));
+    if (!host) return h3_fail(e, "out of memory");
+    for (int64_t b = 0; b < L; b++) scores[b] = 0.0;
+    for (int i = 0; i < m->n_cache; i++) {
+        h3_download(m->be, host, m->cache[i].blocks, sizeof(float) * (size_t)(L * row));
+        for (int64_t b = 0; b < L; b++)
+            for (int mo = 0; mo < MODALITIES; mo++)
+                for (int slot = 2; slot < ADALN_SLOTS; slot += 3) { /* gate_msa (2), gate_mlp (5) */
+                    const float *g = host + b * row + ((int64_t)mo * ADALN_SLOTS + slot) * H;
+                    for (int64_t c = 0; c < H; c++) scores[b] += fabs((double)g[c]);
+                }
+    }
+    double n = (double)m->n_cache * MODALITIES * 2 * (double)H;
+    for (int64_t b = 0; b < L; b++) scores[b] /= n;
+    free(host);
+    return 0;
+}

@@ -64,6 +64,13 @@ typedef struct dit_stream {
     h3_tensor   *view_list[24];   /* the views above, freed with the stream */
     int          n_views;
     dit_stream_stats stats;
+    /* a GGUF transformer kept quantized (dit_gguf.c, docs/checkpoints.md): src[i] are bf16-shaped tensors whose data
+     * is backend memory holding the part's GGUF blocks (qsrc keeps them for freeing), expanded into a slot per fill */
+    int          quant;
+    int          rand_type;       /* dit_new_random_gguf: the ggml type of the random blocks */
+    h3_tensor  **qsrc;            /* [num_layers * DIT_PARTS] */
+    uint32_t    *qtype;           /* their ggml types */
+    size_t      *qbytes;          /* their block bytes */
 } dit_stream;
 
 /* AdaLN tables of one timestep value (docs/model/dit.md 4.5): per block [3 modalities][6 slots][hidden], and the
@@ -118,6 +125,7 @@ struct dit_model {
     struct dit_lora_set *lora;   /* --lora (dit_lora.h): merged into the weights as load_all reads them, then freed */
     void           **lora_bufs;  /* the merged weights (host memory the views point into), freed with the model */
     int              n_lora_bufs;
+    double           lora_seconds; /* time in the merges (dit_lora_seconds) */
 };
 
 typedef struct dit_scratch {
@@ -192,6 +200,10 @@ dit_adaln_entry *dit_find_cached(dit_model *m, float t);
 /* dit_stream.c. 1 when the named tensor stays in host memory for this model (a streamed part, or an AdaLN
  * projection on a GPU backend); *part is its DIT_PART_* or -1. */
 int  dit_host_tensor(const dit_model *m, const char *name, int *part, int64_t *block);
+/* The DIT_PART_* of a main block's streamed linear (its block in *block), else -1. */
+int  dit_stream_part(const dit_config *c, const char *name, int64_t *block);
+/* The stream's arrays (set_mode's DIT_STREAM, and dit_gguf_begin). */
+int  dit_stream_alloc(dit_model *m, h3_err *e);
 /* After every weight is loaded: the slots and their views (checks that every streamed block has block 0's shapes). */
 int  dit_stream_setup(dit_model *m, h3_err *e);
 /* Records where the streamed part `slot_index` (block * DIT_PARTS + part) named `name` lies in its shard. */
@@ -230,6 +242,14 @@ int  dit_lora_view(dit_model *m, const char *name, h3_tensor *view, int *mi, h3_
 int  dit_lora_end(dit_model *m, h3_err *e);
 int  dit_lora_owns(const dit_model *m, const void *p);
 void dit_lora_release(dit_model *m);
+
+/* dit_gguf.c (docs/checkpoints.md "Quantized on the GPU"). begin: after the file is opened (m->gguf) or for
+ * dit_new_random_gguf (rand_type >= 0), decides whether the main blocks' linears stay in GGUF block form in backend
+ * memory (H3_GGUF_RESIDENT; not with LoRAs) and sets the stream up for it; part: 1 when name is such a linear of
+ * this model; load: uploads (or, random, makes) its blocks and records it as its block's stream source. */
+int        dit_gguf_begin(dit_model *m, int n_loras, int rand_type, h3_err *e);
+int        dit_gguf_part(const dit_model *m, const char *name);
+h3_tensor *dit_gguf_load(dit_model *m, const h3_expect_list *ex, const char *name, h3_err *e);
 
 /* dit_config.c: whether file starts with GGUF's magic; the name prefix of a single-file transformer held by st or g
  * ("" or a ComfyUI prefix), or NULL with e filled when it is none or a pruned one (docs/checkpoints.md). */

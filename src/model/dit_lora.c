@@ -680,14 +680,18 @@ static float round_to(float x, h3_dtype dt) {
 static int merge_module(const dit_config *cfg, const segment *sg, const lora_module *m, float *W, int64_t cols,
                         h3_dtype out) {
     const float s = (float)m->scaling;
-    float *a = malloc((size_t)m->rank * (size_t)m->in * sizeof *a), *b = malloc((size_t)m->rank * sizeof *b);
-    if (!a || !b) {
-        free(a), free(b);
+    float *a = malloc((size_t)m->rank * (size_t)m->in * sizeof *a), *bb = malloc((size_t)m->rank * (size_t)m->out * sizeof *bb);
+    if (!a || !bb) {
+        free(a), free(bb);
         return -1;
     }
     for (int64_t i = 0; i < (int64_t)m->rank * m->in; i++) a[i] = round_to(m->A[i], out);
+    for (int64_t i = 0; i < (int64_t)m->rank * m->out; i++) bb[i] = round_to(m->B[i], out);
+    /* rows on the OpenMP threads: every element's arithmetic is the same, in the same order (the release's rank-64
+     * merges cost minutes on one core: docs/lora.md) */
+#pragma omp parallel for schedule(static) if ((int64_t)m->out * m->in * m->rank >= (1 << 22))
     for (int64_t o = 0; o < m->out; o++) {
-        for (int k = 0; k < m->rank; k++) b[k] = round_to(m->B[o * m->rank + k], out);
+        const float *b = bb + o * m->rank;
         float *w = W + dest_row(cfg, sg, m, o) * cols;
         for (int64_t i = 0; i < m->in; i++) {
             float acc = 0.0f;
@@ -695,7 +699,7 @@ static int merge_module(const dit_config *cfg, const segment *sg, const lora_mod
             w[i] = round_to(w[i] + round_to(acc * s, out), out);
         }
     }
-    free(a), free(b);
+    free(a), free(bb);
     return 0;
 }
 
@@ -744,6 +748,15 @@ int dit_lora_merge(dit_lora_set *s, const dit_config *cfg, const char *name, con
     h3_convert_from_f32(o, out_dtype, W, n);
     free(W);
     *merged = o;
+    return 0;
+}
+
+int dit_lora_touches(const dit_lora_set *s, const dit_config *cfg, const char *name) {
+    segment seg[3];
+    const int ns = s ? segments(cfg, name, seg) : 0;
+    for (int f = 0; f < (s ? s->n : 0); f++)
+        for (int j = 0; j < ns; j++)
+            if (find_module((lora_file *)&s->f[f], seg[j].name)) return 1;
     return 0;
 }
 

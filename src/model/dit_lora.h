@@ -41,6 +41,13 @@ int dit_lora_check_file(const struct st_file *f, const dit_config *cfg, int ref,
 int dit_lora_merge(dit_lora_set *s, const dit_config *cfg, const char *name, const h3_tensor *base,
                    h3_dtype out_dtype, void **merged, h3_err *e);
 
+/* Writes a random rank-`rank` LoRA of every main block's six linears of cfg (diffusers / peft keys, BF16,
+ * alpha-less; dit_lora_random.c, docs/lora.md) to path, deterministic in seed. */
+int dit_lora_write_random(const dit_config *cfg, int rank, uint64_t seed, const char *path, h3_err *e);
+
+/* 1 when some LoRA of s has a module of the stored weight `name` (dit_new_random_lora makes those in host memory). */
+int dit_lora_touches(const dit_lora_set *s, const dit_config *cfg, const char *name);
+
 /* Modules in the set (all files), and those merged so far: a load that merged fewer than it holds names the first
  * one it never met (a module of a weight the model does not hold, e.g. a layout mismatch). */
 int dit_lora_check_all_merged(const dit_lora_set *s, h3_err *e);

@@ -2,6 +2,7 @@
  * each touched weight's view replaced by a merged host copy as load_all reads it (dit.c's lookup_checked), the copies
  * kept with the model and freed with it. The file mapping is never written: another LoRA list is a fresh load. */
 #include <stdlib.h>
+#include <time.h>
 
 #include "dit_internal.h"
 #include "dit_lora.h"
@@ -17,7 +18,12 @@ int dit_lora_begin(dit_model *m, const dit_lora_spec *loras, int n, int ref, int
 int dit_lora_view(dit_model *m, const char *name, h3_tensor *view, int *mi, h3_err *e) {
     const h3_dtype out = m->bf16 ? view->dtype : H3_F32;
     void *buf;
-    if (dit_lora_merge(m->lora, &m->cfg, name, view, out, &buf, e) != 0) return -1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const int rc = dit_lora_merge(m->lora, &m->cfg, name, view, out, &buf, e);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    m->lora_seconds += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (rc != 0) return -1;
     if (!buf) return 0;
     void **v = realloc(m->lora_bufs, (size_t)(m->n_lora_bufs + 1) * sizeof *v);
     if (!v) {
@@ -50,3 +56,5 @@ void dit_lora_release(dit_model *m) {
     free(m->lora_bufs);
     m->lora = NULL, m->lora_bufs = NULL, m->n_lora_bufs = 0;
 }
+
+double dit_lora_seconds(const dit_model *m) { return m->lora_seconds; }

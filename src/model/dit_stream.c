@@ -31,8 +31,7 @@ static const char *const part_suffix[2][DIT_PARTS] = {
     {"attn.qkv_proj.weight", NULL, NULL, NULL, "attn.out_proj.weight", "mlp.fc1.weight", "mlp.fc2.weight"},
 };
 
-/* The DIT_PART_* of a main block's streamed linear (its block in *block), else -1. */
-static int stream_part(const dit_config *c, const char *name, int64_t *block) {
+int dit_stream_part(const dit_config *c, const char *name, int64_t *block) {
     const char *prefix = c->original_layout ? "blocks." : "transformer_blocks.";
     size_t n = strlen(prefix);
     *block = -1;
@@ -62,7 +61,7 @@ static int is_adaln(const char *name) {
 }
 
 int dit_host_tensor(const dit_model *m, const char *name, int *part, int64_t *block) {
-    *part = stream_part(&m->cfg, name, block);
+    *part = dit_stream_part(&m->cfg, name, block);
     if (m->be->kind == H3_BACKEND_CPU) return 0; /* every weight is a view of host memory there anyway */
     if (m->stream && *part >= 0) return 1;
     return is_adaln(name);
@@ -143,6 +142,17 @@ static h3_tensor *slot_view(dit_model *m, int s, const h3_tensor *t, size_t off,
     return v;
 }
 
+int dit_stream_alloc(dit_model *m, h3_err *e) {
+    const size_t n = (size_t)(m->cfg.num_layers > 0 ? m->cfg.num_layers : 1) * DIT_PARTS;
+    if (!(m->stream = calloc(1, sizeof *m->stream)) || !(m->stream->src = calloc(n, sizeof(h3_tensor *))) ||
+        !(m->stream->file_of = malloc(n * sizeof(int16_t))) || !(m->stream->file_off = calloc(n, sizeof(uint64_t))))
+        return h3_fail(e, "out of memory");
+    for (size_t i = 0; i < n; i++) m->stream->file_of[i] = -1;
+    for (int i = 0; i < DIT_STREAM_FILES; i++) m->stream->files[i].fd = -1;
+    m->stream->rand_type = -1;
+    return 0;
+}
+
 int dit_stream_setup(dit_model *m, h3_err *e) {
     dit_stream *st = m->stream;
     const dit_config *c = &m->cfg;
@@ -181,7 +191,9 @@ int dit_stream_setup(dit_model *m, h3_err *e) {
                            (double)st->slot_bytes / (1u << 30));
         st->holds[s] = -1;
         dit_block_w *v = &st->view[s];
-        if (orig) {
+        if (orig && c->qkv_stacked) { /* a single file's [q; k; v] (docs/checkpoints.md) */
+            v->attn.qkv_planar = slot_view(m, s, f[DIT_PART_QKV], st->offset[DIT_PART_QKV], f[DIT_PART_QKV]->shape[0], e);
+        } else if (orig) {
             v->attn.qkv = slot_view(m, s, f[DIT_PART_QKV], st->offset[DIT_PART_QKV], f[DIT_PART_QKV]->shape[0], e);
         } else if (fused) {
             v->attn.qkv_planar = slot_view(m, s, f[DIT_PART_Q], st->offset[DIT_PART_Q],
@@ -221,6 +233,12 @@ void dit_stream_free(dit_model *m) {
         if (st->files[i].fd >= 0) h3_read_file_close(&st->files[i]);
         free(st->paths[i]);
     }
+    for (int64_t i = 0; st->qsrc && i < (int64_t)(m->cfg.num_layers > 0 ? m->cfg.num_layers : 1) * DIT_PARTS; i++)
+        if (st->qsrc[i]) {
+            h3_free(m->be, st->qsrc[i]->data);
+            h3_tensor_free(st->qsrc[i]);
+        }
+    free(st->qsrc), free(st->qtype), free(st->qbytes);
     free(st->src), free(st->file_of), free(st->file_off);
     free(st);
     m->stream = NULL;
@@ -243,8 +261,9 @@ static int fill(dit_model *m, int s, int64_t b, h3_err *e) {
             const int64_t i = b * DIT_PARTS + p;
             const int from_file = st->reads && st->file_of[i] >= 0;
             pc[n++] = (h3_slot_piece){.src = t[p]->data, .bytes = h3_tensor_nbytes(t[p]), .offset = st->offset[p],
-                                      .file = from_file ? &st->files[st->file_of[i]] : NULL, .file_off = st->file_off[i]};
-            bytes += (double)h3_tensor_nbytes(t[p]);
+                                      .file = from_file ? &st->files[st->file_of[i]] : NULL, .file_off = st->file_off[i],
+                                      .gguf = st->quant, .gguf_type = st->quant ? st->qtype[i] : 0};
+            bytes += st->quant ? (double)st->qbytes[i] : (double)h3_tensor_nbytes(t[p]);
         }
     if (!n) return h3_fail(e, "internal: --ssd-streaming: block %lld has no streamed weights (dropped by --layers)",
                            (long long)b);
@@ -312,7 +331,7 @@ size_t dit_gpu_weight_bytes(const dit_config *c, int mode, h3_err *e) {
     for (int i = 0; i < ex.n; i++) {
         const h3_expect *x = &ex.v[i];
         int64_t blk;
-        const int part = stream_part(c, x->name, &blk);
+        const int part = dit_stream_part(c, x->name, &blk);
         if (((mode & DIT_STREAM) && part >= 0) || is_adaln(x->name)) continue;
         size_t n = h3_dtype_size(x->dtype);
         for (int d = 0; d < x->ndim; d++) n *= (size_t)x->shape[d];

@@ -46,5 +46,31 @@ run_bad "bad what" "--what" --backend cpu --what dit,audio
 run_bad "bad repeats" "--repeats" --backend cpu --repeats 0
 run_bad "bad vae batch" "--vae-batch" --backend cpu --vae-batch 1,x
 run_bad "unknown flag" "--frobnicate" --backend cpu --frobnicate 1
+# --gguf-type: the blocks' linears as random GGUF blocks kept on the backend (docs/checkpoints.md); the tiny config's
+# 48-wide rows take the one-value types only, a 32-block type is refused naming the tensor (at load: exit 1)
+OMP_WAIT_POLICY=passive "$H3" bench --backend cpu --shapes 64x64x22 --text 16 --repeats 1 --what dit --gguf-type F16 \
+    --config $TINY/transformer >"$tmp/out4" 2>"$tmp/err"
+grep -Eq "^DIT shape=64x64x22 S=118 .* peak_gib=$num gguf_type=F16 stream_gb=$num .*slots_gib=$num$" "$tmp/out4" && ok || bad "gguf_type line: $(cat "$tmp/err")"
+"$H3" bench --backend cpu --shapes 64x64x22 --text 16 --repeats 1 --what dit --gguf-type Q8_0 --config $TINY/transformer \
+    >/dev/null 2>"$tmp/err" && bad "Q8_0 on 48-wide rows accepted" || grep -q "not whole Q8_0 blocks of 32" "$tmp/err" && ok || bad "Q8_0 refusal: $(cat "$tmp/err")"
+run_bad "bad gguf type" "--gguf-type must be" --backend cpu --gguf-type Q9
+run_bad "gguf type + quant" "cannot be combined with --quant" --backend cpu --gguf-type Q8_0 --quant fp8
+# h3 make-lora --random (docs/lora.md "Random LoRAs") and --lora on random weights: merged at load, its cost printed
+"$H3" make-lora --random --rank 8 --config $TINY/transformer "$tmp/l8.safetensors" >"$tmp/ml.log" 2>"$tmp/err" &&
+    grep -q "rank 8, 2 blocks x 6 linears" "$tmp/ml.log" && ok || bad "make-lora: $(cat "$tmp/err")"
+OMP_WAIT_POLICY=passive "$H3" bench --backend cpu --shapes 64x64x22 --text 16 --repeats 1 --what dit --lora "$tmp/l8.safetensors:0.5" \
+    --config $TINY/transformer >"$tmp/out5" 2>"$tmp/err"
+grep -Eq "^dit: --lora .*l8.safetensors \(scale 0.5\) merged into the random weights at load: $num s" "$tmp/out5" && grep -q '^DIT shape=64x64x22' "$tmp/out5" \
+    && ok || bad "bench --lora: $(cat "$tmp/err")"
+run_bad "bench --lora + --gguf-type" "cannot be combined with --gguf-type" --backend cpu --lora "$tmp/l8.safetensors" --gguf-type F16
+mlbad() { # name, fragment, args...
+    local name=$1 want=$2; shift 2
+    "$H3" make-lora "$@" >/dev/null 2>"$tmp/err"; rc=$?
+    if [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err"; then ok; else bad "make-lora $name: rc $rc: $(cat "$tmp/err")"; fi
+}
+mlbad "no --random" "give --random" "$tmp/x.safetensors"
+mlbad "bad rank" "--rank must be" --random --rank 0 "$tmp/x.safetensors"
+mlbad "no output" "give the output file" --random
+run_bad "gguf type + streaming" "cannot be combined with --ssd-streaming" --backend cpu --gguf-type Q8_0 --ssd-streaming 1
 echo "RESULT $pass $fail"
 [ "$fail" -eq 0 ]

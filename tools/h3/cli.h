@@ -16,6 +16,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_make_tiny(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_make_lora(int argc, char **argv);
 int cmd_serve(int argc, char **argv); /* cmd_serve.c, when built with libmicrohttpd (docs/serve.md) */
 
 /* "FILE[:SCALE]" (--lora, --lora-ref, a session's !lora) into *out, the ':' of arg overwritten (a path with a ':'

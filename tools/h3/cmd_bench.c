@@ -4,7 +4,11 @@
  *   h3 bench [--backend cuda|cpu] [--shapes 512x512x22,544x960x124,1344x768x124] [--text 256]
  *            [--repeats N] [--vae-repeats N] [--precision bf16|fp32] [--quant none|fp8|int8] [--int8-fc2-groups 0|1]
  *            [--attention exact|sage8] [--token-reduction B:E] [--what dit,vae]
- *            [--config TRANSFORMER_DIR] [--vae-config VAE_DIR] [--vae-batch N,...]
+ *            [--config TRANSFORMER_DIR] [--vae-config VAE_DIR] [--vae-batch N,...] [--gguf-type Q8_0|Q4_K|...]
+ *
+ * --gguf-type makes the DiT's main-block linears random GGUF blocks of that ggml type, kept in that form on the
+ * backend and expanded into two bf16 slots per block as a GGUF transformer is (docs/checkpoints.md): a release-shape
+ * GGUF's time per forward and peak memory without the file.
  *
  * --vae-batch times the bf16 video decoder once per value at every shape (video_vae_set_decode_batch: tiles per
  * batched pass; 1 = the per-tile path, 0 = automatic), so old and new paths are compared in one run.
@@ -20,9 +24,11 @@
 #include <time.h>
 
 #include "backend/backend_bench.h"
+#include "io/gguf.h"
 #include "model/dit.h"
 #include "model/dit_int8.h"
 #include "model/dit_parallel.h"
+#include "model/dit_lora.h"
 #include "model/video_vae.h"
 #include "pipeline/layout.h"
 #include "cli.h"
@@ -149,6 +155,8 @@ static void par_free(void) {
     for (int r = 1; r < par.n; r++) dit_free(par.m[r]), h3_backend_free(par.be[r]);
     par.team = NULL;
 }
+static const char *gguf_name;  /* --gguf-type, NULL: none */
+static dit_lora_spec bench_lora; /* --lora FILE[:SCALE] (path NULL: none) */
 
 /* ref (--compare-bf16 1 with --quant): NULL, or the bf16 forward's outputs at this shape: ref->want set: one forward
  * (no timing) whose outputs are kept in ref; else the timed forwards' outputs are compared with ref's. */
@@ -241,6 +249,7 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
     if (base > 0) printf(" baseline_s=%.3f ratio=%.2f", base, r->dit_s / base);
     if (reduce) printf(" token_reduction=%d:%d", reduce[0], reduce[1]);
     if (par.n > 1) printf(" parallel=%d", par.n);
+    if (gguf_name) printf(" gguf_type=%s", gguf_name);
     if (ref && ref->video) {
         compare_line("video", vout, ref->video, L->Nv * vo);
         compare_line("audio", aout, ref->audio, L->Na * c->audio_in_channels);
@@ -262,11 +271,13 @@ done:
 /* quant: 0 none, 1 --quant fp8, 2 --quant int8, 3 --quant int8 with --int8-fc2-groups 1; sage8: --attention sage8 */
 static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int quant, int sage8, int compare, int stream,
                      const int *reduce, int check_blocks, const bench_shape *shapes, int n, int64_t T, int repeats,
-                     bench_result *res, h3_err *e) {
+                     int gguf_type, bench_result *res, h3_err *e) {
     dit_config cfg;
     if (dit_config_load(config_dir, &cfg, e) != 0) return -1;
     double t0 = now_s();
-    dit_model *m = dit_new_random(be, &cfg, (bf16 ? DIT_BF16 : 0) | (stream ? DIT_STREAM : 0), 42, e);
+    const int mode = (bf16 ? DIT_BF16 : 0) | (stream ? DIT_STREAM : 0);
+    dit_model *m = bench_lora.path ? dit_new_random_lora(be, &cfg, mode, 42, &bench_lora, 1, e)
+                                   : dit_new_random_gguf(be, &cfg, mode, 42, gguf_type, e);
     if (!m) return -1;
     h3_sync(be);
     double t_build = now_s() - t0, t_quant = 0;
@@ -287,6 +298,12 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int quant
            config_dir, cfg.num_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.attention_head_dim,
            (double)wbytes / 1e9, t_build, t_adaln, (double)abytes / 1e9,
            stream ? "; --ssd-streaming: the blocks' linears in host memory, two slots on the backend" : "");
+    if (bench_lora.path)
+        printf("dit: --lora %s (scale %g) merged into the random weights at load: %.2f s of the %.2f s above\n",
+               bench_lora.path, bench_lora.scale, dit_lora_seconds(m), t_build);
+    if (gguf_name)
+        printf("dit: --gguf-type %s: the main blocks' linears are random %s blocks on the backend, expanded into two "
+               "bf16 slots per block\n", gguf_name, gguf_name);
     fflush(stdout);
     int rc = 0;
     /* --compare-bf16 1: the bf16 forward at the first shape on these weights before they are quantized */
@@ -436,6 +453,9 @@ static void usage(void) {
             "                [--token-reduction B:E] [--what dit,vae] [--config TRANSFORMER_DIR] [--vae-config VAE_DIR]\n"
             "                [--vae-batch N,...] [--vae-quant none|fp8] [--ssd-streaming 0|1] [--check-blocks 0|1] [--compare-bf16 0|1]\n"
             "                [--parallel N]  (the DiT on N ranks: GPUs 0..N-1 through NCCL, or N CPU backends; docs/parallel.md)\n"
+            "                [--gguf-type none|F16|BF16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q4_K|Q5_K|Q6_K] [--lora FILE[:SCALE]]\n"
+            "--lora FILE[:SCALE]: merged into the random weights at load (docs/lora.md; h3 make-lora --random makes one)\n"
+            "--gguf-type T: the DiT blocks' linears as random GGUF blocks of type T kept on the backend (docs/checkpoints.md)\n"
             "--compare-bf16 1 (with --quant or --attention sage8): the first shape's outputs against the bf16 forward on the\n"
             "                same weights\n"
             "--check-blocks 1: the per-block non-finite check h3 generate --profile runs (its cost)\n"
@@ -460,6 +480,8 @@ int cmd_bench(int argc, char **argv) {
     const char *vae_quant = "none";
     const char *fc2g_arg = "0", *compare_arg = "0";
     const char *attention = "exact", *parallel_arg = "1";
+    const char *attention = "exact", *gguf_arg = "none";
+    char *lora_arg = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -485,6 +507,8 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--int8-fc2-groups")) dst = &fc2g_arg;
         else if (!strcmp(a, "--compare-bf16")) dst = &compare_arg;
         else if (!strcmp(a, "--parallel")) dst = &parallel_arg;
+        else if (!strcmp(a, "--gguf-type")) dst = &gguf_arg;
+        else if (!strcmp(a, "--lora")) dst = (const char **)&lora_arg;
         else return cli_error("bench: unknown argument '%s' (see h3 bench --help)", a);
         if (i + 1 >= argc) return cli_error("bench: %s needs a value", a);
         *dst = argv[++i];
@@ -524,6 +548,25 @@ int cmd_bench(int argc, char **argv) {
         return cli_error("bench: --check-blocks must be 0 or 1, got '%s'", check_arg);
     const int check_blocks = !strcmp(check_arg, "1");
     if (stream && (fp8 || int8)) return cli_error("bench: --ssd-streaming 1 cannot be combined with --quant %s", quant);
+    int gguf_type = -1;
+    if (strcmp(gguf_arg, "none")) {
+        static const int ids[] = {GGUF_F16, GGUF_BF16, GGUF_Q4_0, GGUF_Q4_1, GGUF_Q5_0, GGUF_Q5_1, GGUF_Q8_0,
+                                  GGUF_Q4_K, GGUF_Q5_K, GGUF_Q6_K};
+        for (size_t i = 0; i < sizeof ids / sizeof ids[0] && gguf_type < 0; i++) {
+            const char *nm;
+            if (gguf_type_block((uint32_t)ids[i], NULL, NULL, &nm) && !strcmp(nm, gguf_arg)) gguf_type = ids[i], gguf_name = nm;
+        }
+        if (gguf_type < 0)
+            return cli_error("bench: --gguf-type must be none, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K or "
+                             "Q6_K, got '%s'", gguf_arg);
+        if (fp8 || int8) return cli_error("bench: --gguf-type cannot be combined with --quant %s", quant);
+        if (stream) return cli_error("bench: --gguf-type cannot be combined with --ssd-streaming 1 (both fill the block slots)");
+    }
+    if (lora_arg) {
+        h3_err le = {{0}};
+        if (dit_lora_parse_arg(lora_arg, "--lora", &bench_lora, &le) != 0) return cli_error("bench: %s", le.msg);
+        if (gguf_type >= 0) return cli_error("bench: --lora cannot be combined with --gguf-type (LoRAs merge into dequantized weights)");
+    }
     int reduce[2] = {0, 0}, nreduce = 0;
     if (reduce_arg) {
         char *mid, *end;
@@ -538,6 +581,9 @@ int cmd_bench(int argc, char **argv) {
     if (parse_count("--parallel", parallel_arg, 1, 8, &par.n) != 0)
         return cli_error("bench: --parallel must be an integer in 1..8 (the DiT's ranks), got '%s'", parallel_arg);
     if (par.n > 1 && nreduce) return cli_error("bench: --parallel %d cannot be combined with --token-reduction", par.n);
+    if (par.n > 1 && (strcmp(gguf_arg, "none") || lora_arg))
+        return cli_error("bench: --parallel %d cannot be combined with --gguf-type or --lora (the other ranks' random "
+                         "weights are plain)", par.n);
     if (parse_count("--repeats", rep_arg, 1, 1000, &repeats) != 0)
         return cli_error("bench: --repeats must be an integer in 1..1000, got '%s'", rep_arg);
     if (parse_count("--vae-repeats", vrep_arg, 1, 1000, &vae_repeats) != 0)
@@ -592,7 +638,7 @@ int cmd_bench(int argc, char **argv) {
     bench_result res[BENCH_MAX_SHAPES];
     memset(res, 0, sizeof res);
     int rc = 0;
-    if (do_dit && bench_dit(be, config, bf16, qmode, sage8, compare, stream, nreduce ? reduce : NULL, check_blocks, shapes, n, T, repeats, res, &e) != 0) {
+    if (do_dit && bench_dit(be, config, bf16, qmode, sage8, compare, stream, nreduce ? reduce : NULL, check_blocks, shapes, n, T, repeats, gguf_type, res, &e) != 0) {
         fprintf(stderr, "h3: bench: DiT: %s\n", e.msg);
         rc = 1;
     }

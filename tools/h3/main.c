@@ -33,6 +33,7 @@ static const struct {
     {"make-tiny", cmd_make_tiny, "write a tiny random-weight snapshot (smoke tests)"},
     {"bench", cmd_bench, "benchmark at the released shapes with random weights"},
     {"quantize", cmd_quantize, "write an INT8 W8A8 copy of a snapshot (docs/int8.md)"},
+    {"make-lora", cmd_make_lora, "write a random LoRA at a config's shapes (docs/lora.md)"},
 #ifdef H3_SERVE
     {"serve", cmd_serve, "a local HTTP service generating videos (docs/serve.md)"},
 #endif

@@ -10,6 +10,7 @@
 #include "cuda_internal.h"
 #include "cuda_ops.h" /* cuda_alloc, cuda_free */
 #include "cuda_stream.h"
+#include "cuda_gguf.h" /* cuda_gguf_dequant_on: GGUF pieces */
 #include "cuda_vae.h" /* cuda_vae_host_alloc: pinned buffers kept by the backend */
 extern "C" {
 #include "../../core/error.h"
@@ -113,6 +114,12 @@ extern "C" int cuda_slot_fill(h3_backend *be, void *data, void *impl, const h3_s
     for (int i = 0; i < n; i++) {
         char *dst = (char *)data + p[i].offset;
         const char *src = (const char *)p[i].src;
+        if (p[i].gguf) { /* blocks already in device memory: expanded by a kernel on the copy stream */
+            if (cuda_gguf_dequant_on(k->stream, (h3_bf16 *)dst, src, p[i].gguf_type, (int64_t)(p[i].bytes / 2)) != 0)
+                return h3_fail(e, "weight slot: GGUF type %u is not one h3 reads", p[i].gguf_type);
+            CUDA_LAUNCHED(be, "gguf dequant_kernel (weight slot)");
+            continue;
+        }
         for (size_t off = 0; off < p[i].bytes; off += STAGE_BYTES) {
             const size_t len = p[i].bytes - off < (size_t)STAGE_BYTES ? p[i].bytes - off : (size_t)STAGE_BYTES;
             const int b = next;
