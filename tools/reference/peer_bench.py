@@ -42,6 +42,7 @@ import math
 import os
 import sys
 import time
+import traceback
 
 MODES = ("eager", "compile", "fp8", "int8")
 QUANT_MODES = ("fp8", "int8")
@@ -377,6 +378,7 @@ def run_dit(a):
                         line += f" rel_l2_video {rel_l2(v, refs[name][0]):.3e} rel_l2_audio {rel_l2(au, refs[name][1]):.3e}"
                     print(line, flush=True)
             except Exception as ex:  # one mode failing (compile, torchao) leaves the others measured
+                traceback.print_exc()  # to stderr (the device log), the one line below to stdout
                 msg = str(ex).strip().splitlines()
                 print(f"PEER dit {mode} failed: {type(ex).__name__}: {msg[0] if msg else ''}", flush=True)
                 rc = 1
