@@ -480,7 +480,7 @@ int cmd_bench(int argc, char **argv) {
     const char *vae_quant = "none";
     const char *fc2g_arg = "0", *compare_arg = "0";
     const char *attention = "exact", *parallel_arg = "1";
-    const char *attention = "exact", *gguf_arg = "none";
+    const char *gguf_arg = "none";
     char *lora_arg = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
