@@ -270,7 +270,8 @@ static void test_mp4_round_trip(void)
         size_t n2 = 0, n3 = 0;
         uint8_t *b2 = read_all(path2, &n2), *b3 = read_all(path3, &n3);
         CHECK(b2 && b3 && n2 == n3 && !memcmp(b2, b3, n2), "threaded and sync MP4 writers differ (%zu vs %zu bytes)", n2, n3);
-        printf("  mp4 writer: encoder thread and sync give the same %zu bytes\n", n2);
+        if (b2 && b3 && n2 == n3 && !memcmp(b2, b3, n2))
+            printf("  mp4 writer: encoder thread and sync give the same %zu bytes\n", n2);
         free(b2);
         free(b3);
         free(ff);

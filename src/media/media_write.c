@@ -21,6 +21,7 @@
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/channel_layout.h>
+#include <libavutil/cpu.h>
 #include <libavutil/opt.h>
 #include <libswscale/swscale.h>
 
@@ -28,6 +29,10 @@
  * MP4 writer */
 
 enum { MP4_QUEUE = 8 };  /* frames queued ahead of the encoder thread (8 x w x h x 3 bytes) */
+/* swscale's SIMD RGB readers load 16 bytes at a time and run past the end of the last row (valgrind: 4 bytes
+ * beyond a 64x48 frame), so every frame it reads is ours, with zeroed padding behind it, never the caller's
+ * buffer (docs/media.md "Same bytes every time"). */
+enum { MP4_FRAME_PAD = 64 };
 
 /* A queued piece of work for the encoder thread: one frame (its 8-bit RGB in the ring slot `slot`) or a run of
  * audio samples (pcm: [2][n], owned by the job). */
@@ -153,6 +158,12 @@ static h3_mp4_writer *writer_new(h3_outfile *o, h3_outfile *own, int width, int 
         snprintf(crfs, sizeof crfs, "%d", crf);
         av_dict_set(&vopt, "preset", preset, 0);
         av_dict_set(&vopt, "crf", crfs, 0);
+        /* x264's AVX-512 kernels make the stream depend on what the heap held before (the same 22 frames gave
+         * 25916-25984 bytes; its C code and every narrower instruction set give 25915 every time): on a CPU
+         * with AVX-512 we name x264's instruction sets up to AVX2 ourselves (docs/media.md "Same bytes every
+         * time"). Every AVX-512 CPU has all of them. */
+        if (av_get_cpu_flags() & AV_CPU_FLAG_AVX512)
+            av_dict_set(&vopt, "x264-params", "asm=MMX2,SSE2Fast,SSSE3,SSE4.2,AVX,FMA3,BMI2,AVX2", 0);
     }
     r = avcodec_open2(w->venc, vc, &vopt);
     av_dict_free(&vopt);
@@ -179,7 +190,7 @@ static h3_mp4_writer *writer_new(h3_outfile *o, h3_outfile *own, int width, int 
     if (!w->sws) { h3_fail(e, "%s: cannot set up the RGB -> yuv420p conversion", path); goto fail; }
     sws_setColorspaceDetails(w->sws, sws_getCoefficients(SWS_CS_ITU709), 1,
                              sws_getCoefficients(SWS_CS_ITU709), 0, 0, 1 << 16, 1 << 16);
-    w->scratch = malloc((size_t)width * height * 3);
+    w->scratch = calloc(1, (size_t)width * height * 3 + MP4_FRAME_PAD);
     if (!w->scratch) { h3_fail(e, "%s: out of memory", path); goto fail; }
 
     if (with_audio) {
@@ -336,7 +347,9 @@ int h3_mp4_writer_frames(h3_mp4_writer *w, const h3_frames_view *v, h3_err *e)
     const size_t fsz = (size_t)w->width * w->height * 3;
     for (int t = 0; t < v->frames; t++) {
         if (!w->threaded) {
-            if (encode_frame(w, media_frame_u8(v, t, w->scratch), e)) return -1;
+            const uint8_t *rgb = media_frame_u8(v, t, w->scratch);
+            if (rgb != w->scratch) memcpy(w->scratch, rgb, fsz); /* padded: see MP4_FRAME_PAD */
+            if (encode_frame(w, w->scratch, e)) return -1;
             continue;
         }
         /* wait for the slot of the frame MP4_QUEUE before this one to be encoded */
@@ -346,7 +359,7 @@ int h3_mp4_writer_frames(h3_mp4_writer *w, const h3_frames_view *v, h3_err *e)
         if (thread_failed(w, e)) return -1;
         const int slot = (int)(w->queued % MP4_QUEUE);
         mp4_job *j = calloc(1, sizeof *j);
-        if (!j || (!w->ring[slot] && !(w->ring[slot] = malloc(fsz)))) {
+        if (!j || (!w->ring[slot] && !(w->ring[slot] = calloc(1, fsz + MP4_FRAME_PAD)))) {
             free(j);
             return h3_fail(e, "%s: out of memory", w->path);
         }
