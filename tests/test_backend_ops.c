@@ -243,6 +243,8 @@ static const bo_row rows[] = {
     {"fp8_matmul", "bias, 300 x 6144 x 2048 (video decoder q|k|v)", c_fp8_matmul, {300, 6144, 2048, 6144, 1}, 0, 2e-3, BO_CUDA, NULL},
     {"fp8_matmul", "bias, 96 x 640 x 256", c_fp8_matmul, {96, 640, 256, 640, 1}, 0, 2e-3, BO_ALL, NULL},
     {"fp8_matmul", "bias, 77 x 48 x 64, y slice of 56", c_fp8_matmul, {77, 48, 64, 56, 1}, 0, 2e-3, BO_ALL, NULL},
+    {"fp8_matmul", "bias, 41 x 24 x 8 (tiny decoder q|k|v: K not a multiple of 16)", c_fp8_matmul, {41, 24, 8, 24, 1}, 0, 2e-3, BO_ALL, NULL},
+    {"fp8_matmul", "37 x 13 x 24, y slice of 14 (N, K, ldy unaligned)", c_fp8_matmul, {37, 13, 24, 14}, 0, 2e-3, BO_ALL, NULL},
     {"fp8_fixture", "torch codes and torch._scaled_mm", c_fp8_fixture, {0}, 0, 2e-3, BO_ALL, NULL},
 
     /* sage8_attention (a: Sq Skv Hq Hkv D outliers variant; >= cuda_sage8_sm90_variants(): the plain CUDA kernel) */

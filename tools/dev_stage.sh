@@ -19,6 +19,8 @@ fi
 [ -x "$B/tests/test_backend_ops" ] && cp "$B/tests/test_backend_ops" "$D/tests/" && strip "$D/tests/test_backend_ops"
 # the --parallel parity test (tests/cuda/run_parallel_device.sh runs it with --cuda N), when built
 [ -x "$B/tests/test_parallel" ] && cp "$B/tests/test_parallel" "$D/tests/" && strip "$D/tests/test_parallel"
+# the media tests (the MP4 writer's bytes on that host's CPU), when built with MEDIA=1
+[ -x "$B/tests/test_media" ] && cp "$B/tests/test_media" "$D/tests/" && strip "$D/tests/test_media"
 strip "$D/h3"; if ls "$D"/tests/cuda/* >/dev/null 2>&1; then strip "$D"/tests/cuda/*; fi
 # libh3.so and examples/ built against it (tests/cuda/run_api_device.sh), when BUILD has the library
 if [ -f "$B/libh3.so.1" ]; then

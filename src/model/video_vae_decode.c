@@ -120,7 +120,8 @@ static int decode_jobs_per_tile(vv_dec *d, h3_err *e) {
             job_tokens(d, k, ws.h_tok);
             vv_decode_tile(v, &ws, d->cl, d->s.th[i] / c->S, d->s.tw[j] / c->S);
         }
-        if (k > 0 && job_finish(d, k - 1, ws.h_out, e) != 0) goto done;
+        /* a kernel the backend could not run leaves garbage: its error, not the tile, reaches the caller */
+        if (k > 0 && (h3_backend_check(v->be, e) != 0 || job_finish(d, k - 1, ws.h_out, e) != 0)) goto done;
     }
     rc = 0;
 done:
@@ -219,6 +220,7 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
         }
         if (prev_n > 0) {
             h3_vae_download_wait(be, xf, slot ^ 1);
+            if (h3_backend_check(be, e) != 0) goto done; /* as decode_jobs_per_tile */
             const float *out = v->pin[slot ^ 1];
             for (int64_t t = 0; t < prev_n; t++) {
                 if (job_finish(d, prev_k0 + t, out, e) != 0) goto done;

@@ -5,7 +5,7 @@
  * same codes as the CPU's h3_f32_to_f8e4m3. GEMM: cuBLASLt E4M3 x E4M3 with fp32 accumulation and bf16 output,
  * the per-output-channel and per-token scales given as cuBLASLt's outer scale vectors
  * (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F); where the heuristic offers no algorithm for those, an fp32
- * output and one scale + rounding pass. H3_FP8_FAST_ACCUM=1 turns on cuBLASLt's fast (less precise)
+ * output and one scale + rounding pass; shapes it refuses, a plain dot-product kernel. H3_FP8_FAST_ACCUM=1 turns on cuBLASLt's fast (less precise)
  * FP8 accumulation (a tuning switch). */
 #include "cuda_internal.h"
 #include "cuda_w8a8.h"
@@ -88,6 +88,20 @@ static __global__ void k_scale_rows_cols(uint16_t *y, int64_t ldy, const float *
     }
 }
 
+/* Shapes cuBLASLt's FP8 kernels refuse (rows not 16-byte multiples: the tiny test decoders' 8-wide q|k|v): the
+ * fp32 accumulator by one dot product per output, then k_scale_rows_cols. A product of two E4M3 values is exact
+ * in fp32, so this differs from the CPU twin's sgemm only in summation order (docs/fast.md 7). */
+static __device__ __forceinline__ float e4m3_to_f32(uint8_t c) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E4M3)));
+}
+
+static __global__ void k_fp8_dot(float *acc, const uint8_t *xq, const uint8_t *wq, int64_t M, int64_t N, int64_t K) {
+    FOR_ROWS_COLS(m, n, M, N) {
+        float s = 0.0f;
+        for (int64_t k = 0; k < K; k++) s += e4m3_to_f32(xq[m * K + k]) * e4m3_to_f32(wq[n * K + k]);
+        acc[m * N + n] = s;
+    }
+}
 
 /* The cached plan of an FP8 GEMM kind, shape, output stride, alignment and accumulation mode, or NULL. */
 static cuda_gemm_plan *find_plan(cuda_impl *c, int kind, int64_t M, int64_t N, int64_t K, int64_t ldd, int align,
@@ -178,8 +192,15 @@ extern "C" void cuda_fp8_matmul(h3_backend *be, h3_bf16 *y, int64_t ldy, const u
     cuda_impl *c = cuda_of(be);
     const int64_t N = w->N, K = w->K;
     if (M <= 0 || N <= 0) return;
-    if (K % 16 || N % 8 || ldy % 8) { /* cuBLASLt's FP8 kernels: 16-byte rows of the operands and outputs */
-        cuda_record_error(be, "fp8_matmul", "K must be a multiple of 16, N and ldy of 8");
+    if (K % 16 || N % 8 || ldy % 8) { /* cuBLASLt's FP8 kernels want 16-byte rows of the operands and outputs */
+        float *acc = (float *)cuda_scratch(be, (size_t)(M * N) * sizeof(float));
+        if (!acc) return;
+        k_fp8_dot<<<grid_rows_cols(M, N, 128), 128, 0, c->stream>>>(acc, xq, w->q, M, N, K);
+        CUDA_LAUNCHED(be, "fp8_matmul (unaligned shape)");
+        k_scale_rows_cols<<<grid_rows_cols(M, N, 256), 256, 0, c->stream>>>(y, ldy, acc, xs, w->scale,
+                                                                            (const uint16_t *)w->bias, M, N);
+        CUDA_LAUNCHED(be, "fp8_matmul (scale pass)");
+        cuda_free(be, acc);
         return;
     }
     const int fast = h3_knob_int(H3_KNOB_FP8_FAST_ACCUM, 0) > 0;
