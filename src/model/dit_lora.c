@@ -675,9 +675,22 @@ static float round_to(float x, h3_dtype dt) {
     return dt == H3_BF16 ? h3_round_bf16(x) : dt == H3_F16 ? h3_f16_to_f32(h3_f32_to_f16(x)) : x;
 }
 
+/* The merged weight is held in its output dtype (F32, BF16 or F16): every value in it is already rounded to that
+ * dtype, so reading it back as fp32 gives exactly the value the merge left (no F32 copy of the whole weight). */
+static inline float w_get(const void *W, h3_dtype dt, int64_t i) {
+    return dt == H3_BF16 ? h3_bf16_to_f32(((const uint16_t *)W)[i])
+         : dt == H3_F16  ? h3_f16_to_f32(((const uint16_t *)W)[i]) : ((const float *)W)[i];
+}
+
+static inline void w_set(void *W, h3_dtype dt, int64_t i, float v) {
+    if (dt == H3_BF16) ((uint16_t *)W)[i] = h3_f32_to_bf16(v);
+    else if (dt == H3_F16) ((uint16_t *)W)[i] = h3_f32_to_f16(v);
+    else ((float *)W)[i] = v;
+}
+
 /* peft's merge on the CPU (docs/lora.md "Rounding"): the factors take the weight's dtype (out), the delta is
  * fp32(B @ A) * fp32(scaling) rounded to that dtype, and W[dest rows] = round_out(W + delta). */
-static int merge_module(const dit_config *cfg, const segment *sg, const lora_module *m, float *W, int64_t cols,
+static int merge_module(const dit_config *cfg, const segment *sg, const lora_module *m, void *W, int64_t cols,
                         h3_dtype out) {
     const float s = (float)m->scaling;
     float *a = malloc((size_t)m->rank * (size_t)m->in * sizeof *a), *bb = malloc((size_t)m->rank * (size_t)m->out * sizeof *bb);
@@ -711,8 +724,9 @@ static int merge_module(const dit_config *cfg, const segment *sg, const lora_mod
                 }
             }
             for (int r = 0; r < mr; r++) {
-                float *w = W + dest_row(cfg, sg, m, o0 + r) * cols + i0;
-                for (int i = 0; i < nc; i++) w[i] = round_to(w[i] + round_to(acc[r][i] * s, out), out);
+                const int64_t w0 = dest_row(cfg, sg, m, o0 + r) * cols + i0;
+                for (int i = 0; i < nc; i++)
+                    w_set(W, out, w0 + i, round_to(w_get(W, out, w0 + i) + round_to(acc[r][i] * s, out), out));
             }
         }
     }
@@ -733,11 +747,25 @@ int dit_lora_merge(dit_lora_set *s, const dit_config *cfg, const char *name, con
     if (base->dtype != H3_F32 && base->dtype != H3_BF16 && base->dtype != H3_F16)
         return h3_fail(e, "'%s' is %s: a LoRA merges into F32/BF16/F16 weights only (not an int8 snapshot's)", name,
                        h3_dtype_name(base->dtype));
+    if (out_dtype != H3_F32 && out_dtype != H3_BF16 && out_dtype != H3_F16)
+        return h3_fail(e, "'%s': a LoRA merge writes F32/BF16/F16 weights only", name);
     const int64_t rows = base->shape[0], cols = base->shape[1];
-    const size_t n = (size_t)(rows * cols);
-    float *W = malloc(n * sizeof *W);
+    const size_t n = (size_t)(rows * cols), esz = h3_dtype_size(out_dtype);
+    void *W = malloc(n * esz);
     if (!W) return h3_fail(e, "out of memory merging a LoRA into '%s'", name);
-    h3_convert_to_f32(W, base->data, base->dtype, n);
+    /* the base weight in the output dtype: the same bytes when the dtypes agree, else through fp32 in chunks */
+    enum { CHUNK = 4096 };
+#pragma omp parallel for schedule(static) if (n >= (1 << 22))
+    for (int64_t c0 = 0; c0 < (int64_t)n; c0 += CHUNK) {
+        const size_t k = n - (size_t)c0 < CHUNK ? n - (size_t)c0 : CHUNK;
+        if (base->dtype == out_dtype) {
+            memcpy((uint8_t *)W + (size_t)c0 * esz, (const uint8_t *)base->data + (size_t)c0 * esz, k * esz);
+        } else {
+            float tmp[CHUNK];
+            h3_convert_to_f32(tmp, (const uint8_t *)base->data + (size_t)c0 * h3_dtype_size(base->dtype), base->dtype, k);
+            h3_convert_from_f32((uint8_t *)W + (size_t)c0 * esz, out_dtype, tmp, k);
+        }
+    }
     for (int f = 0; f < s->n; f++)
         for (int j = 0; j < ns; j++) {
             lora_module *m = find_module(&s->f[f], seg[j].name);
@@ -753,18 +781,7 @@ int dit_lora_merge(dit_lora_set *s, const dit_config *cfg, const char *name, con
             }
             m->merged = 1;
         }
-    if (out_dtype == H3_F32) {
-        *merged = W;
-        return 0;
-    }
-    void *o = malloc(n * h3_dtype_size(out_dtype));
-    if (!o) {
-        free(W);
-        return h3_fail(e, "out of memory merging a LoRA into '%s'", name);
-    }
-    h3_convert_from_f32(o, out_dtype, W, n);
-    free(W);
-    *merged = o;
+    *merged = W;
     return 0;
 }
 
