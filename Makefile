@@ -15,7 +15,7 @@ MEDIA   ?= 1
 SAN     ?= 0
 BUILD   ?= build$(if $(filter 1,$(CUDA)),-cuda)$(if $(filter 0,$(MEDIA)),-nomedia)
 
-CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -ffp-contract=off -g
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration -fopenmp -ffp-contract=off -g
 ifeq ($(SAN),1)
   BUILD   = build-san
   OPT     = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined

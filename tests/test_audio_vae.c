@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/backend_audio.h"
+#include "backend/ops.h"
 #include "io/safetensors.h"
 #include "model/audio_vae.h"
 #include "test.h"

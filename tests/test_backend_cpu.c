@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/ops.h"
 #include "backend/backend_check.h"
 #include "test.h"
 #include "test_data.h"

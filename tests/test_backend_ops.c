@@ -285,7 +285,7 @@ static const bo_row rows[] = {
     {"int8_matmul", "[sm90] release ffn up 28672 x 5376, M=200", c_int8_matmul, {200, 28672, 5376, 28672, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
     {"int8_matmul", "[sm90] release ffn down 5376 x 14336, M=200", c_int8_matmul, {200, 5376, 14336, 5376, 0, 0}, 0, 0.0, CUDA_ONLY, SM90},
 
-    /* ---- fused quantization (backend_fusedq.h, docs/fast.md): the fused op = its two ops, bit for bit on every side
+    /* ---- fused quantization (ops.h, docs/fast.md): the fused op = its two ops, bit for bit on every side
      * (a: producer rows dim kind group variant code-offset; FP8 / INT8 = H3_ROWQ_*) ---- */
 #define FQ_RMS "bf16_rmsnorm_modulate_q"
 #define FQ_RES "bf16_gated_residual_rmsnorm_modulate_q"
@@ -332,7 +332,7 @@ static const bo_row rows[] = {
     {FQ_VAE, "fp8 32400x2048 + branch", c_fusedq, {FQ_VAE_NORM, 32400, 2048, FP8, 0, 1, 0}, 0, 0, PERF, NULL},
 #undef FP8
 #undef INT8
-    /* ---- GGUF blocks (backend_gguf.h; a: ggml type, values, 1: from h3_gguf_fill_random): bit for bit ---- */
+    /* ---- GGUF blocks (ops_linear.h; a: ggml type, values, 1: from h3_gguf_fill_random): bit for bit ---- */
 #define GG(t, name, n) {"gguf_dequant", name " random bytes, n=" #n, c_gguf_dequant, {t, n, 0}, 0, 0.0, BO_ALL, NULL}, \
                        {"gguf_dequant", name " random blocks, n=" #n, c_gguf_dequant, {t, n, 1}, 0, 0.0, BO_ALL, NULL}
     GG(0, "F32", 4099), GG(1, "F16", 4099), GG(30, "BF16", 4099), GG(2, "Q4_0", 32 * 1031), GG(3, "Q4_1", 32 * 1031),

@@ -1,5 +1,5 @@
-/* The CPU twins of the bf16 activation ops (backend_bf16.h) against the fp32-buffer ops of backend.h /
- * backend_dit.h in their H3_BF16_OUT mode, on the same bf16 values: the two paths must agree bit for
+/* The CPU twins of the bf16 activation ops (ops.h) against the fp32-buffer ops of backend.h /
+ * ops.h in their H3_BF16_OUT mode, on the same bf16 values: the two paths must agree bit for
  * bit (the DiT's bf16 mode switched from one to the other; test_dit checks it against diffusers). */
 #include <math.h>
 #include <stdint.h>
@@ -9,8 +9,7 @@
 #include "test.h"
 #include "test_data.h"
 #include "backend/backend.h"
-#include "backend/backend_bf16.h"
-#include "backend/backend_dit.h"
+#include "backend/ops.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend_dit.h"
+#include "backend/ops.h"
 #include "io/safetensors.h"
 #include "model/dit.h"
 #include "pipeline/layout.h"

@@ -1,4 +1,4 @@
-/* The CPU twins of the FP8 W8A8 ops (backend_fp8.h) against PyTorch: tests/fixtures/fp8/linear.safetensors
+/* The CPU twins of the FP8 W8A8 ops (ops_linear.h) against PyTorch: tests/fixtures/fp8/linear.safetensors
  * (tools/reference/gen_fp8.py) holds LightX2V's per-channel quantization of bf16 rows done with torch
  * (codes and scales, which must match bit for bit) and torch._scaled_mm's FP8 rowwise GEMM (bf16 out) plus
  * the same product in float64. Also: the quantizer's own invariants on edge rows. */
@@ -9,7 +9,7 @@
 
 #include "test.h"
 #include "backend/backend.h"
-#include "backend/backend_fp8.h"
+#include "backend/ops.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/backend_int8.h"
+#include "backend/ops.h"
 #include "core/dtype.h"
 #include "io/safetensors.h"
 #include "model/dit.h"

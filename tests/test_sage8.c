@@ -1,4 +1,4 @@
-/* The 8-bit attention's CPU twin (backend_sage8.h, docs/fast.md) against the torch reference
+/* The 8-bit attention's CPU twin (ops_attention.h, docs/fast.md) against the torch reference
  * (tools/reference/gen_sage8.py, tests/fixtures/sage8/attn.safetensors): the K mean, the Q/K INT8 codes and
  * scales, the V^T E4M3 codes (transposed, permuted runs of 32) and scales bit for bit; the output to fp32 noise
  * (the reference sums in fp64); the scheme's own error against the exact attention reported and bounded; the
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend_sage8.h"
+#include "backend/ops.h"
 #include "core/dtype.h"
 #include "io/safetensors.h"
 #include "test.h"

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/backend_conv.h"
+#include "backend/ops.h"
 #include "io/safetensors.h"
 #include "model/video_vae.h"
 #include "test.h"

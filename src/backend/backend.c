@@ -1,4 +1,4 @@
-/* Dispatch from h3_<op> to the CPU or CUDA implementation. */
+/* The backend's life cycle and memory (backend.h); the compute ops' dispatchers are made in ops.c. */
 #include "backend.h"
 
 #include <stdio.h>
@@ -149,57 +149,4 @@ void h3_weight_free(h3_backend *be, h3_tensor *w) {
     if (!w) return;
     if (be->kind != H3_BACKEND_CPU) h3_free(be, w->data);
     h3_tensor_free(w);
-}
-
-void h3_matmul(h3_backend *be, float *y, const float *x, int64_t M, const h3_tensor *w, const h3_tensor *bias,
-               int flags) {
-    DISPATCH(be, matmul, be, y, x, M, w, bias, flags);
-}
-
-void h3_attention(h3_backend *be, float *out, int64_t o_stride, const float *q, int64_t q_stride, const float *k,
-                  int64_t k_stride, const float *v, int64_t v_stride, int64_t Sq, int64_t Skv, int Hq, int Hkv,
-                  int D, float scale, int causal, int flags) {
-    DISPATCH(be, attention, be, out, o_stride, q, q_stride, k, k_stride, v, v_stride, Sq, Skv, Hq, Hkv, D, scale,
-             causal, flags);
-}
-
-void h3_rmsnorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w, float eps,
-                int flags) {
-    DISPATCH(be, rmsnorm, be, y, x, rows, dim, w, eps, flags);
-}
-
-void h3_layernorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w,
-                  const float *b, float eps, int flags) {
-    DISPATCH(be, layernorm, be, y, x, rows, dim, w, b, eps, flags);
-}
-
-void h3_groupnorm(h3_backend *be, float *y, const float *x, int64_t N, int64_t C, int64_t L, int groups,
-                  const float *w, const float *b, float eps, int flags) {
-    DISPATCH(be, groupnorm, be, y, x, N, C, L, groups, w, b, eps, flags);
-}
-
-void h3_rope_half(h3_backend *be, float *x, int64_t rows, int64_t stride, int nheads, int head_dim, int rot_dim,
-                  const float *cos, const float *sin, int flags) {
-    DISPATCH(be, rope_half, be, x, rows, stride, nheads, head_dim, rot_dim, cos, sin, flags);
-}
-
-void h3_silu(h3_backend *be, float *y, const float *x, int64_t n, int flags) { DISPATCH(be, silu, be, y, x, n, flags); }
-void h3_gelu_tanh(h3_backend *be, float *y, const float *x, int64_t n, int flags) {
-    DISPATCH(be, gelu_tanh, be, y, x, n, flags);
-}
-void h3_gelu_erf(h3_backend *be, float *y, const float *x, int64_t n, int flags) {
-    DISPATCH(be, gelu_erf, be, y, x, n, flags);
-}
-void h3_add(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags) {
-    DISPATCH(be, add, be, y, a, b, n, flags);
-}
-void h3_mul(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags) {
-    DISPATCH(be, mul, be, y, a, b, n, flags);
-}
-void h3_scale(h3_backend *be, float *y, const float *x, float s, int64_t n, int flags) {
-    DISPATCH(be, scale, be, y, x, s, n, flags);
-}
-void h3_round_bf16_buf(h3_backend *be, float *x, int64_t n) { DISPATCH(be, round_bf16_buf, be, x, n); }
-void h3_add_bias(h3_backend *be, float *y, const float *bias, int64_t rows, int64_t dim, int flags) {
-    DISPATCH(be, add_bias, be, y, bias, rows, dim, flags);
 }

@@ -6,11 +6,10 @@
  *
  * Precision: ops compute in fp32. Ops that take `flags` round their output to bf16 when
  * H3_BF16_OUT is set, which is how the bf16 reference mode ("[bf16]" in docs/model/dit.md 0) is reproduced:
- * one rounding per PyTorch op on bf16 tensors.
+ * one rounding per PyTorch op on bf16 tensors. The h3_bf16_* ops keep their activations as bf16 buffers.
  *
- * Every op is a plain function h3_OP(be, ...) that dispatches to cpu_OP (src/backend/cpu/) or
- * cuda_OP (src/backend/cuda/, built with CUDA=1) with the same arguments. Component-specific ops
- * (convolutions, AdaLN modulation, ...) live in backend_<topic>.h next to this file. */
+ * This header is the base: the backend's life cycle, its memory, and the op table's rules (below). The ops
+ * themselves are in ops.h (all groups) or ops_<group>.h. */
 #ifndef H3_BACKEND_H
 #define H3_BACKEND_H
 
@@ -34,6 +33,20 @@ typedef struct h3_backend {
 /* H3_F16_IN (h3_matmul with F16 weights; ignored for other weights): x is rounded to fp16 (nearest even) before the
  * product, as the reference's fp16-autocast linears cast their input; fp32 accumulation and output (bias in fp32). */
 enum { H3_BF16_OUT = 1, H3_F16_IN = 2 };
+
+/* A bf16 activation buffer element: the upper 16 bits of an IEEE fp32, rounded to nearest even (docs/model/dit.md 0). */
+typedef uint16_t h3_bf16;
+
+/* Fused activation quantization (docs/fast.md "Fused quantization"): the _q ops of the table also write their bf16
+ * output rows' 8-bit codes and scales here, for the W8A8 GEMM that reads them. q [rows][dim] contiguous (E4M3 or
+ * int8), scale [rows] or, for int8 with group > 0, [rows][dim / group] (dim a multiple of group). */
+enum { H3_ROWQ_FP8 = 1, H3_ROWQ_INT8 = 2 };
+typedef struct h3_rowq {
+    int      kind; /* H3_ROWQ_FP8 or H3_ROWQ_INT8 */
+    void    *q;
+    float   *scale;
+    int64_t  group; /* int8 only; 0: one scale per row */
+} h3_rowq;
 
 /* nthreads <= 0: all cores. Fails for CUDA when the binary was built without CUDA. */
 h3_backend *h3_backend_new(h3_backend_kind kind, int nthreads, h3_err *e);
@@ -68,48 +81,24 @@ void  h3_backend_bind_thread(h3_backend *be);
 h3_tensor *h3_weight_upload(h3_backend *be, const h3_tensor *t, h3_err *e);
 void       h3_weight_free(h3_backend *be, h3_tensor *w);
 
-/* ---- linear algebra ---- */
-/* y[M,N] = x[M,K] . W[N,K]^T (+ bias[N]); W is F32, BF16 or F16, bias any float type or NULL.
- * fp32 accumulation; bf16 weights are widened tile by tile, never the whole matrix at once. */
-void h3_matmul(h3_backend *be, float *y, const float *x, int64_t M, const h3_tensor *w,
-               const h3_tensor *bias, int flags);
+/* ---- the op table (docs/architecture.md "The op table") ----
+ * Every compute op is declared once, as a line H3_OP(name, (parameters), (arguments)) of one of the lists
+ * ops_linear.def, ops_attention.def, ops_norm.def, ops_eltwise.def, ops_conv.def, ops_transfer.def (grouped by what
+ * the ops compute). From those lines follow the public prototypes h3_<name> (ops_<group>.h, all of them in ops.h),
+ * the twins' prototypes cpu_<name> (cpu/cpu_ops.h) and cuda_<name> (cuda/cuda_ops.h), and the dispatchers (ops.c):
+ * h3_<name>(be, ...) runs cuda_<name> on a CUDA backend, timed per op under H3_CUDA_OPTIME=1 (docs/tuning.md), and
+ * cpu_<name> otherwise. A new op is one H3_OP line, its two twins and a case of tests/test_backend_ops.c. */
 
-/* Scaled dot-product attention, no dropout. q: [Sq, Hq*D] rows (row stride q_stride floats),
- * k/v: [Skv, Hkv*D] (strides k_stride/v_stride), out: [Sq, Hq*D] (stride o_stride).
- * Hq must be a multiple of Hkv (grouped-query: q head h reads kv head h / (Hq/Hkv)).
- * causal: query i sees keys 0..i (requires Sq == Skv). softmax in fp32. */
-void h3_attention(h3_backend *be, float *out, int64_t o_stride, const float *q, int64_t q_stride,
-                  const float *k, int64_t k_stride, const float *v, int64_t v_stride, int64_t Sq,
-                  int64_t Skv, int Hq, int Hkv, int D, float scale, int causal, int flags);
+/* 1 when be has a twin of every op (the CPU always; CUDA in a CUDA=1 build). */
+int h3_ops_supported(const h3_backend *be);
 
-/* ---- normalization (x: rows x dim, contiguous; y may alias x) ---- */
-/* y = x * rsqrt(mean(x^2) + eps) * w; w may be NULL (no gain). One rounding at the end. */
-void h3_rmsnorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w,
-                float eps, int flags);
-/* y = (x - mean) * rsqrt(var + eps) * w + b; w/b may be NULL. Biased variance. */
-void h3_layernorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim,
-                  const float *w, const float *b, float eps, int flags);
-/* x: [N, C, L] (L = all trailing dims); statistics over (C/groups) x L per (n, group). */
-void h3_groupnorm(h3_backend *be, float *y, const float *x, int64_t N, int64_t C, int64_t L,
-                  int groups, const float *w, const float *b, float eps, int flags);
-
-/* ---- rotary embedding ("rotate half" on the first rot_dim channels of each head) ----
- * x: rows x (nheads*head_dim) with row stride `stride`; cos/sin: rows x rot_dim.
- * out[d] = x[d]*cos[d] - x[d+rot/2]*sin[d] for d < rot/2, x[d]*cos[d] + x[d-rot/2]*sin[d] otherwise;
- * channels >= rot_dim pass through. With H3_BF16_OUT each product and the sum round to bf16 and
- * cos/sin are rounded to bf16 first (the bf16 reference order of docs/model/dit.md 4.7). In place. */
-void h3_rope_half(h3_backend *be, float *x, int64_t rows, int64_t stride, int nheads, int head_dim,
-                  int rot_dim, const float *cos, const float *sin, int flags);
-
-/* ---- element-wise (n elements, contiguous; y may alias inputs) ---- */
-void h3_silu(h3_backend *be, float *y, const float *x, int64_t n, int flags);
-void h3_gelu_tanh(h3_backend *be, float *y, const float *x, int64_t n, int flags);
-void h3_gelu_erf(h3_backend *be, float *y, const float *x, int64_t n, int flags);
-void h3_add(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags);
-void h3_mul(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags);
-void h3_scale(h3_backend *be, float *y, const float *x, float s, int64_t n, int flags);
-void h3_round_bf16_buf(h3_backend *be, float *x, int64_t n);
-/* y[r, :] += bias[:] for rows x dim */
-void h3_add_bias(h3_backend *be, float *y, const float *bias, int64_t rows, int64_t dim, int flags);
+/* The check every twin of a _q op makes first: a bad h3_rowq (no codes, an unknown kind, a group that does not
+ * divide the row) is recorded as the backend's error (as other bad arguments) and the op runs nothing. */
+static inline int h3_rowq_ok(h3_backend *be, const char *op, const h3_rowq *q, int64_t dim) {
+    int ok = q && q->q && q->scale && (q->kind == H3_ROWQ_FP8 || q->kind == H3_ROWQ_INT8) &&
+             (q->kind == H3_ROWQ_INT8 || q->group == 0) && q->group >= 0 && (q->group == 0 || dim % q->group == 0);
+    if (!ok) h3_backend_unsupported(be, op, "bad h3_rowq (codes, scales, kind, or a group that does not divide the row)");
+    return ok;
+}
 
 #endif

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../core/tensor.h" /* h3_memcpy_par */
-#include "cpu/cpu_gguf.h"
+#include "cpu/cpu_ops.h"
 #ifdef H3_CUDA
 #include "cuda/cuda_stream.h"
 #endif

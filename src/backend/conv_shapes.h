@@ -1,5 +1,5 @@
-/* The shape rules of the convolution ops (backend_audio.h's 1-D, backend_conv.h's 3-D): output lengths, the
- * geometry checks, the alias-free filter's taps. They sit below the dispatchers (backend_audio.c, backend_conv.c) and
+/* The shape rules of the convolution ops (ops.h's 1-D, ops.h's 3-D): output lengths, the
+ * geometry checks, the alias-free filter's taps. They sit below the dispatchers (ops.c) and
  * their CPU / CUDA twins, which all use them, so no twin calls back into its dispatcher. */
 #ifndef H3_CONV_SHAPES_H
 #define H3_CONV_SHAPES_H

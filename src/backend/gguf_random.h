@@ -1,4 +1,4 @@
-/* The random GGUF blocks of h3_gguf_fill_random (backend_gguf.h), one definition for both twins (host and device
+/* The random GGUF blocks of h3_gguf_fill_random (ops_linear.def), one definition for both twins (host and device
  * code: integers only, so both give the same bytes). Block i's bytes are splitmix64 words of seed + i * 32 + w
  * (little-endian), then its scale fields are set: fp16 values 2^(exp2 + off) * (1 + mantissa / 1024) with the
  * mantissa from the word of seed + i * 32 + 31 and off per type (below: about scale / the codes' span), the _1 types'
@@ -6,6 +6,7 @@
 #ifndef H3_GGUF_RANDOM_H
 #define H3_GGUF_RANDOM_H
 
+#include <math.h>
 #include <stdint.h>
 
 #ifdef __CUDACC__
@@ -13,6 +14,14 @@
 #else
 #define GGUF_HD
 #endif
+
+/* exp2 of h3_gguf_fill_random's scale: scale = f * 2^(exp2 + 1) with f in [0.5, 1), so 2^exp2 <= scale (0 for a
+ * scale that is not finite and positive). Host code: both twins call it before they fill. */
+static inline int h3_gguf_scale_exp2(float scale) {
+    int exp2 = 0;
+    if (scale > 0 && isfinite(scale)) frexpf(scale, &exp2), exp2 -= 1;
+    return exp2;
+}
 
 GGUF_HD static inline uint64_t gguf_mix64(uint64_t s) {
     uint64_t z = s + 0x9e3779b97f4a7c15ull;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../backend/backend_audio.h"
+#include "../backend/ops.h"
 #include "../backend/backend_bench.h"
 #include "../io/config.h"
 #include "../io/safetensors.h"
@@ -667,8 +667,8 @@ audio_vae *audio_vae_load(h3_backend *be, const char *dir, int parts, h3_err *e)
         h3_fail(e, "audio_vae_load: parts must include AVAE_DECODER and/or AVAE_ENCODER");
         return NULL;
     }
-    if (!h3_audio_supported(be)) {
-        h3_fail(e, "%s: the audio VAE ops have no %s twins (backend_audio.h); load it on a CPU backend", dir,
+    if (!h3_ops_supported(be)) {
+        h3_fail(e, "%s: the audio VAE ops have no %s twins (ops.h: h3_ops_supported); load it on a CPU backend", dir,
                 h3_backend_name(be));
         return NULL;
     }
@@ -700,8 +700,8 @@ audio_vae *audio_vae_new_random(h3_backend *be, const audio_vae_config *cfg, int
         h3_fail(e, "audio_vae_new_random: parts must include AVAE_DECODER and/or AVAE_ENCODER");
         return NULL;
     }
-    if (!h3_audio_supported(be)) {
-        h3_fail(e, "random audio VAE: the audio VAE ops have no %s twins (backend_audio.h)", h3_backend_name(be));
+    if (!h3_ops_supported(be)) {
+        h3_fail(e, "random audio VAE: the audio VAE ops have no %s twins (ops.h)", h3_backend_name(be));
         return NULL;
     }
     audio_vae *m = calloc(1, sizeof *m);

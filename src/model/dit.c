@@ -20,9 +20,8 @@
 #include <string.h>
 
 #include "../backend/backend_bench.h"
-#include "../backend/backend_bf16.h"
+#include "../backend/ops.h"
 #include "../backend/backend_check.h"
-#include "../backend/backend_dit.h"
 #include "../io/gguf.h"
 #include "../io/safetensors.h"
 #include "dit_int8.h"
@@ -616,7 +615,7 @@ int dit_select_layers(dit_model *m, int active, h3_err *e) {
     return 0;
 }
 
-/* --quant fp8: the linears of the main blocks become FP8 W8A8 (backend_fp8.h), block by block, each bf16 source
+/* --quant fp8: the linears of the main blocks become FP8 W8A8 (ops_linear.h), block by block, each bf16 source
  * given back as soon as its copy exists (so the peak is the bf16 model plus one matrix). */
 int dit_quantize_fp8(dit_model *m, h3_err *e) {
     if (m->fp8) return 0;

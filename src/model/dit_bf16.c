@@ -1,14 +1,11 @@
-/* MiniMax-H3 DiT, bf16 mode on bf16 activation buffers (backend_bf16.h): the blocks, the attention and FFN
+/* MiniMax-H3 DiT, bf16 mode on bf16 activation buffers (ops.h): the blocks, the attention and FFN
  * sub-layers and the text stream (docs/model/dit.md 4.3, 4.6-4.8). The reference's bf16 mode stores every
  * activation in bf16, so these buffers hold exactly the values the fp32-buffer path rounds to; on the CPU both
  * paths give the same bits (tests/test_bf16_ops.c), on CUDA the operands go to the tensor cores as they are. */
 #include <math.h>
 #include <string.h>
 
-#include "../backend/backend_bf16.h"
-#include "../backend/backend_fp8.h"
-#include "../backend/backend_fusedq.h"
-#include "../backend/backend_sage8.h"
+#include "../backend/ops.h"
 #include "../core/tuning.h"
 #include "dit_internal.h"
 #include "dit_ulysses.h"

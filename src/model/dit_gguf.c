@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../backend/backend_gguf.h"
+#include "../backend/ops.h"
 #include "../io/gguf.h"
 #include "dit_internal.h"
 

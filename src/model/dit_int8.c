@@ -1,6 +1,6 @@
 /* INT8 W8A8 in the DiT (docs/int8.md): the profiles' scopes, the scope-aware validation of a snapshot, the int8
  * linears taken from an int8 snapshot or quantized at load (--quant int8), and the int8 AdaLN projection of
- * profile `all`. The GEMMs themselves run in dit_bf16.c (lin16) through backend_int8.h. */
+ * profile `all`. The GEMMs themselves run in dit_bf16.c (lin16) through ops_linear.h. */
 #include "dit_int8.h"
 
 #include <jansson.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../backend/backend_int8.h"
+#include "../backend/ops.h"
 #include "dit_internal.h"
 
 typedef struct scope_name {
@@ -348,7 +348,7 @@ int dit_quantize_int8(dit_model *m, int fc2_groups, h3_err *e) {
 }
 
 /* Profile all: y [n, 18H] fp32 (bf16 values) = the W8A8 AdaLN projection of u [n, TD] (fp32 buffer holding bf16
- * values: the bf16 mode's cast, docs/model/dit.md 4.5 step 1) with its bias, per backend_int8.h. */
+ * values: the bf16 mode's cast, docs/model/dit.md 4.5 step 1) with its bias, per ops_linear.h. */
 int dit_int8_adaln(dit_model *m, int64_t b, float *y, const float *u, int n, const h3_tensor *w, const h3_tensor *bias,
                    h3_err *e) {
     h3_backend *be = m->be;

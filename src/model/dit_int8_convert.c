@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../backend/backend_int8.h"
+#include "../backend/ops.h"
 #include "../core/dtype.h"
 #include "../io/outfile.h"
 #include "../io/safetensors.h"

@@ -1,5 +1,5 @@
 /* `h3 quantize`'s work on one DiT tree (docs/int8.md): every shard of SRC rewritten into DST with the profile's
- * weights as I8 codes + F32 [N, 1] scales (the rule of backend_int8.h, h3_int8_quantize_row) and every other tensor's
+ * weights as I8 codes + F32 [N, 1] scales (the rule of ops_linear.h, h3_int8_quantize_row) and every other tensor's
  * bytes copied as they are; the index rewritten (scales added beside their weights, total_size the tensor bytes);
  * the shards' "__metadata__" keep their keys and gain the scheme and the profile. Streamed: one tensor at a time
  * from the mapping, whose pages are given back after each tensor, so memory stays bounded. */

@@ -3,9 +3,7 @@
 #ifndef H3_DIT_INTERNAL_H
 #define H3_DIT_INTERNAL_H
 
-#include "../backend/backend_bf16.h"
-#include "../backend/backend_fp8.h"
-#include "../backend/backend_int8.h"
+#include "../backend/ops.h"
 #include "../backend/backend_stream.h"
 #include "../backend/comm.h"
 #include "../io/expect.h"
@@ -85,7 +83,7 @@ struct dit_model {
     h3_backend *be;
     dit_config  cfg;
     int         bf16;
-    int         fp8;  /* dit_quantize_fp8 ran: the main blocks' linears are FP8 W8A8 (backend_fp8.h) */
+    int         fp8;  /* dit_quantize_fp8 ran: the main blocks' linears are FP8 W8A8 (ops_linear.h) */
     int         int8_profile;    /* DIT_INT8_* (dit_int8.h): the int8 snapshot's profile, or dit_quantize_int8's */
     int         int8_fc2_groups; /* --int8-fc2-groups */
     int         attention_sage8; /* --attention sage8 (dit_set_attention): the bf16 blocks' attention in 8 bits */

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../backend/backend_bf16.h"
-#include "../backend/backend_dit.h"
+#include "../backend/ops.h"
 
 void dit_ulysses_split(int64_t S, int NH, int n, int64_t *row0, int *head0) {
     row0[0] = 0, head0[0] = 0;

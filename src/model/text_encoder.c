@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "../backend/backend_bench.h"
-#include "../backend/backend_text.h"
+#include "../backend/ops.h"
 #include "../io/config.h"
 #include "../io/snapshot.h"
 

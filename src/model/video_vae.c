@@ -14,10 +14,7 @@
 
 #include "../backend/backend_bench.h"
 #include "../io/config.h"
-#include "../backend/backend_conv.h"
-#include "../backend/backend_dit.h"
-#include "../backend/backend_fusedq.h"
-#include "../backend/backend_vae.h"
+#include "../backend/ops.h"
 #include "../io/safetensors.h"
 
 
@@ -187,7 +184,7 @@ static video_vae *start_model(h3_backend *be, const video_vae_config *cfg, int p
     v->batch = vv_env_decode_batch();
     v->small_tail = !h3_knob_is(H3_KNOB_VAE_TAIL, "0");
     v->proj_out_f16 = !h3_knob_is(H3_KNOB_VAE_PROJ_OUT, "fp32"); /* "fp32": proj_out as the fp32 SGEMM in bf16 mode (A/B runs) */
-    if ((v->parts & VIDEO_VAE_ENCODER) && !h3_conv_supported(be)) {
+    if ((v->parts & VIDEO_VAE_ENCODER) && !h3_ops_supported(be)) {
         h3_fail(e, "video VAE encoder: the %s backend has no convolution ops in this build", h3_backend_name(be));
         goto fail;
     }
@@ -367,7 +364,7 @@ void video_vae_free(video_vae *v) {
             h3_fp8_linear_free(v->be, &b->ff18);
             h3_fp8_linear_free(v->be, &b->ff28);
         }
-    for (int s = 0; s < 2; s++) h3_vae_host_free(v->be, v->pin[s]);
+    for (int s = 0; s < 2; s++) h3_host_free(v->be, v->pin[s]);
     free(v->blocks);
     h3_expect_list_free(&v->names);
     st_set_free(v->set);
@@ -639,7 +636,7 @@ static void bat_norm(video_vae *v, vv_bat_ws *w, const h3_bf16 *branch, const fl
     else h3_vae_residual_rmsnorm(v->be, w->x, w->a, branch, scale, M, D, norm, eps);
 }
 
-/* B tiles of Tl x h x w latents (host tokens h_tok [B][np][C], a h3_vae_host_alloc buffer) through docs/model/video_vae.md 7 steps 1-8 as one stack of
+/* B tiles of Tl x h x w latents (host tokens h_tok [B][np][C], a h3_host_alloc buffer) through docs/model/video_vae.md 7 steps 1-8 as one stack of
  * B * N rows -> backend w->out[slot] [B][np][patch_dim]. The same roundings as vv_decode_tile's bf16 mode; only
  * queues the work on an asynchronous backend. */
 void vv_decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t B, int64_t Tl, int64_t h, int64_t wd,

@@ -67,7 +67,7 @@ int video_vae_split_tiles(int64_t length, int tile, int min_overlap, int ratio, 
  * norm_out output (F16 weights, fp32 accumulation and output; H3_VAE_PROJ_OUT=fp32 keeps the fp32 SGEMM); residual
  * stream, norms, RoPE tables, softmax, blends, post_quant_conv, proj_in and norm_out stay fp32. The encoder ignores it.
  * VIDEO_VAE_FP8 (`--vae-quant fp8`, docs/fast.md 7): the bf16 mode with the four block GEMMs (q|k|v, to_out,
- * the FFN's value|gate and ff.net.2) as FP8 W8A8 (backend_fp8.h: per-token activation and per-channel weight scales,
+ * the FFN's value|gate and ff.net.2) as FP8 W8A8 (ops_linear.h: per-token activation and per-channel weight scales,
  * the bias in the epilogue); implies VIDEO_VAE_BF16 and the tile-batched path. An opt-in fast mode: not the
  * reference's arithmetic. */
 enum { VIDEO_VAE_ENCODER = 1, VIDEO_VAE_DECODER = 2, VIDEO_VAE_BF16 = 4, VIDEO_VAE_FP8 = 8 };
@@ -114,8 +114,8 @@ void video_vae_set_decode_batch(video_vae *v, int max_tiles);
 void video_vae_set_log(video_vae *v, void (*log)(void *user, int kind, const char *line), void *user);
 
 /* Bytes of one of the two pinned download slots the tile-batched (bf16) decoder of h x w latents takes from the
- * backend (h3_vae_host_alloc), with H3_VAE_BATCH as at model creation; 0 when the per-tile path would run. A
- * pipeline can have the backend make them ahead of time (h3_vae_host_prefetch) while other work runs. */
+ * backend (h3_host_alloc), with H3_VAE_BATCH as at model creation; 0 when the per-tile path would run. A
+ * pipeline can have the backend make them ahead of time (h3_host_prefetch) while other work runs. */
 size_t video_vae_download_slot_bytes(const video_vae_config *c, int64_t h, int64_t w, const video_vae_tiling *tiling);
 /* Same, into out [3, T, S h, S w] with T = video_vae_decoded_frames(L). */
 int video_vae_decode(video_vae *v, const float *z, int64_t L, int64_t h, int64_t w, const video_vae_tiling *tiling,

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../backend/backend_bench.h"
-#include "../backend/backend_vae.h"
+#include "../backend/ops.h"
 #include "../core/tuning.h"
 #include "video_vae.h"
 #include "video_vae_internal.h"
@@ -187,8 +187,8 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
     cap = batch_plan_cap(d);
     if (v->pin_bytes < need) {
         for (int s = 0; s < 2; s++) {
-            h3_vae_host_free(be, v->pin[s]);
-            v->pin[s] = h3_vae_host_alloc(be, need);
+            h3_host_free(be, v->pin[s]);
+            v->pin[s] = h3_host_alloc(be, need);
         }
         v->pin_bytes = v->pin[0] && v->pin[1] ? need : 0;
         if (!v->pin_bytes) return h3_fail(e, "video VAE decoder: out of host memory for %zu-byte download buffers", need);
@@ -198,7 +198,7 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
     v->vp_on = h3_knob_int(H3_KNOB_VAE_PROFILE, 0) > 0;
     memset(v->vp_acc, 0, sizeof v->vp_acc);
     double vp_start = vv_now();
-    h3_vae_xfer *xf = h3_vae_xfer_new(be);
+    h3_xfer *xf = h3_xfer_new(be);
     int rc = -1, slot = 0;
     int64_t prev_k0 = -1, prev_n = 0;
     if (!xf) {
@@ -216,10 +216,10 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
             n = batch_jobs(d, k0, cap, prev_n);
             for (int64_t t = 0; t < n; t++) job_tokens(d, k0 + t, h_tok + t * np * c->latent_channels);
             vv_decode_batch(v, &w, h_tok, n, d->cl, th / c->S, tw / c->S, slot);
-            h3_vae_download_async(be, xf, slot, v->pin[slot], w.out[slot], (size_t)(n * np * c->patch_dim) * sizeof(float));
+            h3_download_async(be, xf, slot, v->pin[slot], w.out[slot], (size_t)(n * np * c->patch_dim) * sizeof(float));
         }
         if (prev_n > 0) {
-            h3_vae_download_wait(be, xf, slot ^ 1);
+            h3_download_wait(be, xf, slot ^ 1);
             if (h3_backend_check(be, e) != 0) goto done; /* as decode_jobs_per_tile */
             const float *out = v->pin[slot ^ 1];
             for (int64_t t = 0; t < prev_n; t++) {
@@ -245,9 +245,9 @@ static int decode_jobs_batched(vv_dec *d, h3_err *e) {
     }
 done:
     if (xf) {
-        h3_vae_download_wait(be, xf, 0);
-        h3_vae_download_wait(be, xf, 1);
-        h3_vae_xfer_free(be, xf);
+        h3_download_wait(be, xf, 0);
+        h3_download_wait(be, xf, 1);
+        h3_xfer_free(be, xf);
     }
     vv_bat_ws_free(be, &w);
     return rc;
@@ -293,7 +293,7 @@ static void *par_rank_main(void *arg) {
     vv_bat_ws w = {0};
     float *tok = NULL;
     int ok = p->batched ? vv_bat_ws_new(be, c, p->cap, np0, v->fp8, &w, &e) == 0 &&
-                              (tok = h3_vae_host_alloc(be, (size_t)(p->cap * np0 * c->latent_channels) * sizeof(float)))
+                              (tok = h3_host_alloc(be, (size_t)(p->cap * np0 * c->latent_channels) * sizeof(float)))
                         : vv_dec_ws_new(be, c, np0, v->bf16 ? 0 : FFN_ROWS, &ws, &e) == 0;
     if (!ok && !e.msg[0]) h3_fail(&e, "video VAE decoder: out of host memory for a batch's tokens");
     for (int64_t k = pr->rank; ok && k < p->nunits; k += p->n) {
@@ -337,7 +337,7 @@ static void *par_rank_main(void *arg) {
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
-    if (p->batched) vv_bat_ws_free(be, &w), h3_vae_host_free(be, tok);
+    if (p->batched) vv_bat_ws_free(be, &w), h3_host_free(be, tok);
     else vv_dec_ws_free(be, &ws);
     return NULL;
 }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../backend/backend_conv.h"
+#include "../backend/ops.h"
 #include "video_vae.h"
 #include "video_vae_internal.h"
 

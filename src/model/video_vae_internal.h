@@ -4,7 +4,7 @@
 #ifndef H3_VIDEO_VAE_INTERNAL_H
 #define H3_VIDEO_VAE_INTERNAL_H
 
-#include "../backend/backend_fp8.h"
+#include "../backend/ops.h"
 #include "../io/safetensors.h"
 #include "video_vae.h"
 
@@ -47,7 +47,7 @@ struct video_vae {
     vv_block    *blocks;
     int          batch;      /* bf16 decode: most tiles per batched pass (0: automatic); 1: per-tile path */
     int          proj_out_f16; /* bf16 mode: proj_out as an fp16 GEMM (default; H3_VAE_PROJ_OUT=fp32: the fp32 SGEMM) */
-    float       *pin[2];     /* bf16 decode: host buffers of the asynchronous tile downloads (h3_vae_host_alloc) */
+    float       *pin[2];     /* bf16 decode: host buffers of the asynchronous tile downloads (h3_host_alloc) */
     size_t       pin_bytes;
     int          small_tail; /* H3_VAE_TAIL (default 1): the batched decode ends on a small batch */
     int          vp_on;      /* H3_VAE_PROFILE: per-op wall time of the batched decode (video_vae.c) */
@@ -117,7 +117,7 @@ typedef struct vv_bat_ws { /* backend buffers for batches of up to B tiles of up
 } vv_bat_ws;
 void vv_bat_ws_free(h3_backend *be, vv_bat_ws *w);
 int  vv_bat_ws_new(h3_backend *be, const video_vae_config *c, int64_t B, int64_t np, int fp8, vv_bat_ws *w, h3_err *e);
-/* B tiles (host tokens h_tok [B][np][C] in a h3_vae_host_alloc buffer) -> backend w->out[slot], queued. */
+/* B tiles (host tokens h_tok [B][np][C] in a h3_host_alloc buffer) -> backend w->out[slot], queued. */
 void vv_decode_batch(video_vae *v, vv_bat_ws *w, const float *h_tok, int64_t B, int64_t Tl, int64_t h, int64_t wd, int slot);
 /* H3_VAE_PROFILE (docs/model/video_vae.md 13): the kinds of op the batched decode times, and the clock */
 enum { VP_IN, VP_QKV, VP_QK, VP_ATTN, VP_OUT, VP_NORM, VP_FF1, VP_SWIGLU, VP_FF2, VP_PROJ, VP_N };

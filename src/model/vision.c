@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../backend/backend_text.h"
+#include "../backend/ops.h"
 #include "../io/config.h"
 #include "../io/snapshot.h"
 #include "../media/resize.h"

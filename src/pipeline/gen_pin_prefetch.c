@@ -6,13 +6,13 @@
 
 #include "../core/tuning.h"
 
-#include "../backend/backend_vae.h"
+#include "../backend/ops.h"
 
 static void *pin_prefetch_main(void *arg) {
     pin_prefetch *p = arg;
     video_vae_tiling t = video_vae_tiling_default();
     size_t bytes = video_vae_download_slot_bytes(&p->vc, p->lh, p->lw, &t);
-    if (bytes) h3_vae_host_prefetch(p->be, bytes, 2); /* a failure only costs the decoder its own allocation */
+    if (bytes) h3_host_prefetch(p->be, bytes, 2); /* a failure only costs the decoder its own allocation */
     return NULL;
 }
 

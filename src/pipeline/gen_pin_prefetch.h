@@ -9,7 +9,7 @@
 /* ---- the video decoder's pinned download buffers, made while the earlier phases run ----
  * cudaHostAlloc pins page by page: the tile-batched decoder's two ~400 MB slots took ~0.4 s of a one-shot decode on
  * the lent H200 (a VM). A second thread makes them in the backend's pinned-buffer cache while the DiT phase runs
- * (h3_vae_host_prefetch), where the decoder then finds them; a session's later requests find them there anyway.
+ * (h3_host_prefetch), where the decoder then finds them; a session's later requests find them there anyway.
  * H3_PIN_PREFETCH=0 turns it off (an A/B switch). */
 typedef struct pin_prefetch {
     pthread_t          th;

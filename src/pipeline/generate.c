@@ -3,8 +3,8 @@
  * One phase's weights are resident at a time: the text encoder is freed before the DiT loads,
  * the DiT before the decoders (docs/model/features.md 7.1), so peak memory is the largest phase.
  * With --backend cuda a phase runs on the GPU when every op it uses has a CUDA twin (the DiT, the
- * video VAE decoder) and on a CPU backend otherwise (text encoder + vision tower: backend_text.h's
- * bf16 ops; audio VAE: backend_audio.h; video VAE encoder: backend_conv.h); each phase says where
+ * video VAE decoder) and on a CPU backend otherwise (text encoder + vision tower: ops.h's
+ * bf16 ops; audio VAE: ops.h; video VAE encoder: ops.h); each phase says where
  * it ran (one stderr line, and the --profile table's phase names). */
 #include "generate.h"
 

@@ -1,8 +1,8 @@
-/* Cases of the bf16 activation ops (backend_bf16.h): formerly tests/cuda/test_cuda_bf16.c. Included once by
+/* Cases of the bf16 activation ops (ops.h): formerly tests/cuda/test_cuda_bf16.c. Included once by
  * tests/test_backend_ops.c after ops_f32.h. tests/test_bf16_ops.c checks these CPU twins bit for bit against the
  * fp32-buffer ops' H3_BF16_OUT mode; here the CPU pass adds 1-vs-n-thread bit identity, aliasing and double
  * references (bf16 outputs: 1e-2, a few roundings of at most 2^-9). */
-#include "backend/backend_bf16.h"
+#include "backend/ops.h"
 
 static void bo_ref16(bo_ctx *c, const char *name, const bo_buf *b, const double *ref, double tol) {
     uint16_t *h = bo_get(c, b, 0);

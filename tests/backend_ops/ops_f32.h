@@ -1,9 +1,9 @@
-/* Cases of the fp32-buffer ops (backend.h, backend_dit.h): formerly tests/cuda/test_cuda_ops.c. Included once by
+/* Cases of the fp32-buffer ops (backend.h, ops.h): formerly tests/cuda/test_cuda_ops.c. Included once by
  * tests/test_backend_ops.c. The double-precision references (CPU pass) evaluate sampled rows only (bo_step), so
  * the CPU pass stays quick at the CUDA cases' shapes. Reference tolerances: fp32 1e-5 (GEMM/attention: summation
  * order) or 1e-6 (element-wise, norms); H3_BF16_OUT 1e-2 (a few bf16 roundings of at most 2^-9 each). */
 #include "backend/backend_check.h"
-#include "backend/backend_dit.h"
+#include "backend/ops.h"
 
 #define BO_REF_TOL(flags) (((flags) & H3_BF16_OUT) ? 1e-2 : 1e-6)
 

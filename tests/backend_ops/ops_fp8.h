@@ -1,8 +1,8 @@
-/* Cases of the FP8 W8A8 ops (backend_fp8.h): formerly tests/cuda/test_cuda_fp8.c (and its `bench`: the --perf
+/* Cases of the FP8 W8A8 ops (ops_linear.h): formerly tests/cuda/test_cuda_fp8.c (and its `bench`: the --perf
  * rows at the DiT's block shapes). Included once by tests/test_backend_ops.c after ops_bf16.h. Quantization must
  * be bit-identical (codes and scales) on every backend; the GEMM differs from the twin by its fp32 summation
  * order only. tests/test_fp8.c checks the CPU twin against torch's fixture and the quantizer's edge rows. */
-#include "backend/backend_fp8.h"
+#include "backend/ops.h"
 #include "io/safetensors.h"
 
 /* rows with a spread of magnitudes, a zero row, an outlier */

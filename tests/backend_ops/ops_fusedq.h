@@ -1,12 +1,11 @@
-/* Cases of the fused-quantization ops (backend_fusedq.h, docs/fast.md "Fused quantization"). Included once by
+/* Cases of the fused-quantization ops (ops.h, docs/fast.md "Fused quantization"). Included once by
  * tests/test_backend_ops.c after ops_int8.h. Each row runs the fused op and its unfused composition (the producer
  * op, then h3_fp8_quant_rows / h3_int8_quant_rows on its output) on the same inputs, and requires on every side
  * (the CPU twin, the backend under test) the same bits from both: bf16 rows, the residual stream where the op
  * updates one, codes and scales (tolerance 0). Then the fused op's outputs against the twin's as the producer's own
  * rows do (the row's tolerance; 0 also for the codes). In --perf mode: the fused op, the producer and the quantizer
  * timed apart. */
-#include "backend/backend_fusedq.h"
-#include "backend/backend_vae.h"
+#include "backend/ops.h"
 
 /* a and b hold the same bits on every side (the fused op against the two ops) */
 static void fq_same(bo_ctx *c, const char *name, const bo_buf *a, const bo_buf *b) {

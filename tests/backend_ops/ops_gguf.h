@@ -1,9 +1,9 @@
-/* Cases of the GGUF block ops (backend_gguf.h). Included once by tests/test_backend_ops.c. Everything bit for bit
+/* Cases of the GGUF block ops (ops_linear.h). Included once by tests/test_backend_ops.c. Everything bit for bit
  * (tolerance 0): the blocks h3_gguf_fill_random writes, and the bf16 values h3_gguf_dequant expands them into. The
  * CPU pass also checks the twin against gguf_dequantize + h3_f32_to_bf16 computed here from the host bytes (the
  * dequantize-at-load path's bf16 view, src/io/gguf_dequant.c) and that random blocks are well formed (finite values
  * within 8x the asked scale). */
-#include "backend/backend_gguf.h"
+#include "backend/ops.h"
 #include "io/gguf.h"
 
 /* the fp16 fields of a block (scales, mins) and plain values made finite (the top exponent lowered by one): no

@@ -1,8 +1,8 @@
-/* Cases of the INT8 W8A8 ops (backend_int8.h, docs/int8.md). Included once by tests/test_backend_ops.c after
+/* Cases of the INT8 W8A8 ops (ops_linear.h, docs/int8.md). Included once by tests/test_backend_ops.c after
  * ops_fp8.h. Everything is exact: codes, scales, the weight quantizer's codes, int32 products and the bf16 outputs
  * are bit-identical across backends (every comparison has tolerance 0), and the CPU pass checks the twin against
  * the rule recomputed here. tests/test_int8.c checks the twin against the torch fixture. */
-#include "backend/backend_int8.h"
+#include "backend/ops.h"
 
 /* ---- int8_quant_rows: a = rows, dim, ldx, group (0: one scale per row) ---- */
 static void c_int8_quant(bo_ctx *c, const bo_row *r) {

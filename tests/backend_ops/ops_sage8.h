@@ -1,11 +1,11 @@
-/* Cases of the 8-bit attention (backend_sage8.h, docs/fast.md). Included once by tests/test_backend_ops.c after
+/* Cases of the 8-bit attention (ops_attention.h, docs/fast.md). Included once by tests/test_backend_ops.c after
  * ops_int8.h. The quantization is exact: the whole codes buffer (codes, scales, K mean) is compared bit for bit.
  * The attention on the same codes agrees with the twin to the row's tolerance (exp2 approximation, summation
  * order; a P code can move one E4M3 step). The CPU pass also checks the twin against the exact attention in
  * double (the scheme's own error, bounded loosely: it is an approximation by design) and h3_sage8_attention
  * (scratch codes) against the two-step calls bit for bit. tests/test_sage8.c checks the twin against the torch
  * reference's fixture. */
-#include "backend/backend_sage8.h"
+#include "backend/ops.h"
 #ifdef H3_CUDA
 #include "backend/cuda/cuda_sage8.h"
 #endif

@@ -12,9 +12,7 @@
 #include <stdio.h>
 
 #include "backend/backend.h"
-#include "backend/backend_bf16.h"
-#include "backend/backend_dit.h"
-#include "backend/backend_sage8.h"
+#include "backend/ops.h"
 #include "backend/cuda/cuda_sage8.h"
 #include "backend/cuda/cuda_ops.h"
 

@@ -7,7 +7,7 @@
 #         twins), and also with H3_CUDA_PRECISION=fp32 (the GPU's exact paths, bf16 roundings kept).
 # Also checks that every phase ran on cuda (text encoder, vision tower and VAE encoders for fl2va,
 # DiT, audio and video VAE decoders: no "on cpu" line), and runs the component probes whose ops are
-# backend_text.h / backend_audio.h / backend_conv.h (text-encode, vision, audio-decode, audio-encode,
+# ops.h / ops.h / ops.h (text-encode, vision, audio-decode, audio-encode,
 # vae-encode) on both backends: CUDA vs CPU <= 1e-4 in fp32, <= 3e-2 in bf16.
 #
 # Build here:  make CUDA=1 MEDIA=0 BUILD=build-cuda build-cuda/h3 build-cuda/tests/cuda/cmp_dumps
@@ -128,7 +128,7 @@ run t2va bf16 cpu tr.cpu H3_TOKEN_REDUCTION_BLOCKS=0:1 H3_TOKEN_REDUCTION_EARLY=
 XARGS=()
 rm -f "$WORK"/t2va.*.st
 
-# component probes on both backends (the ops of backend_text.h / backend_audio.h / backend_conv.h)
+# component probes on both backends (the ops of ops.h / ops.h / ops.h)
 T=tests/fixtures/tiny G=tests/fixtures/golden
 probe_pair() { # LABEL TOL PROBE-ARGS...: cpu and cuda outputs compared with cmp_dumps
     local label=$1 tol=$2; shift 2

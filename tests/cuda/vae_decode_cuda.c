@@ -1,4 +1,4 @@
-/* CUDA parity of the tile-batched bf16 video decoder (backend_vae.h ops and video_vae.c's batched path).
+/* CUDA parity of the tile-batched bf16 video decoder (ops.h ops and video_vae.c's batched path).
  *   1. ops: h3_vae_residual_rmsnorm (residual + norm, residual only, norm only; 16-byte and odd rows) and
  *      h3_vae_qk_norm_rope (the fused qkv layout, period < rows; each kernel, the head-dim-64 ones bit for bit) on
  *      random inputs, CUDA vs CPU twin;
@@ -17,7 +17,7 @@
 #include "test_data.h"
 #include "backend/backend.h"
 #include "backend/backend_bench.h"
-#include "backend/backend_vae.h"
+#include "backend/ops.h"
 #include "core/tensor.h"
 #include "io/safetensors.h"
 #include "model/video_vae.h"

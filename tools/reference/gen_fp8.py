@@ -1,4 +1,4 @@
-"""Reference fixture for the FP8 W8A8 linears of `--quant fp8` (src/backend/backend_fp8.h, docs/fp8.md).
+"""Reference fixture for the FP8 W8A8 linears of `--quant fp8` (src/backend/ops_linear.h, docs/fp8.md).
 
 Quantization follows LightX2V's per-channel FP8 rule (lightx2v/utils/quant_utils.py `quant_naive_inplace`:
 absmax per row clamped to >= 1e-5, scale = absmax / 448, x / scale clamped to +-448, cast to

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference fixtures for the 8-bit attention (`--attention sage8`; src/backend/backend_sage8.h, docs/fast.md).
+"""Reference fixtures for the 8-bit attention (`--attention sage8`; src/backend/ops_attention.h, docs/fast.md).
 
 SageAttention2's scheme written out in torch on the CPU, one rule at a time (fp32 arithmetic; the integer Q K^T
 exactly in int64; fma and exp2 in float64 rounded once to fp32, i.e. the correctly rounded fp32 operations):

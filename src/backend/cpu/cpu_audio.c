@@ -1,9 +1,9 @@
-/* CPU twins of the audio VAE ops (backend_audio.h; docs/model/audio_vae.md section 4).
+/* CPU twins of the audio VAE ops (ops.h; docs/model/audio_vae.md section 4).
  * Convolutions are GEMMs through OpenBLAS: Conv1d = W[Cout, Cin*K] x im2col[Cin*K, tile] and
  * ConvTranspose1d = W^T[Cout*K, Cin] x X[Cin, tile] followed by a scatter-add (col2im). The column
  * buffers are tiled over time so a long clip never needs more than COL_FLOATS of scratch. The Snake
  * family is a plain OpenMP loop; the alias-free activation is fused and tiled (docs/model/audio_vae.md 4.9). */
-#include "cpu_audio.h"
+#include "cpu_ops.h"
 
 #include <cblas.h>
 #include <math.h>

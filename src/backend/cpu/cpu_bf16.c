@@ -1,15 +1,14 @@
-/* CPU twins of the bf16 activation ops (backend_bf16.h). Each widens its bf16 operands, computes with
- * the same fp32 code as the fp32-buffer ops of backend.h / backend_dit.h in their H3_BF16_OUT mode and
+/* CPU twins of the bf16 activation ops (ops.h). Each widens its bf16 operands, computes with
+ * the same fp32 code as the fp32-buffer ops of backend.h / ops.h in their H3_BF16_OUT mode and
  * stores the (already bf16-exact) results, so the two paths give the same bits on the CPU.
  * Compiled with -ffp-contract=off like the other twins. */
-#include "cpu_bf16.h"
+#include "cpu_ops.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../core/dtype.h"
-#include "cpu_ops.h"
 
 #define BF(v) h3_bf16_to_f32(v)
 #define PK(v) h3_f32_to_bf16(v)
@@ -90,12 +89,7 @@ void cpu_bf16_head_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t r
         float n[1024];
         for (int h = 0; h < heads; h++) {
             h3_bf16 *xh = x + r * row_stride + (int64_t)h * head_stride;
-            double ss = 0.0;
-            for (int d = 0; d < head_dim; d++) {
-                float v = BF(xh[d]);
-                ss += (double)v * v;
-            }
-            float inv = 1.0f / sqrtf((float)(ss / (double)head_dim) + eps);
+            const float inv = cpu_bf16_rms_inv(xh, head_dim, eps);
             for (int d = 0; d < head_dim; d++) {
                 float v = BF(xh[d]) * inv;
                 if (w) v = v * w[d];

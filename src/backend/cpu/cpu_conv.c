@@ -1,7 +1,7 @@
 /* CPU convolutions: im2col of a bounded block of output positions (padding applied while gathering,
  * so no padded copy of the input exists) followed by one OpenBLAS sgemm per block.
  * Workspace per call is at most COL_FLOATS floats (32 MB), whatever the input size. */
-#include "cpu_conv.h"
+#include "cpu_ops.h"
 
 #include <cblas.h>
 #include <math.h>

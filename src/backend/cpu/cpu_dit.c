@@ -1,7 +1,7 @@
-/* CPU twins of the DiT ops (backend_dit.h): plain loops, OpenMP over rows. Compiled with
+/* CPU twins of the DiT ops (ops.h): plain loops, OpenMP over rows. Compiled with
  * -ffp-contract=off: every product and sum below is one fp32 rounding, like the reference's
  * separate PyTorch ops; RND adds the bf16 rounding of each op in bf16 mode. */
-#include "cpu_dit.h"
+#include "cpu_ops.h"
 
 #include <cblas.h>
 #include <math.h>

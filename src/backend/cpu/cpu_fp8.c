@@ -1,7 +1,7 @@
-/* CPU twins of the FP8 W8A8 ops (backend_fp8.h). The quantizer is the scheme's definition; the GEMM widens
+/* CPU twins of the FP8 W8A8 ops (ops_linear.h). The quantizer is the scheme's definition; the GEMM widens
  * the E4M3 codes to fp32 (exact) and runs OpenBLAS's SGEMM, so acc is an fp32 sum of exact products.
  * Compiled with -ffp-contract=off like the other twins. */
-#include "cpu_fp8.h"
+#include "cpu_ops.h"
 
 #include <cblas.h>
 #include <math.h>

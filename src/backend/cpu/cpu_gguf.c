@@ -1,7 +1,7 @@
-/* CPU twins of the GGUF block ops (backend_gguf.h): the dequantization is gguf_dequantize (src/io/gguf_dequant.c,
+/* CPU twins of the GGUF block ops (ops_linear.h): the dequantization is gguf_dequantize (src/io/gguf_dequant.c,
  * ggml's reference arithmetic) followed by h3_f32_to_bf16, exactly what the dequantize-at-load path stores
  * (gguf_view_as), in chunks on the OpenMP threads. */
-#include "cpu_gguf.h"
+#include "cpu_ops.h"
 
 #include "../../core/dtype.h"
 #include "../../io/gguf.h"
@@ -25,7 +25,8 @@ void cpu_gguf_dequant(h3_backend *be, h3_bf16 *dst, const void *src, uint32_t ty
     }
 }
 
-void cpu_gguf_fill_random(h3_backend *be, void *dst, uint32_t type, int64_t nblk, uint64_t seed, int exp2) {
+void cpu_gguf_fill_random(h3_backend *be, void *dst, uint32_t type, int64_t nblk, uint64_t seed, float scale) {
+    const int exp2 = h3_gguf_scale_exp2(scale);
     int64_t bv, bb;
     if (!gguf_type_block(type, &bv, &bb, NULL) || nblk < 0) {
         h3_backend_unsupported(be, "gguf_fill_random", "a GGUF type h3 does not read");

@@ -1,7 +1,7 @@
-/* CPU twins of the INT8 W8A8 ops (backend_int8.h): exact int32 dot products (the "CPU INT32 reference" of
+/* CPU twins of the INT8 W8A8 ops (ops_linear.h): exact int32 dot products (the "CPU INT32 reference" of
  * docs/int8.md), the quantizer through the one row rule h3_int8_quantize_row, the dequantization in fp32 left to
  * right. Compiled with -ffp-contract=off like the other twins. */
-#include "cpu_int8.h"
+#include "cpu_ops.h"
 
 #include <stdlib.h>
 

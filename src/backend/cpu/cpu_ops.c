@@ -136,17 +136,23 @@ void cpu_rmsnorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t
     }
 }
 
+/* LayerNorm's and GroupNorm's statistics of n values: mean and biased variance in double, two passes */
+static void mean_rstd(const float *x, int64_t n, float eps, float *m, float *rstd) {
+    double s = 0.0, ss = 0.0;
+    for (int64_t i = 0; i < n; i++) s += x[i];
+    double mean = s / (double)n;
+    for (int64_t i = 0; i < n; i++) ss += ((double)x[i] - mean) * ((double)x[i] - mean);
+    *rstd = 1.0f / sqrtf((float)(ss / (double)n) + eps), *m = (float)mean;
+}
+
 void cpu_layernorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w,
                    const float *b, float eps, int flags) {
 #pragma omp parallel for schedule(static) if(PAR(rows * dim))
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * dim;
         float *yr = y + r * dim;
-        double s = 0.0, ss = 0.0;
-        for (int64_t c = 0; c < dim; c++) s += xr[c];
-        double mean = s / (double)dim;
-        for (int64_t c = 0; c < dim; c++) ss += ((double)xr[c] - mean) * ((double)xr[c] - mean);
-        float rstd = 1.0f / sqrtf((float)(ss / (double)dim) + eps), m = (float)mean;
+        float m, rstd;
+        mean_rstd(xr, dim, eps, &m, &rstd);
         for (int64_t c = 0; c < dim; c++) {
             float v = (xr[c] - m) * rstd;
             if (w) v = v * w[c];
@@ -165,11 +171,8 @@ void cpu_groupnorm(h3_backend *be, float *y, const float *x, int64_t N, int64_t 
             const float *xg = x + (n * C + g * cg) * L;
             float *yg = y + (n * C + g * cg) * L;
             int64_t cnt = cg * L;
-            double s = 0.0, ss = 0.0;
-            for (int64_t i = 0; i < cnt; i++) s += xg[i];
-            double mean = s / (double)cnt;
-            for (int64_t i = 0; i < cnt; i++) ss += ((double)xg[i] - mean) * ((double)xg[i] - mean);
-            float rstd = 1.0f / sqrtf((float)(ss / (double)cnt) + eps), m = (float)mean;
+            float m, rstd;
+            mean_rstd(xg, cnt, eps, &m, &rstd);
             for (int64_t c = 0; c < cg; c++) {
                 int64_t ch = g * cg + c;
                 for (int64_t l = 0; l < L; l++) {

@@ -1,31 +1,30 @@
-/* CPU twins of the core backend ops (backend.h). Same arguments as h3_<op>. */
+/* The CPU twins: cpu_<name> for every line of the op table (backend.h "The op table"), with the dispatcher's
+ * arguments (made from the lists), and the CPU backend's memory. The twins are the numerical reference. */
 #ifndef H3_CPU_OPS_H
 #define H3_CPU_OPS_H
 
+#include <math.h>
+
+#include "../../core/dtype.h"
 #include "../backend.h"
+#include "../ops.h"
 
 void *cpu_alloc(h3_backend *be, size_t bytes);
 void  cpu_free(h3_backend *be, void *p);
-void  cpu_matmul(h3_backend *be, float *y, const float *x, int64_t M, const h3_tensor *w, const h3_tensor *bias,
-                 int flags);
-void  cpu_attention(h3_backend *be, float *out, int64_t o_stride, const float *q, int64_t q_stride, const float *k,
-                    int64_t k_stride, const float *v, int64_t v_stride, int64_t Sq, int64_t Skv, int Hq, int Hkv,
-                    int D, float scale, int causal, int flags);
-void  cpu_rmsnorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w, float eps,
-                  int flags);
-void  cpu_layernorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w,
-                    const float *b, float eps, int flags);
-void  cpu_groupnorm(h3_backend *be, float *y, const float *x, int64_t N, int64_t C, int64_t L, int groups,
-                    const float *w, const float *b, float eps, int flags);
-void  cpu_rope_half(h3_backend *be, float *x, int64_t rows, int64_t stride, int nheads, int head_dim, int rot_dim,
-                    const float *cos, const float *sin, int flags);
-void  cpu_silu(h3_backend *be, float *y, const float *x, int64_t n, int flags);
-void  cpu_gelu_tanh(h3_backend *be, float *y, const float *x, int64_t n, int flags);
-void  cpu_gelu_erf(h3_backend *be, float *y, const float *x, int64_t n, int flags);
-void  cpu_add(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags);
-void  cpu_mul(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags);
-void  cpu_scale(h3_backend *be, float *y, const float *x, float s, int64_t n, int flags);
-void  cpu_round_bf16_buf(h3_backend *be, float *x, int64_t n);
-void  cpu_add_bias(h3_backend *be, float *y, const float *bias, int64_t rows, int64_t dim, int flags);
+
+/* Shared by the twins of the per-head norms (cpu_bf16.c, cpu_vae.c): 1 / sqrt(mean(x^2) + eps) over n bf16 values,
+ * the squares summed in double in order (h3_rmsnorm's statistics). */
+static inline float cpu_bf16_rms_inv(const h3_bf16 *x, int64_t n, float eps) {
+    double ss = 0.0;
+    for (int64_t d = 0; d < n; d++) {
+        const float v = h3_bf16_to_f32(x[d]);
+        ss += (double)v * v;
+    }
+    return 1.0f / sqrtf((float)(ss / (double)n) + eps);
+}
+
+#define H3_OP(name, params, args) void cpu_##name params;
+#include "../ops_list.h"
+#undef H3_OP
 
 #endif

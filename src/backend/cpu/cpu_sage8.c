@@ -1,5 +1,5 @@
-/* CPU twin of the 8-bit attention: the rules of backend_sage8.h written out one value at a time, in key order. */
-#include "cpu_sage8.h"
+/* CPU twin of the 8-bit attention: the rules of ops_attention.h written out one value at a time, in key order. */
+#include "cpu_ops.h"
 
 #include <math.h>
 #include <stdlib.h>

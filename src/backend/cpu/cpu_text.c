@@ -1,5 +1,5 @@
-/* CPU twins of the conditioner ops (backend_text.h). */
-#include "cpu_text.h"
+/* CPU twins of the conditioner ops (ops.h). */
+#include "cpu_ops.h"
 
 #include <cblas.h>
 #include <math.h>

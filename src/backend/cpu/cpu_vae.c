@@ -1,12 +1,11 @@
-/* CPU twins of the VAE decoder ops (backend_vae.h): the arithmetic of h3_gated_residual, h3_rmsnorm and
+/* CPU twins of the VAE decoder ops (ops.h): the arithmetic of h3_gated_residual, h3_rmsnorm and
  * h3_rope_half (cpu_ops.c, cpu_dit.c) on fp32 values widened from bf16, one rounding at the end. */
-#include "cpu_vae.h"
+#include "cpu_ops.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "../../core/dtype.h"
-#include "cpu_bf16.h"
 
 static inline float widen(h3_bf16 h) {
     uint32_t u = (uint32_t)h << 16;
@@ -56,12 +55,7 @@ void cpu_vae_qk_norm_rope(h3_backend *be, h3_bf16 *x, int64_t rows, int64_t row_
         float tmp[1024];
         for (int h = 0; h < heads; h++) {
             h3_bf16 *xh = x + r * row_stride + (int64_t)h * head_dim;
-            double ss = 0.0;
-            for (int d = 0; d < head_dim; d++) {
-                float f = widen(xh[d]);
-                ss += (double)f * f;
-            }
-            float inv = 1.0f / sqrtf((float)(ss / (double)head_dim) + eps);
+            const float inv = cpu_bf16_rms_inv(xh, head_dim, eps);
             for (int d = 0; d < head_dim; d++) tmp[d] = widen(xh[d]) * inv;
             for (int d = 0; d < head_dim; d++) {
                 float val = tmp[d];

@@ -1,4 +1,4 @@
-/* CUDA twins of the audio VAE ops (backend_audio.h), in the CPU twins' operation order
+/* CUDA twins of the audio VAE ops (ops.h), in the CPU twins' operation order
  * (cpu/cpu_audio.c; --fmad=false):
  *   conv1d            im2col of a tile of output columns (<= 16M floats) + fp32 cuBLASLt GEMM
  *                     W[Cout, Cin*K] . col[Cin*K, tile] (K = 1 convs read x directly), then the bias pass
@@ -7,7 +7,7 @@
  *                     in the twin's order (tiles, then taps ascending), so the col2im sums are the CPU's
  *   snake, alias-free snake, clamp, div, transpose, head-mean pool: element-wise in the twin's order
  *                     (the resampling filters' 6- and 12-tap sums sequential per output). */
-#include "cuda_audio.h"
+#include "cuda_ops.h"
 
 #include "cuda_gemm_rm.h"
 #include "cuda_internal.h"

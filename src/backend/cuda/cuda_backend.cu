@@ -3,7 +3,7 @@
  * host synchronization; only h3_download and h3_sync wait. */
 #include "cuda_internal.h"
 #include "cuda_stream.h"
-#include "cuda_vae.h" /* cuda_vae_host_alloc: the staging buffers of cuda_upload */
+#include "cuda_vae.h" /* cuda_host_alloc: the staging buffers of cuda_upload */
 extern "C" {
 #include "../../core/tensor.h" /* h3_memcpy_par */
 
@@ -215,9 +215,9 @@ static int host_pinned(const void *p) {
 
 static int staged_upload(h3_backend *be, char *dst, const char *src, size_t bytes) {
     cuda_impl *c = cuda_of(be);
-    void *buf[2] = {cuda_vae_host_alloc(be, UP_CHUNK), cuda_vae_host_alloc(be, UP_CHUNK)};
+    void *buf[2] = {cuda_host_alloc(be, UP_CHUNK), cuda_host_alloc(be, UP_CHUNK)};
     if (!buf[0] || !buf[1]) {
-        cuda_vae_host_free(be, buf[0]), cuda_vae_host_free(be, buf[1]);
+        cuda_host_free(be, buf[0]), cuda_host_free(be, buf[1]);
         return -1;
     }
     int i = 0;
@@ -230,7 +230,7 @@ static int staged_upload(h3_backend *be, char *dst, const char *src, size_t byte
         CUDA_OK(be, cudaEventRecord(c->up_done[b], c->stream));
     }
     for (int b = 0; b < 2 && b < i; b++) CUDA_OK(be, cudaEventSynchronize(c->up_done[b])); /* buffers free again */
-    cuda_vae_host_free(be, buf[0]), cuda_vae_host_free(be, buf[1]);
+    cuda_host_free(be, buf[0]), cuda_host_free(be, buf[1]);
     return 0;
 }
 

@@ -1,4 +1,4 @@
-/* CUDA twins of the bf16 activation ops (backend_bf16.h).
+/* CUDA twins of the bf16 activation ops (ops.h).
  *
  * GEMMs are cuBLASLt BF16 x BF16 with fp32 accumulation and the bias in the fp32 epilogue, written as
  * bf16 straight into (a column slice of) the output rows. Attention reads the strided heads of a fused
@@ -7,12 +7,10 @@
  * in several bf16 ops (RMSNorm + AdaLN modulation; q/k norm + RoPE) while rounding every intermediate
  * the reference rounds, in its order (--fmad=false: one fp32 rounding per product and sum, as the CPU
  * twin). 16-byte accesses where rows allow. */
-#include "cuda_bf16.h"
-#include "cuda_fusedq.h"
+#include "cuda_ops.h"
 #include "cuda_int8.h"
 #include "cuda_internal.h"
 #include "cuda_rowq.h"
-#include "cuda_w8a8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -211,7 +209,7 @@ static __device__ __forceinline__ void norm_mod_row(const uint4 (&u)[RMC_V], uin
     }
 }
 
-/* Q: the rows of y also quantized (cuda_rowq.h; backend_fusedq.h) */
+/* Q: the rows of y also quantized (cuda_rowq.h; ops.h) */
 template <int HW, int Q>
 static __global__ void __launch_bounds__(1024) k_rmsnorm_mod_cached(uint16_t *y, const uint16_t *x, int64_t dim,
                                                                      const float *w, float eps, const float *table,
@@ -232,7 +230,7 @@ static __global__ void __launch_bounds__(1024) k_rmsnorm_mod_cached(uint16_t *y,
     if (Q) rowq_row(qa, y + r * dim, r, dim);
 }
 
-/* The launch of cuda_bf16_rmsnorm_modulate; with q (backend_fusedq.h) the register-cached kernel also quantizes the
+/* The launch of cuda_bf16_rmsnorm_modulate; with q (ops.h) the register-cached kernel also quantizes the
  * rows it wrote, when it takes them: returns 1 then, 0 when the caller still has to quantize y. */
 static int rmsnorm_modulate(h3_backend *be, h3_bf16 *y, const h3_bf16 *x, int64_t rows, int64_t dim, const float *w,
                             float eps, const float *table, int64_t table_stride, const int32_t *row_index,
@@ -294,6 +292,7 @@ extern "C" void cuda_bf16_rmsnorm_modulate_q(h3_backend *be, h3_bf16 *y, const h
                                              const float *w, float eps, const float *table, int64_t table_stride,
                                              const int32_t *row_index, int64_t shift_off, int64_t scale_off,
                                              const h3_rowq *q) {
+    if (!h3_rowq_ok(be, "h3_bf16_rmsnorm_modulate_q", q, dim)) return;
     if (!rmsnorm_modulate(be, y, x, rows, dim, w, eps, table, table_stride, row_index, shift_off, scale_off, q))
         quant_rows(be, y, rows, dim, q);
 }
@@ -804,6 +803,7 @@ extern "C" void cuda_bf16_gated_residual_rmsnorm_modulate_q(h3_backend *be, h3_b
                                                             const float *w, float eps, const float *table,
                                                             int64_t table_stride, const int32_t *row_index,
                                                             int64_t shift_off, int64_t scale_off, const h3_rowq *q) {
+    if (!h3_rowq_ok(be, "h3_bf16_gated_residual_rmsnorm_modulate_q", q, dim)) return;
     if (!gated_residual_rmsnorm_modulate(be, x, branch, y, rows, dim, gate_table, gate_stride, gate_index, gate_off, w,
                                          eps, table, table_stride, row_index, shift_off, scale_off, q))
         quant_rows(be, y, rows, dim, q);
@@ -858,7 +858,7 @@ extern "C" void cuda_bf16_swiglu(h3_backend *be, h3_bf16 *y, const h3_bf16 *z, i
     CUDA_LAUNCHED(be, "bf16_swiglu");
 }
 
-/* SwiGLU + the quantization of its rows (backend_fusedq.h): one block per row, the elements as k_swiglu<1, HW>
+/* SwiGLU + the quantization of its rows (ops.h): one block per row, the elements as k_swiglu<1, HW>
  * (element-wise: the same bits in any layout), then the row's codes (cuda_rowq.h). */
 template <int HW>
 static __global__ void __launch_bounds__(256) k_swiglu_rowq(uint16_t *y, const uint16_t *z, int64_t ff, int64_t ldz,
@@ -883,6 +883,7 @@ static __global__ void __launch_bounds__(256) k_swiglu_rowq(uint16_t *y, const u
 
 extern "C" void cuda_bf16_swiglu_q(h3_backend *be, h3_bf16 *y, const h3_bf16 *z, int64_t rows, int64_t ff, int64_t ldz,
                                    int64_t val_off, int64_t gate_off, const h3_rowq *q) {
+    if (!h3_rowq_ok(be, "h3_bf16_swiglu_q", q, ff)) return;
     if (rows <= 0 || ff <= 0) return;
     int vec = ff % 8 == 0 && ldz % 8 == 0 && val_off % 8 == 0 && gate_off % 8 == 0 && aligned16(z) && aligned16(y);
     if (!vec || !rowq_fusable(q, ff) || rows > 2147483647) {

@@ -1,4 +1,4 @@
-/* CUDA twins of the video VAE encoder's ops (backend_conv.h), after cpu/cpu_conv.c:
+/* CUDA twins of the video VAE encoder's ops (ops.h), after cpu/cpu_conv.c:
  *   conv3d            im2col of a tile of flattened output positions (t, i, j) (<= 64M floats of
  *                     scratch, padding applied while gathering) + one fp32 cuBLASLt GEMM per tile
  *                     y[:, tile] = W[Cout, Cin*kt*kh*kw] . col; pointwise convs read x directly; then
@@ -6,7 +6,7 @@
  *   groupnorm_frames  per (frame, group): the sum and the centred sum of squares in double (fixed-order
  *                     two-level reduction instead of the twin's sequential one), the twin's fp32
  *                     normalization, affine and SiLU. */
-#include "cuda_conv.h"
+#include "cuda_ops.h"
 
 #include "cuda_gemm_rm.h"
 #include "cuda_internal.h"

@@ -1,7 +1,7 @@
-/* CUDA twins of the DiT ops (backend_dit.h): one thread per element, the CPU twin's rounding order
+/* CUDA twins of the DiT ops (ops.h): one thread per element, the CPU twin's rounding order
  * (cpu/cpu_dit.c), compiled with --fmad=false so every product and sum rounds separately. */
 #include "cuda_internal.h"
-#include "cuda_dit.h"
+#include "cuda_ops.h"
 
 #define RND(v) (round ? round_bf16(v) : (v))
 #define GRID_STRIDE(i, n) \

@@ -1,4 +1,4 @@
-/* CUDA twins of the GGUF block ops (backend_gguf.h). One thread per output value: it reads its block's scale
+/* CUDA twins of the GGUF block ops (ops_linear.h). One thread per output value: it reads its block's scale
  * fields and its code bits (byte loads: the blocks are 18 to 210 bytes, not aligned) and forms the value with the
  * CPU twin's fp32 products in the same order (--fmad=false, and the _rn intrinsics to say so), then rounds to
  * bf16 with h3_f32_to_bf16's bit rule (quiet NaNs included), so every value is bit-identical to cpu_gguf.c. */
@@ -148,7 +148,8 @@ __global__ static void fill_kernel(uint8_t *dst, uint32_t type, int64_t bb, int6
         gguf_random_block(dst + i * bb, type, bb, (uint64_t)i, seed, exp2);
 }
 
-extern "C" void cuda_gguf_fill_random(h3_backend *be, void *dst, uint32_t type, int64_t nblk, uint64_t seed, int exp2) {
+extern "C" void cuda_gguf_fill_random(h3_backend *be, void *dst, uint32_t type, int64_t nblk, uint64_t seed, float scale) {
+    const int exp2 = h3_gguf_scale_exp2(scale);
     int64_t bv, bb;
     if (!block_of(type, &bv, &bb) || nblk < 0) {
         cuda_record_error(be, "gguf_fill_random", "a GGUF type h3 does not read");

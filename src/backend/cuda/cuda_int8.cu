@@ -1,4 +1,4 @@
-/* CUDA twins of the INT8 W8A8 ops (backend_int8.h, docs/int8.md): the same codes, scales, int32 accumulators and
+/* CUDA twins of the INT8 W8A8 ops (ops_linear.h, docs/int8.md): the same codes, scales, int32 accumulators and
  * bf16 outputs as the CPU twins (cpu/cpu_int8.c), bit for bit.
  *
  * Quantization: one block per row (or per run of `group` channels), the absmax with fmaxf (order-free, so the
@@ -12,70 +12,16 @@
  * tiles are staged in scratch in row chunks of at most INT8_ACC_BYTES. */
 #include "cuda_internal.h"
 #include "cuda_int8.h"
+#include "cuda_rowq.h" /* k_rowq_quant: the quantizer */
 
 #include <stdio.h>
 #include <string.h>
 
-enum { Q_THREADS = 256 };
 /* the int32 accumulators of one chunk of rows (scratch): 512 MiB keeps the DiT phase's peak low while every
  * chunk of the release's GEMMs (M = 19540: ~4000 rows) stays large enough for the tensor cores */
 #define INT8_ACC_BYTES (512LL << 20)
 
 static __device__ __forceinline__ float bf16_at(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
-
-static __device__ __forceinline__ uint32_t code4(float a, float b, float c, float d, float s) {
-    int v[4] = {__float2int_rn(__fdiv_rn(a, s)), __float2int_rn(__fdiv_rn(b, s)), __float2int_rn(__fdiv_rn(c, s)),
-                __float2int_rn(__fdiv_rn(d, s))};
-    uint32_t o = 0;
-#pragma unroll
-    for (int i = 0; i < 4; i++) o |= (uint32_t)(uint8_t)(int8_t)min(max(v[i], -127), 127) << (8 * i);
-    return o;
-}
-
-/* grid (rows, groups): block (r, j) quantizes x[r, j*g : (j+1)*g] into q[r, j*g ...] and scale[r * groups + j].
- * VEC: g % 8 == 0, ldx % 8 == 0, dim % 8 == 0, x 16-byte and q 8-byte aligned. */
-template <int VEC>
-static __global__ void __launch_bounds__(Q_THREADS) k_quant_rows(int8_t *q, float *scale, const uint16_t *x,
-                                                                 int64_t dim, int64_t ldx, int64_t g) {
-    __shared__ float red[Q_THREADS / 32];
-    const int64_t r = blockIdx.x, j = blockIdx.y;
-    const uint16_t *xr = x + r * ldx + j * g;
-    int8_t *qr = q + r * dim + j * g;
-    float m = 0.0f;
-    if (VEC) {
-        for (int64_t c8 = threadIdx.x; c8 < g / 8; c8 += blockDim.x) {
-            uint4 u = ((const uint4 *)xr)[c8];
-            uint32_t wv[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                m = fmaxf(m, fmaxf(fabsf(__uint_as_float(wv[i] << 16)), fabsf(__uint_as_float(wv[i] & 0xffff0000u))));
-        }
-    } else {
-        for (int64_t c = threadIdx.x; c < g; c += blockDim.x) m = fmaxf(m, fabsf(bf16_at(xr[c])));
-    }
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    m = 0.0f;
-    for (int i = 0; i < (int)(blockDim.x / 32); i++) m = fmaxf(m, red[i]);
-    const float s = __fdiv_rn(fmaxf(m, H3_INT8_MIN_AMAX), H3_INT8_MAX);
-    if (threadIdx.x == 0) scale[r * gridDim.y + j] = s;
-    if (VEC) {
-        for (int64_t c8 = threadIdx.x; c8 < g / 8; c8 += blockDim.x) {
-            uint4 u = ((const uint4 *)xr)[c8];
-            uint32_t lo = code4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
-                                __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u), s);
-            uint32_t hi = code4(__uint_as_float(u.z << 16), __uint_as_float(u.z & 0xffff0000u),
-                                __uint_as_float(u.w << 16), __uint_as_float(u.w & 0xffff0000u), s);
-            ((uint2 *)qr)[c8] = make_uint2(lo, hi);
-        }
-    } else {
-        for (int64_t c = threadIdx.x; c < g; c += blockDim.x) {
-            int v = __float2int_rn(__fdiv_rn(bf16_at(xr[c]), s));
-            qr[c] = (int8_t)min(max(v, -127), 127);
-        }
-    }
-}
 
 extern "C" void cuda_int8_quant_rows(h3_backend *be, int8_t *q, float *scale, const h3_bf16 *x, int64_t rows,
                                      int64_t dim, int64_t ldx, int64_t group) {
@@ -88,8 +34,8 @@ extern "C" void cuda_int8_quant_rows(h3_backend *be, int8_t *q, float *scale, co
     cudaStream_t st = cuda_of(be)->stream;
     const int vec = g % 8 == 0 && dim % 8 == 0 && ldx % 8 == 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)q & 7u) == 0;
     dim3 grid((unsigned)rows, (unsigned)ng);
-    if (vec) k_quant_rows<1><<<grid, Q_THREADS, 0, st>>>(q, scale, x, dim, ldx, g);
-    else k_quant_rows<0><<<grid, Q_THREADS, 0, st>>>(q, scale, x, dim, ldx, g);
+    if (vec) k_rowq_quant<1><<<grid, ROWQ_THREADS, 0, st>>>(H3_ROWQ_INT8, (uint8_t *)q, scale, x, dim, ldx, g);
+    else k_rowq_quant<0><<<grid, ROWQ_THREADS, 0, st>>>(H3_ROWQ_INT8, (uint8_t *)q, scale, x, dim, ldx, g);
     CUDA_LAUNCHED(be, "int8_quant_rows");
 }
 

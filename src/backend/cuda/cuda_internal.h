@@ -56,7 +56,7 @@ typedef struct cuda_impl {
     int              pin_used[CUDA_PIN_CACHE];  /* handed out (else kept for reuse) */
     pthread_t        warmup;      /* cuda_lt_warmup's thread (joined at shutdown) */
     int              warmup_started;
-    pthread_mutex_t  pin_lock; /* the table above: a pipeline may fill it from a second thread (h3_vae_host_prefetch) */
+    pthread_mutex_t  pin_lock; /* the table above: a pipeline may fill it from a second thread (h3_host_prefetch) */
     int              sage8_variant; /* cuda_sage8_sm90's compiled variant (tests/tuning); -1: the default */
 } cuda_impl;
 

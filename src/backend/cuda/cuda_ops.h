@@ -1,6 +1,6 @@
-/* CUDA twins of the core backend ops (backend.h), plus the backend's life cycle and a few entry
- * points for tests and benchmarks. Same arguments as cpu_<op> (cpu/cpu_ops.h); all float pointers
- * are device memory. Plain C interface: the implementations are extern "C" in the .cu files.
+/* The CUDA twins of every op of the table (backend.h "The op table"), plus the backend's life cycle and a few
+ * entry points for tests and benchmarks. Same arguments as cpu_<op> (cpu/cpu_ops.h); all pointers are device
+ * memory. Plain C interface: the implementations are extern "C" in the .cu files.
  *
  * Precision of each path (docs/cuda.md has the details and the measured errors):
  *   matmul  F32 weight                     fp32 SGEMM (cuBLASLt COMPUTE_32F, no TF32): exact fp32 path
@@ -27,6 +27,7 @@
 extern "C" {
 #endif
 #include "../backend.h"
+#include "../ops.h"
 
 int  cuda_backend_init(h3_backend *be, int device, h3_err *e); /* device: the CUDA device index */
 void cuda_backend_shutdown(h3_backend *be);
@@ -44,27 +45,10 @@ void  cuda_sync(h3_backend *be);
 void  cuda_copy_2d(h3_backend *be, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t rows);
 void  cuda_bind_thread(h3_backend *be);
 
-void cuda_matmul(h3_backend *be, float *y, const float *x, int64_t M, const h3_tensor *w, const h3_tensor *bias,
-                 int flags);
-void cuda_attention(h3_backend *be, float *out, int64_t o_stride, const float *q, int64_t q_stride, const float *k,
-                    int64_t k_stride, const float *v, int64_t v_stride, int64_t Sq, int64_t Skv, int Hq, int Hkv,
-                    int D, float scale, int causal, int flags);
-void cuda_rmsnorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w, float eps,
-                  int flags);
-void cuda_layernorm(h3_backend *be, float *y, const float *x, int64_t rows, int64_t dim, const float *w,
-                    const float *b, float eps, int flags);
-void cuda_groupnorm(h3_backend *be, float *y, const float *x, int64_t N, int64_t C, int64_t L, int groups,
-                    const float *w, const float *b, float eps, int flags);
-void cuda_rope_half(h3_backend *be, float *x, int64_t rows, int64_t stride, int nheads, int head_dim, int rot_dim,
-                    const float *cos, const float *sin, int flags);
-void cuda_silu(h3_backend *be, float *y, const float *x, int64_t n, int flags);
-void cuda_gelu_tanh(h3_backend *be, float *y, const float *x, int64_t n, int flags);
-void cuda_gelu_erf(h3_backend *be, float *y, const float *x, int64_t n, int flags);
-void cuda_add(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags);
-void cuda_mul(h3_backend *be, float *y, const float *a, const float *b, int64_t n, int flags);
-void cuda_scale(h3_backend *be, float *y, const float *x, float s, int64_t n, int flags);
-void cuda_round_bf16_buf(h3_backend *be, float *x, int64_t n);
-void cuda_add_bias(h3_backend *be, float *y, const float *bias, int64_t rows, int64_t dim, int flags);
+/* cuda_<name> for every line of the op table (made from the lists) */
+#define H3_OP(name, params, args) void cuda_##name params;
+#include "../ops_list.h"
+#undef H3_OP
 
 /* Per-op device time (H3_CUDA_OPTIME=1): events around each timed op; the report (one line per op
  * name: calls, total ms, share) goes to stderr at shutdown or on cuda_optime_report. */

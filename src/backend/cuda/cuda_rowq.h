@@ -1,17 +1,16 @@
-/* Device tail of the fused-quantization kernels (backend_fusedq.h): a block that has just written one bf16 row
+/* Device tail of the fused-quantization kernels (ops.h): a block that has just written one bf16 row
  * quantizes it for the W8A8 GEMM that reads it. The rules are k_quant_rows' of cuda_w8a8.cu (FP8) and cuda_int8.cu
  * (INT8) to the operation: the absmax with fmaxf (order-free, so the scale does not depend on the thread layout),
  * the scale and x / scale as IEEE divisions, the E4M3 conversion (RNE, saturating) or __float2int_rn and the clamp;
- * so the codes and scales are the two-pass path's bit for bit. Included by cuda_bf16.cu and cuda_vae.cu only. */
+ * so the codes and scales are the two-pass path's bit for bit. The two-pass path's own quantizers (cuda_int8.cu,
+ * cuda_w8a8.cu) are k_rowq_quant below, so there is one definition of the rules on the device. */
 #ifndef H3_CUDA_ROWQ_H
 #define H3_CUDA_ROWQ_H
 
 #include <cuda_fp8.h>
 
 extern "C" {
-#include "../backend_fp8.h"
-#include "../backend_fusedq.h"
-#include "../backend_int8.h"
+#include "../ops.h"
 }
 
 /* What a kernel needs of an h3_rowq (passed by value). */
@@ -70,6 +69,45 @@ static __device__ __forceinline__ uint2 rowq_codes8(int kind, uint4 u, float s) 
                   __uint_as_float(u.w << 16), __uint_as_float(u.w & 0xffff0000u)};
     if (kind == H3_ROWQ_INT8) return make_uint2(rowq_i8x4(f[0], f[1], f[2], f[3], s), rowq_i8x4(f[4], f[5], f[6], f[7], s));
     return make_uint2(rowq_f8x4(f[0], f[1], f[2], f[3], s), rowq_f8x4(f[4], f[5], f[6], f[7], s));
+}
+
+/* one bf16 value -> its code */
+static __device__ __forceinline__ uint8_t rowq_code1(int kind, uint16_t b, float s) {
+    const float v = __fdiv_rn(__uint_as_float((uint32_t)b << 16), s);
+    if (kind == H3_ROWQ_INT8) return (uint8_t)(int8_t)min(max(__float2int_rn(v), -127), 127);
+    return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+
+enum { ROWQ_THREADS = 256 };
+
+/* The standalone quantizers h3_fp8_quant_rows / h3_int8_quant_rows: grid (rows, groups); block (r, j) quantizes
+ * x[r * ldx + j * g, + g) into q[r * dim + j * g, + g) and scale[r * gridDim.y + j] (g = dim: one scale per row).
+ * VEC: g, dim and ldx multiples of 8, x 16-byte and q 8-byte aligned. */
+template <int VEC>
+static __global__ void __launch_bounds__(ROWQ_THREADS) k_rowq_quant(int kind, uint8_t *q, float *scale,
+                                                                   const uint16_t *x, int64_t dim, int64_t ldx,
+                                                                   int64_t g) {
+    __shared__ float red[ROWQ_THREADS / 32];
+    const int64_t r = blockIdx.x, j = blockIdx.y;
+    const uint16_t *xr = x + r * ldx + j * g;
+    uint8_t *qr = q + r * dim + j * g;
+    float m = 0.0f;
+    if (VEC)
+        for (int64_t c8 = threadIdx.x; c8 < g / 8; c8 += blockDim.x) m = rowq_amax8(((const uint4 *)xr)[c8], m);
+    else
+        for (int64_t c = threadIdx.x; c < g; c += blockDim.x) m = fmaxf(m, fabsf(__uint_as_float((uint32_t)xr[c] << 16)));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = 0.0f;
+    for (int i = 0; i < (int)(blockDim.x / 32); i++) m = fmaxf(m, red[i]);
+    const float s = rowq_scale(kind, m);
+    if (threadIdx.x == 0) scale[r * gridDim.y + j] = s;
+    if (VEC)
+        for (int64_t c8 = threadIdx.x; c8 < g / 8; c8 += blockDim.x)
+            ((uint2 *)qr)[c8] = rowq_codes8(kind, ((const uint4 *)xr)[c8], s);
+    else
+        for (int64_t c = threadIdx.x; c < g; c += blockDim.x) qr[c] = rowq_code1(kind, xr[c], s);
 }
 
 /* Row r of the block, yr = its dim bf16 values (16-byte aligned, written by this block before the call: the leading

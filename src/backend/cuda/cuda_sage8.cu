@@ -1,4 +1,4 @@
-/* CUDA twins of the 8-bit attention ops (backend_sage8.h): the quantization kernels, a plain attention kernel of
+/* CUDA twins of the 8-bit attention ops (ops_attention.h): the quantization kernels, a plain attention kernel of
  * the same numerics for any head dim and GPU, and the dispatch to the sm_90a kernel (cuda_sage8_sm90.cu). */
 #include "cuda_internal.h"
 

@@ -1,4 +1,4 @@
-/* Hopper (sm_90a) 8-bit attention forward (backend_sage8.h, docs/fast.md): head_dim 128, non-causal, on the codes of
+/* Hopper (sm_90a) 8-bit attention forward (ops_attention.h, docs/fast.md): head_dim 128, non-causal, on the codes of
  * h3_sage8_quantize. cuda_sage8_sm90() launches it; cuda_sage8.cu calls it and falls back to the plain kernel.
  *
  * The structure of cuda_flash_sm90.cu (its exact bf16 twin): one CTA = 128 query rows of one head, 384 threads:
@@ -159,7 +159,7 @@ __device__ __forceinline__ void to_scores(float (&s)[64], const int32_t (&a)[64]
     }
 }
 
-/* online softmax of one tile in the log2 domain (backend_sage8.h): p * 448 in place, row sums, corrections */
+/* online softmax of one tile in the log2 domain (ops_attention.h): p * 448 in place, row sums, corrections */
 template <int EP>
 __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2], float (&corr)[2], float fsc) {
     const float l448 = 8.807354922057604f; /* log2(448) */

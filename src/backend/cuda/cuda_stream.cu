@@ -11,7 +11,7 @@
 #include "cuda_ops.h" /* cuda_alloc, cuda_free */
 #include "cuda_stream.h"
 #include "cuda_gguf.h" /* cuda_gguf_dequant_on: GGUF pieces */
-#include "cuda_vae.h" /* cuda_vae_host_alloc: pinned buffers kept by the backend */
+#include "cuda_vae.h" /* cuda_host_alloc: pinned buffers kept by the backend */
 extern "C" {
 #include "../../core/error.h"
 #include "../../core/tensor.h" /* h3_memcpy_par */
@@ -54,7 +54,7 @@ extern "C" void cuda_copier_release(h3_backend *be) {
     if (!k) return;
     cudaStreamSynchronize(k->stream);
     for (int i = 0; i < 2; i++) {
-        cuda_vae_host_free(be, k->stage[i]);
+        cuda_host_free(be, k->stage[i]);
         cudaEventDestroy(k->stage_done[i]);
     }
     cudaStreamDestroy(k->stream);
@@ -124,7 +124,7 @@ extern "C" int cuda_slot_fill(h3_backend *be, void *data, void *impl, const h3_s
             const size_t len = p[i].bytes - off < (size_t)STAGE_BYTES ? p[i].bytes - off : (size_t)STAGE_BYTES;
             const int b = next;
             next ^= 1;
-            if (!k->stage[b] && !(k->stage[b] = cuda_vae_host_alloc(be, STAGE_CAP)))
+            if (!k->stage[b] && !(k->stage[b] = cuda_host_alloc(be, STAGE_CAP)))
                 return h3_fail(e, "weight slot: out of pinned host memory for a %d MiB staging buffer", STAGE_BYTES >> 20);
             if (k->stage_used[b]) CUDA_OK(be, cudaEventSynchronize(k->stage_done[b])); /* its last DMA is done */
             size_t skip = 0; /* a file piece: the wanted bytes start at stage + skip (O_DIRECT reads aligned ranges) */

@@ -1,8 +1,8 @@
-/* CUDA twins of the conditioner ops (backend_text.h), in the CPU twins' operation order
+/* CUDA twins of the conditioner ops (ops.h), in the CPU twins' operation order
  * (cpu/cpu_text.c; --fmad=false): the fp32 sums that the CPU forms sequentially are formed
  * sequentially here too (one lane per row), so the statistics are bit-identical; the eager
  * attention's two products are fp32 cuBLASLt GEMMs (cuda_gemm_rm.h), its softmax follows the twin. */
-#include "cuda_text.h"
+#include "cuda_ops.h"
 
 #include "cuda_gemm_rm.h"
 #include "cuda_internal.h"

@@ -1,20 +1,18 @@
-/* CUDA twins of the VAE decoder ops (backend_vae.h): the CPU twins' arithmetic (cpu/cpu_vae.c) in the same
+/* CUDA twins of the VAE decoder ops (ops.h): the CPU twins' arithmetic (cpu/cpu_vae.c) in the same
  * order, compiled with --fmad=false; sums of squares in double like the twins (only the summation order
  * differs). Plus pinned host buffers and a copy stream for the decoder's asynchronous tile downloads. */
-#include "cuda_bf16.h"
-#include "cuda_fusedq.h"
+#include "cuda_ops.h"
 #include "cuda_int8.h"
 #include "cuda_internal.h"
 #include "cuda_rowq.h"
 #include "cuda_vae.h"
-#include "cuda_w8a8.h"
 
 static __device__ __forceinline__ float bf(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
 enum { RN_THREADS = 256 };
 
 /* One block per row. VEC: dim % 4 == 0 and 16-byte aligned rows (x, scale, w) / 8-byte (branch, y). Q: the rows of
- * y also quantized (cuda_rowq.h: dim % 8 == 0, y 16-byte aligned; backend_fusedq.h). */
+ * y also quantized (cuda_rowq.h: dim % 8 == 0, y 16-byte aligned; ops.h). */
 template <int VEC, int Q>
 static __global__ void k_residual_rmsnorm(float *x, uint16_t *y, const uint16_t *branch, const float *scale,
                                           int64_t rows, int64_t dim, const float *w, float eps, rowq_arg qa) {
@@ -98,6 +96,11 @@ extern "C" void cuda_vae_residual_rmsnorm(h3_backend *be, float *x, h3_bf16 *y, 
 extern "C" void cuda_vae_residual_rmsnorm_q(h3_backend *be, float *x, h3_bf16 *y, const h3_bf16 *branch,
                                             const float *scale, int64_t rows, int64_t dim, const float *w, float eps,
                                             const h3_rowq *q) {
+    if (!y) {
+        h3_backend_unsupported(be, "h3_vae_residual_rmsnorm_q", "y is NULL (the quantized rows are y's)");
+        return;
+    }
+    if (!h3_rowq_ok(be, "h3_vae_residual_rmsnorm_q", q, dim)) return;
     if (rows <= 0 || dim <= 0) return;
     int vec = dim % 4 == 0 && al(x, 16) && al(scale, 16) && al(w, 16) && al(branch, 8) && al(y, 8);
     if (!rowq_fusable(q, dim) || !al(y, 16)) { /* the two ops in turn */
@@ -371,14 +374,14 @@ extern "C" void cuda_vae_tile_attention(h3_backend *be, h3_bf16 *out, const h3_b
  * made and a later decoder on the same backend (the next generation of a session) reuses them: a free marks the
  * buffer unused, an allocation takes the smallest unused buffer that is large enough. All are released at
  * shutdown (cuda_vae_pin_release). Buffers beyond the table's CUDA_PIN_CACHE entries are not kept. The table is
- * locked: h3_vae_host_prefetch fills it from a second thread while the main thread runs the DiT. */
-extern "C" void *cuda_vae_host_alloc(h3_backend *be, size_t bytes) {
+ * locked: h3_host_prefetch fills it from a second thread while the main thread runs the DiT. */
+extern "C" void *cuda_host_alloc(h3_backend *be, size_t bytes) {
     cuda_impl *c = cuda_of(be);
     if (!bytes) bytes = 1;
     pthread_mutex_lock(&c->pin_lock);
     int best = -1;
     /* at most twice the size asked for: a staging buffer must not take (and, the weight slots' copier, keep) the
-     * decoder's ~400 MB download buffers that h3_vae_host_prefetch made for it */
+     * decoder's ~400 MB download buffers that h3_host_prefetch made for it */
     for (int i = 0; i < CUDA_PIN_CACHE; i++)
         if (c->pin_ptr[i] && !c->pin_used[i] && c->pin_bytes[i] >= bytes && c->pin_bytes[i] / 2 <= bytes &&
             (best < 0 || c->pin_bytes[i] < c->pin_bytes[best]))
@@ -405,10 +408,10 @@ extern "C" void *cuda_vae_host_alloc(h3_backend *be, size_t bytes) {
         c->pin_ptr[slot] = p, c->pin_bytes[slot] = bytes, c->pin_used[slot] = 1;
     }
     pthread_mutex_unlock(&c->pin_lock);
-    return p; /* not kept when every entry is in use: cuda_vae_host_free then frees it */
+    return p; /* not kept when every entry is in use: cuda_host_free then frees it */
 }
 
-extern "C" void cuda_vae_host_free(h3_backend *be, void *p) {
+extern "C" void cuda_host_free(h3_backend *be, void *p) {
     if (!p) return;
     cuda_impl *c = cuda_of(be);
     pthread_mutex_lock(&c->pin_lock);
@@ -435,7 +438,7 @@ typedef struct vae_xfer {
     int          pending[2];
 } vae_xfer;
 
-extern "C" void *cuda_vae_xfer_new(h3_backend *be) {
+extern "C" void *cuda_xfer_new(h3_backend *be) {
     vae_xfer *x = (vae_xfer *)calloc(1, sizeof *x);
     if (!x) return NULL;
     int ok = cudaStreamCreateWithFlags(&x->copy, cudaStreamNonBlocking) == cudaSuccess;
@@ -450,7 +453,7 @@ extern "C" void *cuda_vae_xfer_new(h3_backend *be) {
     return x;
 }
 
-extern "C" void cuda_vae_xfer_free(h3_backend *be, void *p) {
+extern "C" void cuda_xfer_free(h3_backend *be, void *p) {
     vae_xfer *x = (vae_xfer *)p;
     if (!x) return;
     CUDA_OK(be, cudaStreamSynchronize(x->copy));
@@ -462,7 +465,7 @@ extern "C" void cuda_vae_xfer_free(h3_backend *be, void *p) {
     free(x);
 }
 
-extern "C" void cuda_vae_download_async(h3_backend *be, void *p, int slot, void *dst, const void *src, size_t bytes) {
+extern "C" void cuda_download_async(h3_backend *be, void *p, int slot, void *dst, const void *src, size_t bytes) {
     vae_xfer *x = (vae_xfer *)p;
     slot &= 1;
     CUDA_OK(be, cudaEventRecord(x->ready[slot], cuda_of(be)->stream));
@@ -472,7 +475,7 @@ extern "C" void cuda_vae_download_async(h3_backend *be, void *p, int slot, void 
     x->pending[slot] = 1;
 }
 
-extern "C" void cuda_vae_download_wait(h3_backend *be, void *p, int slot) {
+extern "C" void cuda_download_wait(h3_backend *be, void *p, int slot) {
     vae_xfer *x = (vae_xfer *)p;
     slot &= 1;
     if (!x->pending[slot]) return;

@@ -1,4 +1,4 @@
-/* CUDA twins of the FP8 W8A8 ops (backend_fp8.h).
+/* CUDA twins of the FP8 W8A8 ops (ops_linear.h).
  *
  * Quantization: one block per row, the row's absmax (fmaxf: order-free, so the scale is the CPU twin's bit
  * for bit), then x / scale (IEEE division) converted with the hardware's RNE saturating E4M3 conversion: the
@@ -8,61 +8,13 @@
  * output and one scale + rounding pass; shapes it refuses, a plain dot-product kernel. H3_FP8_FAST_ACCUM=1 turns on cuBLASLt's fast (less precise)
  * FP8 accumulation (a tuning switch). */
 #include "cuda_internal.h"
-#include "cuda_w8a8.h"
+#include "cuda_ops.h"
+#include "cuda_rowq.h" /* k_rowq_quant: the quantizer */
 
 #include <cuda_fp8.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { Q_THREADS = 256 };
-
-static __device__ __forceinline__ uint8_t to_e4m3(float v) {
-    return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-}
-
-/* VEC: dim % 8 == 0, x rows 16-byte aligned, q rows 8-byte aligned. */
-template <int VEC>
-static __global__ void __launch_bounds__(Q_THREADS) k_quant_rows(uint8_t *q, float *scale, const uint16_t *x,
-                                                                 int64_t dim, int64_t ldx) {
-    __shared__ float red[Q_THREADS / 32];
-    const int64_t r = blockIdx.x;
-    const uint16_t *xr = x + r * ldx;
-    uint8_t *qr = q + r * dim;
-    float m = 0.0f;
-    if (VEC) {
-        for (int64_t c8 = threadIdx.x; c8 < dim / 8; c8 += blockDim.x) {
-            uint4 u = ((const uint4 *)xr)[c8];
-            uint32_t wv[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                m = fmaxf(m, fmaxf(fabsf(__uint_as_float(wv[j] << 16)), fabsf(__uint_as_float(wv[j] & 0xffff0000u))));
-        }
-    } else {
-        for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) m = fmaxf(m, fabsf(__uint_as_float((uint32_t)xr[c] << 16)));
-    }
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    m = 0.0f;
-    for (int i = 0; i < (int)(blockDim.x / 32); i++) m = fmaxf(m, red[i]);
-    const float s = fmaxf(m, H3_FP8_MIN_AMAX) / H3_FP8_MAX;
-    if (threadIdx.x == 0) scale[r] = s;
-    if (VEC) {
-        for (int64_t c8 = threadIdx.x; c8 < dim / 8; c8 += blockDim.x) {
-            uint4 u = ((const uint4 *)xr)[c8];
-            uint32_t wv[4] = {u.x, u.y, u.z, u.w}, o[2] = {0u, 0u};
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                uint32_t lo = to_e4m3(__uint_as_float(wv[j] << 16) / s), hi = to_e4m3(__uint_as_float(wv[j] & 0xffff0000u) / s);
-                o[j / 2] |= (lo | (hi << 8)) << (16 * (j & 1));
-            }
-            ((uint2 *)qr)[c8] = make_uint2(o[0], o[1]);
-        }
-    } else {
-        for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) qr[c] = to_e4m3(__uint_as_float((uint32_t)xr[c] << 16) / s);
-    }
-}
 
 extern "C" void cuda_fp8_quant_rows(h3_backend *be, uint8_t *q, float *scale, const h3_bf16 *x, int64_t rows,
                                     int64_t dim, int64_t ldx) {
@@ -73,8 +25,8 @@ extern "C" void cuda_fp8_quant_rows(h3_backend *be, uint8_t *q, float *scale, co
     }
     cudaStream_t st = cuda_of(be)->stream;
     int vec = dim % 8 == 0 && ldx % 8 == 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)q & 7u) == 0;
-    if (vec) k_quant_rows<1><<<(unsigned)rows, Q_THREADS, 0, st>>>(q, scale, x, dim, ldx);
-    else k_quant_rows<0><<<(unsigned)rows, Q_THREADS, 0, st>>>(q, scale, x, dim, ldx);
+    if (vec) k_rowq_quant<1><<<(unsigned)rows, ROWQ_THREADS, 0, st>>>(H3_ROWQ_FP8, q, scale, x, dim, ldx, dim);
+    else k_rowq_quant<0><<<(unsigned)rows, ROWQ_THREADS, 0, st>>>(H3_ROWQ_FP8, q, scale, x, dim, ldx, dim);
     CUDA_LAUNCHED(be, "fp8_quant_rows");
 }
 
