@@ -23,6 +23,7 @@
 #include "backend_ops/ops_sage8.h"
 #include "backend_ops/ops_fusedq.h"
 #include "backend_ops/ops_gguf.h"
+#include "backend_ops/ops_lora.h"
 
 #define F32 H3_F32
 #define BF16 H3_BF16
@@ -332,6 +333,21 @@ static const bo_row rows[] = {
     {FQ_VAE, "fp8 32400x2048 + branch", c_fusedq, {FQ_VAE_NORM, 32400, 2048, FP8, 0, 1, 0}, 0, 0, PERF, NULL},
 #undef FP8
 #undef INT8
+    /* ---- LoRA merge into a weight (ops_linear.def; a: dtype n k rank row-group group-stride weight-rows slot): bit for bit ---- */
+    {"lora_merge_into", "BF16 77x130 rank 16", c_lora_merge, {BF16, 77, 130, 16}, 0, 0.0, BO_ALL, NULL},
+    {"lora_merge_into", "BF16 odd 131x97 rank 1", c_lora_merge, {BF16, 131, 97, 1}, 0, 0.0, BO_ALL, NULL},
+    {"lora_merge_into", "BF16 odd 257x333 rank 64", c_lora_merge, {BF16, 257, 333, 64}, 0, 0.0, BO_ALL, NULL},
+    {"lora_merge_into", "BF16 1024x1536 rank 64 (128-row heads every 384 rows of 3072)", c_lora_merge, {BF16, 1024, 1536, 64, 128, 384, 3072}, 0, 0.0, BO_ALL, NULL},
+    {"lora_merge_into", "BF16 odd 301x263 rank 23 through a slot", c_lora_merge, {BF16, 301, 263, 23, 0, 0, 0, 1}, 0, 0.0, BO_ALL, NULL},
+    {"lora_merge_into", "F32 odd 129x201 rank 16", c_lora_merge, {F32, 129, 201, 16}, 0, 0.0, BO_ALL, NULL},
+    {"lora_merge_into", "F32 odd 67x45 rank 1", c_lora_merge, {F32, 67, 45, 1}, 0, 0.0, BO_ALL, NULL},
+    {"lora_merge_into", "F32 255x511 rank 64 through a slot", c_lora_merge, {F32, 255, 511, 64, 0, 0, 0, 1}, 0, 0.0, BO_ALL, NULL},
+    {"lora_merge_into", "F16 odd 99x171 rank 64", c_lora_merge, {F16, 99, 171, 64}, 0, 0.0, BO_ALL, NULL},
+    {"lora_merge_into", "F16 17x33 rank 1", c_lora_merge, {F16, 17, 33, 1}, 0, 0.0, BO_ALL, NULL},
+    {"lora_merge_into", "BF16 release to_q 7168x5376 rank 64", c_lora_merge, {BF16, 7168, 5376, 64}, 0, 0.0, CUDA_ONLY, NULL},
+    {"lora_merge_into", "BF16 release ffn in 28672x5376 rank 64", c_lora_merge, {BF16, 28672, 5376, 64}, 0, 0, PERF, NULL},
+    {"lora_merge_into", "BF16 release ffn down 5376x14336 rank 64", c_lora_merge, {BF16, 5376, 14336, 64}, 0, 0, PERF, NULL},
+    {"lora_merge_into", "BF16 release to_q 7168x5376 rank 64", c_lora_merge, {BF16, 7168, 5376, 64}, 0, 0, PERF, NULL},
     /* ---- GGUF blocks (ops_linear.h; a: ggml type, values, 1: from h3_gguf_fill_random): bit for bit ---- */
 #define GG(t, name, n) {"gguf_dequant", name " random bytes, n=" #n, c_gguf_dequant, {t, n, 0}, 0, 0.0, BO_ALL, NULL}, \
                        {"gguf_dequant", name " random blocks, n=" #n, c_gguf_dequant, {t, n, 1}, 0, 0.0, BO_ALL, NULL}

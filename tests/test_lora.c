@@ -285,11 +285,14 @@ static void test_step_update(void) {
     st_close(f);
 }
 
-/* --ssd-streaming with a LoRA (bf16): the merged weights are streamed from their host copies, never re-read from the
- * shards (H3_STREAM_READ=direct reads the unmerged parts from the files): the resident model's bits. */
-static void test_streaming(void) {
+/* --ssd-streaming with a LoRA (bf16): no merged host copies; each touched part's LoRA pieces are merged into the slot
+ * as it is filled (h3_lora_merge_into, docs/lora.md), the parts read as stored (H3_STREAM_READ=direct reads them from
+ * the files): the resident merged model's bits, on the diffusers snapshot and the FL2VA tree (the fused QKV's
+ * per-head rows, fc1's swapped halves). */
+static void test_streaming(int cuda) {
     h3_err e = {{0}};
-    h3_backend *be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
+    h3_backend *be = h3_backend_new(cuda ? H3_BACKEND_CUDA : H3_BACKEND_CPU, 0, &e);
+    CHECK(be != NULL, "backend: %s", e.msg);
     st_set *in = st_set_open("tests/fixtures/golden/dit/t2va.in.safetensors", &e);
     static const char *names[10] = {"hidden_states", "audio_hidden_states", "encoder_hidden_states", "timestep",
                                     "timestep_indices", "token_tags", "position_ids", "video_indices",
@@ -302,38 +305,51 @@ static void test_streaming(void) {
     }
     dit_tensors dt = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
     dit_lora_spec p[2] = {{LF "ai_toolkit.safetensors", 0.7, 0}, {LF "kohya.safetensors", 1.0, 0}};
-    const char *reads[2] = {"map", "direct"};
-    float *out[3][2] = {{0}};
-    int64_t nv = 0, na = 0;
-    for (int k = 0; k < 3; k++) {
-        if (k) setenv("H3_STREAM_READ", reads[k - 1], 1);
-        dit_model *m = be ? dit_load_lora(be, TT, NULL, DIT_BF16 | (k ? DIT_STREAM : 0), p, 2, 0, &e) : NULL;
-        dit_inputs x;
-        if (m && dit_inputs_from_tensors(dit_get_config(m), &dt, 0, &x, &e) == 0) {
-            nv = x.Nv * 96, na = x.Na * 32;
-            out[k][0] = malloc(sizeof(float) * (size_t)nv), out[k][1] = malloc(sizeof(float) * (size_t)na);
-            CHECK(dit_forward(m, &x, out[k][0], out[k][1], &e) == 0, "forward %d: %s", k, e.msg);
-        } else {
-            CHECK(0, "model %d: %s", k, e.msg);
+    const char *reads[2] = {"map", "direct"}, *dirs[2] = {TT, "tests/fixtures/tiny/FL2VA/transformer"};
+    for (int l = 0; l < 2; l++) {
+        float *out[3][2] = {{0}};
+        int64_t nv = 0, na = 0;
+        dit_stream_stats ss[3] = {{0}};
+        for (int k = 0; k < 3; k++) {
+            if (k) setenv("H3_STREAM_READ", reads[k - 1], 1);
+            dit_model *m = be ? dit_load_lora(be, dirs[l], NULL, DIT_BF16 | (k ? DIT_STREAM : 0), p, 2, 0, &e) : NULL;
+            dit_inputs x;
+            if (m && dit_inputs_from_tensors(dit_get_config(m), &dt, 0, &x, &e) == 0) {
+                nv = x.Nv * 96, na = x.Na * 32;
+                out[k][0] = malloc(sizeof(float) * (size_t)nv), out[k][1] = malloc(sizeof(float) * (size_t)na);
+                CHECK(dit_forward(m, &x, out[k][0], out[k][1], &e) == 0, "forward %d: %s", k, e.msg);
+                dit_get_stream_stats(m, &ss[k]);
+            } else {
+                CHECK(0, "model %d: %s", k, e.msg);
+            }
+            dit_free(m);
         }
-        dit_free(m);
+        unsetenv("H3_STREAM_READ");
+        for (int k = 1; k < 3; k++) {
+            const int same = out[0][0] && out[k][0] && !memcmp(out[0][0], out[k][0], sizeof(float) * (size_t)nv) &&
+                             !memcmp(out[0][1], out[k][1], sizeof(float) * (size_t)na);
+            CHECK(same, "--ssd-streaming (%s, %s) with LoRAs differs from the resident model", reads[k - 1], dirs[l]);
+            /* the pieces were merged at fill time (2 files x the tiny DiT's streamed parts), none as a host copy */
+            CHECK(ss[k].lora_merges > 0 && ss[k].lora_bytes > 0, "--ssd-streaming (%s, %s): %lld LoRA pieces merged "
+                  "into the slots, %.0f factor bytes", reads[k - 1], dirs[l], (long long)ss[k].lora_merges, ss[k].lora_bytes);
+            printf("  [%s] --ssd-streaming (H3_STREAM_READ=%s) with 2 LoRAs, %s: %s, %lld pieces merged at fill, %.0f factor bytes\n",
+                   cuda ? "cuda" : "cpu", reads[k - 1], dirs[l], same ? "resident bits" : "DIFFERS", (long long)ss[k].lora_merges, ss[k].lora_bytes);
+        }
+        CHECK(ss[0].lora_merges == 0, "the resident model merged %lld pieces into slots", (long long)ss[0].lora_merges);
+        for (int k = 0; k < 3; k++) free(out[k][0]), free(out[k][1]);
     }
-    unsetenv("H3_STREAM_READ");
-    for (int k = 1; k < 3; k++) {
-        CHECK(out[0][0] && out[k][0] && !memcmp(out[0][0], out[k][0], sizeof(float) * (size_t)nv) &&
-                  !memcmp(out[0][1], out[k][1], sizeof(float) * (size_t)na),
-              "--ssd-streaming (%s) with LoRAs differs from the resident model", reads[k - 1]);
-        printf("  --ssd-streaming (H3_STREAM_READ=%s) with 2 LoRAs: %s\n", reads[k - 1],
-               out[0][0] && out[k][0] && !memcmp(out[0][0], out[k][0], sizeof(float) * (size_t)nv) ? "resident bits" : "DIFFERS");
-    }
-    for (int k = 0; k < 3; k++) free(out[k][0]), free(out[k][1]);
     for (int i = 0; i < 10; i++) h3_tensor_free(t[i]);
     st_set_free(in);
     h3_backend_free(be);
 }
 
-int main(void) {
-    test_streaming();
+/* --stream-cuda: the streaming case alone on the CUDA backend (tests/cuda/run_lora_stream_device.sh) */
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--stream-cuda")) {
+        test_streaming(1);
+        TEST_END();
+    }
+    test_streaming(0);
     test_step_update();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         test_merged(&cases[i], 1);

@@ -4,7 +4,9 @@
  * fused multiply-adds from 0, times the scaling, rounded to bf16; W = bf16(W + delta)), writes them as a snapshot and
  * loads that with dit_load: the two models' forwards must be the same bits. On the CPU (CI) at the tiny shapes with
  * rank 8; tests/cuda/test_cuda_lora64.c is this file on CUDA at the release width (tests/fixtures/skeleton, blocks
- * 0..LORA_LAYERS-1) with rank 64, and prints the merge's cost. */
+ * 0..LORA_LAYERS-1) with rank 64, and prints the merge's cost. Then with --ssd-streaming (STREAM_LAYERS blocks, so
+ * the two slots are filled again with other blocks): the LoRA merged into each slot as it is filled gives the
+ * resident merged model's forward bit for bit, twice. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +29,13 @@
 #define CONFIG "tests/fixtures/skeleton/transformer"
 #define RANK 64
 #define LAYERS 1
+#define STREAM_LAYERS 3
 #else
 #define BACKEND H3_BACKEND_CPU
 #define CONFIG "tests/fixtures/tiny/transformer"
 #define RANK 8
 #define LAYERS 2
+#define STREAM_LAYERS 4
 #endif
 #define SEED 7
 
@@ -194,6 +198,43 @@ int main(void) {
         printf("  times: LoRA written %.2f s; hand merge + snapshot %.2f s; random weights + LoRA load %.2f s, of which "
                "the merge %.2f s (%.2f s a block)\n", t_write, t_hand, t_load, dit_lora_seconds(a),
                dit_lora_seconds(a) / LAYERS);
+        /* --ssd-streaming: the LoRA merged into each slot as it is filled (h3_lora_merge_into, docs/lora.md); two
+         * forwards, so every slot is filled again (STREAM_LAYERS blocks, two slots) onto a slot merged before */
+        c.num_layers = STREAM_LAYERS;
+        dit_model *sm = NULL;
+        char slpath[600];
+        snprintf(slpath, sizeof slpath, "%s.stream.lora.safetensors", dir);
+        dit_lora_spec sspec = {slpath, 1.0, 0};
+        dit_model *sr = dit_lora_write_random(&c, RANK, 5, slpath, &e) == 0
+                            ? dit_new_random_lora(be, &c, DIT_BF16, SEED, &sspec, 1, &e) : NULL;
+        CHECK(sr != NULL, "resident %d blocks + LoRA: %s", STREAM_LAYERS, e.msg);
+        if (sr) sm = dit_new_random_lora(be, &c, DIT_BF16 | DIT_STREAM, SEED, &sspec, 1, &e);
+        CHECK(sm != NULL, "streamed %d blocks + LoRA: %s", STREAM_LAYERS, e.msg);
+        if (sr && sm) {
+            float *so[3][2];
+            dit_model *sms[3] = {sr, sm, sm};
+            for (int k = 0; k < 3; k++) {
+                so[k][0] = malloc(sizeof(float) * (size_t)nv), so[k][1] = malloc(sizeof(float) * (size_t)na);
+                CHECK(dit_forward(sms[k], &in, so[k][0], so[k][1], &e) == 0, "stream forward %d: %s", k, e.msg);
+            }
+            dit_stream_stats ss;
+            dit_get_stream_stats(sm, &ss);
+            for (int k = 1; k < 3; k++) {
+                const int same_s = !memcmp(so[0][0], so[k][0], sizeof(float) * (size_t)nv) &&
+                                   !memcmp(so[0][1], so[k][1], sizeof(float) * (size_t)na);
+                CHECK(same_s, "--ssd-streaming forward %d differs from the resident merged model (rel L2 %.3e)", k,
+                      h3_rel_l2(so[0][0], so[k][0], (size_t)nv));
+            }
+            CHECK(ss.lora_merges >= 6 * STREAM_LAYERS && ss.lora_bytes > 0, "%lld pieces merged at fill",
+                  (long long)ss.lora_merges);
+            printf("  --ssd-streaming, %d blocks, rank %d: two forwards == the resident merged model, bit for bit; %lld "
+                   "slot fills, %lld LoRA pieces merged at fill, factors %.3g MB\n", STREAM_LAYERS, RANK,
+                   (long long)ss.fills, (long long)ss.lora_merges, ss.lora_bytes / 1e6);
+            for (int k = 0; k < 3; k++) free(so[k][0]), free(so[k][1]);
+        }
+        dit_free(sr), dit_free(sm);
+        remove(slpath);
+        c.num_layers = LAYERS;
         for (int k = 0; k < 3; k++) free(out[k][0]), free(out[k][1]);
         free(video), free(audio), free(text), free(tidx);
         layout_free(L);

@@ -17,6 +17,8 @@ if ls "$B"/bench/* >/dev/null 2>&1; then
 fi
 # the backend-ops harness (tests/cuda/run_harness_device.sh)
 [ -x "$B/tests/test_backend_ops" ] && cp "$B/tests/test_backend_ops" "$D/tests/" && strip "$D/tests/test_backend_ops"
+# the LoRA test (tests/cuda/run_lora_stream_device.sh runs its streaming case with --stream-cuda), when built
+[ -x "$B/tests/test_lora" ] && cp "$B/tests/test_lora" "$D/tests/" && strip "$D/tests/test_lora"
 # the --parallel parity test (tests/cuda/run_parallel_device.sh runs it with --cuda N), when built
 [ -x "$B/tests/test_parallel" ] && cp "$B/tests/test_parallel" "$D/tests/" && strip "$D/tests/test_parallel"
 # the media tests (the MP4 writer's bytes on that host's CPU), when built with MEDIA=1

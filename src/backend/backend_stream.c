@@ -103,3 +103,5 @@ void h3_slot_release(h3_backend *be, h3_slot *s) {
 #endif
     (void)be, (void)s;
 }
+
+void *h3_slot_impl(const h3_slot *s) { return s->impl; }

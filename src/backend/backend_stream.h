@@ -46,4 +46,8 @@ int      h3_slot_fill(h3_backend *be, h3_slot *s, const h3_slot_piece *pieces, i
 void     h3_slot_acquire(h3_backend *be, h3_slot *s);
 void     h3_slot_release(h3_backend *be, h3_slot *s);
 
+/* The slot's backend-private state (CUDA: its events), for twins of ops that order themselves after a fill
+ * (h3_lora_merge_into, ops_linear.def). */
+void    *h3_slot_impl(const h3_slot *s);
+
 #endif

@@ -50,6 +50,26 @@ typedef struct h3_int8_linear {
     int64_t group;
 } h3_int8_linear;
 
+/* A LoRA delta for h3_lora_merge_into (ops_linear.def): B . A, A [rank][k] and B [n][rank] in backend memory in
+ * the weight's dtype, times `scaling`, added to n rows of k values; delta row o goes to weight row
+ * (o / row_group) * group_stride + o % row_group (the per-head rows of a fused qkv_proj). */
+typedef struct h3_lora_delta {
+    const void *A, *B;
+    int64_t     n, k, row_group, group_stride;
+    int         rank;
+    float       scaling;
+} h3_lora_delta;
+typedef struct h3_slot h3_slot; /* backend_stream.h */
+
+/* The check both twins of h3_lora_merge_into make first: the weight's dtype is F32, BF16 or F16 and the delta's
+ * shape is sane, else the backend's error is recorded (h3_backend_check) and nothing runs. */
+static inline int h3_lora_delta_ok(h3_backend *be, const void *W, h3_dtype dt, const h3_lora_delta *d) {
+    int ok = (dt == H3_F32 || dt == H3_BF16 || dt == H3_F16) && W && d && d->A && d->B && d->n >= 0 && d->k >= 0 &&
+             d->rank >= 1 && d->row_group >= 1 && (d->n <= d->row_group || d->group_stride >= d->row_group);
+    if (!ok) h3_backend_unsupported(be, "h3_lora_merge_into", "the weight is not F32/BF16/F16 or the delta's shape is bad");
+    return ok;
+}
+
 #define H3_OP(name, params, args) void h3_##name params;
 #include "ops_linear.def"
 #undef H3_OP

@@ -154,7 +154,7 @@ static h3_tensor *load_w(dit_model *m, const h3_expect_list *ex, const char *nam
     }
     if (m->stream && part >= 0) {
         m->stream->src[blk * DIT_PARTS + part] = w;
-        /* a merged LoRA weight is streamed from its host copy, never re-read from the file (docs/lora.md) */
+        /* a LoRA on a streamed part is merged into the slot as it is filled: the part streams from its file as stored */
         if (m->st && !dit_lora_owns(m, view.data) &&
             dit_stream_note_file(m, name, blk * DIT_PARTS + part, e) != 0)
             return NULL;

@@ -194,6 +194,8 @@ typedef struct dit_stream_stats {
     double  slot_bytes; /* backend memory of the two slots together */
     int     reads;      /* where the copies come from: 0 the file mapping (or host copies), 1 the files read with O_DIRECT
                            (uncached), 2 the files read through the page cache */
+    int64_t lora_merges; /* --lora: LoRA pieces merged into the slots as they were filled (docs/lora.md) */
+    double  lora_bytes;  /* --lora: backend memory of the kept LoRA factors */
 } dit_stream_stats;
 void dit_get_stream_stats(const dit_model *m, dit_stream_stats *out);
 

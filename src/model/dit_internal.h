@@ -69,6 +69,9 @@ typedef struct dit_stream {
     h3_tensor  **qsrc;            /* [num_layers * DIT_PARTS] */
     uint32_t    *qtype;           /* their ggml types */
     size_t      *qbytes;          /* their block bytes */
+    /* --lora (docs/lora.md): the LoRA pieces of the touched streamed parts, merged into a slot as it is filled */
+    struct dit_stream_lora *lora;
+    int          n_lora, cap_lora;
 } dit_stream;
 
 /* AdaLN tables of one timestep value (docs/model/dit.md 4.5): per block [3 modalities][6 slots][hidden], and the
@@ -207,6 +210,9 @@ int  dit_stream_setup(dit_model *m, h3_err *e);
 /* Records where the streamed part `slot_index` (block * DIT_PARTS + part) named `name` lies in its shard. */
 int  dit_stream_note_file(dit_model *m, const char *name, int64_t slot_index, h3_err *e);
 void dit_stream_free(dit_model *m);
+/* --lora: instead of a merged host copy, the LoRA pieces of the streamed part `slot_index` named `name` (view: its
+ * stored tensor) are kept in backend memory and merged into each slot filled with it (dit_lora_load.c calls it). */
+int  dit_stream_lora_add(dit_model *m, const char *name, int64_t slot_index, const h3_tensor *view, h3_err *e);
 /* Block b's streamed weights into m->blocks[b] (copied into a slot first unless prefetched), the backend's later
  * ops waiting for the copy. */
 int  dit_stream_bind(dit_model *m, int64_t b, h3_err *e);

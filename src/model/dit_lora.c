@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../io/expect.h"
+#include "../backend/cpu/cpu_lora.h" /* the merge arithmetic */
 #include "../io/safetensors.h"
 
 enum { NAME_CAP = 192 };
@@ -660,83 +661,45 @@ static lora_module *find_module(lora_file *lf, const char *name) {
     return NULL;
 }
 
-/* The stored row of the module's row r. */
-static int64_t dest_row(const dit_config *cfg, const segment *sg, const lora_module *m, int64_t r) {
-    const int64_t hd = cfg->attention_head_dim;
-    switch (sg->rows) {
-    case ROWS_QKV_STACKED: return sg->j * (int64_t)m->out + r;
-    case ROWS_QKV_HEADS: return r / hd * 3 * hd + sg->j * hd + r % hd;
-    case ROWS_FC1_SWAP: { const int64_t half = m->out / 2; return r < half ? half + r : r - half; }
-    default: return r;
-    }
-}
-
 static float round_to(float x, h3_dtype dt) {
     return dt == H3_BF16 ? h3_round_bf16(x) : dt == H3_F16 ? h3_f16_to_f32(h3_f32_to_f16(x)) : x;
 }
 
-/* The merged weight is held in its output dtype (F32, BF16 or F16): every value in it is already rounded to that
- * dtype, so reading it back as fp32 gives exactly the value the merge left (no F32 copy of the whole weight). */
-static inline float w_get(const void *W, h3_dtype dt, int64_t i) {
-    return dt == H3_BF16 ? h3_bf16_to_f32(((const uint16_t *)W)[i])
-         : dt == H3_F16  ? h3_f16_to_f32(((const uint16_t *)W)[i]) : ((const float *)W)[i];
-}
-
-static inline void w_set(void *W, h3_dtype dt, int64_t i, float v) {
-    if (dt == H3_BF16) ((uint16_t *)W)[i] = h3_f32_to_bf16(v);
-    else if (dt == H3_F16) ((uint16_t *)W)[i] = h3_f32_to_f16(v);
-    else ((float *)W)[i] = v;
-}
-
-/* peft's merge on the CPU (docs/lora.md "Rounding"): the factors take the weight's dtype (out), the delta is
- * fp32(B @ A) * fp32(scaling) rounded to that dtype, and W[dest rows] = round_out(W + delta). */
-static int merge_module(const dit_config *cfg, const segment *sg, const lora_module *m, void *W, int64_t cols,
-                        h3_dtype out) {
-    const float s = (float)m->scaling;
-    float *a = malloc((size_t)m->rank * (size_t)m->in * sizeof *a), *bb = malloc((size_t)m->rank * (size_t)m->out * sizeof *bb);
-    if (!a || !bb) {
-        free(a), free(bb);
-        return -1;
+/* A module's merge as pieces (dit_lora.h): where its rows land in the stored weight, the factors in the weight's
+ * dtype (peft's adapter layers take the base layer's dtype, docs/lora.md "The merge and its rounding"). */
+static int module_pieces(const dit_config *cfg, const segment *sg, const lora_module *m, h3_dtype out,
+                         dit_lora_piece *p, int *np) {
+    const int64_t hd = cfg->attention_head_dim, half = m->out / 2;
+    int64_t row0[2] = {0, 0}, b0[2] = {0, 0}, n[2] = {m->out, 0}, group = m->out, stride = m->out;
+    switch (sg->rows) {
+    case ROWS_QKV_STACKED: row0[0] = sg->j * (int64_t)m->out; break;
+    case ROWS_QKV_HEADS: row0[0] = sg->j * hd, group = hd, stride = 3 * hd; break; /* [head: q k v] rows */
+    case ROWS_FC1_SWAP: /* the module's [value; gate] onto the stored [gate; value] */
+        row0[0] = half, n[0] = half, row0[1] = 0, b0[1] = half, n[1] = m->out - half, group = stride = m->out;
+        break;
+    default: break;
     }
-    for (int64_t i = 0; i < (int64_t)m->rank * m->in; i++) a[i] = round_to(m->A[i], out);
-    for (int64_t i = 0; i < (int64_t)m->rank * m->out; i++) bb[i] = round_to(m->B[i], out);
-    /* Every element is acc = fmaf(b[o][k], a[k][i], acc) over k = 0..rank-1 in order, then the two roundings:
-     * the same bits however the loops are tiled. Tiles of MR rows x NC columns keep the tile of A and the
-     * accumulators in L1 and let the compiler use vector FMAs across i; tiles of rows go to the OpenMP threads
-     * (a rank-64 release block took 4.1 s on 16 cores with the naive loop, docs/lora.md "Merge cost"). */
-    enum { MR = 4, NC = 64 };
-    const int64_t n_o = m->out, n_i = m->in;
-#pragma omp parallel for schedule(dynamic, 4) if (n_o * n_i * m->rank >= (1 << 22))
-    for (int64_t o0 = 0; o0 < n_o; o0 += MR) {
-        const int mr = n_o - o0 < MR ? (int)(n_o - o0) : MR;
-        float acc[MR][NC];
-        for (int64_t i0 = 0; i0 < n_i; i0 += NC) {
-            const int nc = n_i - i0 < NC ? (int)(n_i - i0) : NC;
-            for (int r = 0; r < MR; r++)
-                for (int i = 0; i < NC; i++) acc[r][i] = 0.0f;
-            for (int k = 0; k < m->rank; k++) {
-                const float *ak = a + (int64_t)k * n_i + i0;
-                for (int r = 0; r < mr; r++) {
-                    const float bk = bb[(o0 + r) * m->rank + k];
-                    float *ac = acc[r];
-#pragma omp simd
-                    for (int i = 0; i < nc; i++) ac[i] = fmaf(bk, ak[i], ac[i]);
-                }
-            }
-            for (int r = 0; r < mr; r++) {
-                const int64_t w0 = dest_row(cfg, sg, m, o0 + r) * cols + i0;
-                for (int i = 0; i < nc; i++)
-                    w_set(W, out, w0 + i, round_to(w_get(W, out, w0 + i) + round_to(acc[r][i] * s, out), out));
-            }
-        }
+    for (int h = 0; h < 2 && n[h] > 0; h++) {
+        dit_lora_piece *q = &p[(*np)++];
+        *q = (dit_lora_piece){.n = n[h], .k = m->in, .row0 = row0[h], .row_group = group, .group_stride = stride,
+                              .rank = m->rank, .scaling = (float)m->scaling};
+        q->A = malloc((size_t)m->rank * (size_t)m->in * sizeof *q->A);
+        q->B = malloc((size_t)m->rank * (size_t)n[h] * sizeof *q->B);
+        if (!q->A || !q->B) return -1;
+        for (int64_t i = 0; i < (int64_t)m->rank * m->in; i++) q->A[i] = round_to(m->A[i], out);
+        for (int64_t i = 0; i < (int64_t)m->rank * n[h]; i++) q->B[i] = round_to(m->B[b0[h] * m->rank + i], out);
     }
-    free(a), free(bb);
     return 0;
 }
 
-int dit_lora_merge(dit_lora_set *s, const dit_config *cfg, const char *name, const h3_tensor *base, h3_dtype out_dtype,
-                   void **merged, h3_err *e) {
-    *merged = NULL;
+void dit_lora_pieces_free(dit_lora_piece *p, int n) {
+    for (int i = 0; p && i < n; i++) free(p[i].A), free(p[i].B);
+    free(p);
+}
+
+int dit_lora_pieces(dit_lora_set *s, const dit_config *cfg, const char *name, const h3_tensor *base, h3_dtype out_dtype,
+                    dit_lora_piece **pieces, int *np, h3_err *e) {
+    *pieces = NULL, *np = 0;
     if (!s || base->ndim != 2) return 0;
     segment seg[3];
     const int ns = segments(cfg, name, seg);
@@ -750,9 +713,42 @@ int dit_lora_merge(dit_lora_set *s, const dit_config *cfg, const char *name, con
     if (out_dtype != H3_F32 && out_dtype != H3_BF16 && out_dtype != H3_F16)
         return h3_fail(e, "'%s': a LoRA merge writes F32/BF16/F16 weights only", name);
     const int64_t rows = base->shape[0], cols = base->shape[1];
+    dit_lora_piece *p = calloc((size_t)s->n * 3 * 2, sizeof *p); /* at most 2 pieces a segment */
+    int n = 0;
+    if (!p) return h3_fail(e, "out of memory merging a LoRA into '%s'", name);
+    for (int f = 0; f < s->n; f++)
+        for (int j = 0; j < ns; j++) {
+            lora_module *m = find_module(&s->f[f], seg[j].name);
+            if (!m) continue;
+            if (m->in != cols || (seg[j].rows == ROWS_SAME ? m->out != rows : m->out * (ns == 3 ? 3 : 1) != rows)) {
+                dit_lora_pieces_free(p, n);
+                return h3_fail(e, "%s: '%s' [%d,%d] does not fit the stored '%s' [%lld,%lld]", s->f[f].path, m->name,
+                               m->out, m->in, name, (long long)rows, (long long)cols);
+            }
+            if (module_pieces(cfg, &seg[j], m, out_dtype, p, &n) != 0) {
+                dit_lora_pieces_free(p, n);
+                return h3_fail(e, "out of memory merging a LoRA into '%s'", name);
+            }
+            m->merged = 1;
+        }
+    *pieces = p, *np = n;
+    return 0;
+}
+
+int dit_lora_merge(dit_lora_set *s, const dit_config *cfg, const char *name, const h3_tensor *base, h3_dtype out_dtype,
+                   void **merged, h3_err *e) {
+    *merged = NULL;
+    dit_lora_piece *p;
+    int np;
+    if (dit_lora_pieces(s, cfg, name, base, out_dtype, &p, &np, e) != 0) return -1;
+    if (!np) return 0;
+    const int64_t rows = base->shape[0], cols = base->shape[1];
     const size_t n = (size_t)(rows * cols), esz = h3_dtype_size(out_dtype);
     void *W = malloc(n * esz);
-    if (!W) return h3_fail(e, "out of memory merging a LoRA into '%s'", name);
+    if (!W) {
+        dit_lora_pieces_free(p, np);
+        return h3_fail(e, "out of memory merging a LoRA into '%s'", name);
+    }
     /* the base weight in the output dtype: the same bytes when the dtypes agree, else through fp32 in chunks */
     enum { CHUNK = 4096 };
 #pragma omp parallel for schedule(static) if (n >= (1 << 22))
@@ -766,21 +762,11 @@ int dit_lora_merge(dit_lora_set *s, const dit_config *cfg, const char *name, con
             h3_convert_from_f32((uint8_t *)W + (size_t)c0 * esz, out_dtype, tmp, k);
         }
     }
-    for (int f = 0; f < s->n; f++)
-        for (int j = 0; j < ns; j++) {
-            lora_module *m = find_module(&s->f[f], seg[j].name);
-            if (!m) continue;
-            if (m->in != cols || (seg[j].rows == ROWS_SAME ? m->out != rows : m->out * (ns == 3 ? 3 : 1) != rows)) {
-                free(W);
-                return h3_fail(e, "%s: '%s' [%d,%d] does not fit the stored '%s' [%lld,%lld]", s->f[f].path, m->name,
-                               m->out, m->in, name, (long long)rows, (long long)cols);
-            }
-            if (merge_module(cfg, &seg[j], m, W, cols, out_dtype) != 0) {
-                free(W);
-                return h3_fail(e, "out of memory merging a LoRA into '%s'", name);
-            }
-            m->merged = 1;
-        }
+    /* each piece in order: the arithmetic of h3_lora_merge_into's CPU twin (the streamed slots' merge) */
+    for (int i = 0; i < np; i++)
+        cpu_lora_merge_rows((uint8_t *)W + (size_t)(p[i].row0 * cols) * esz, out_dtype, p[i].n, p[i].k, p[i].row_group,
+                            p[i].group_stride, p[i].B, p[i].A, p[i].rank, p[i].scaling);
+    dit_lora_pieces_free(p, np);
     *merged = W;
     return 0;
 }

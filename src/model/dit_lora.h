@@ -41,6 +41,19 @@ int dit_lora_check_file(const struct st_file *f, const dit_config *cfg, int ref,
 int dit_lora_merge(dit_lora_set *s, const dit_config *cfg, const char *name, const h3_tensor *base,
                    h3_dtype out_dtype, void **merged, h3_err *e);
 
+/* The merge of every LoRA of s into the stored weight `name` as pieces, in the order dit_lora_merge applies them
+ * (*np = 0 when none touches it): piece i adds its delta to the rows row0 + dest(o) of the weight in out_dtype
+ * (h3_lora_delta's dest; the fused QKV's heads and fc1's swapped halves). The modules count as merged. */
+typedef struct dit_lora_piece {
+    float  *A, *B; /* [rank][k], [n][rank], malloc'd: values rounded to out_dtype */
+    int64_t n, k, row0, row_group, group_stride;
+    int     rank;
+    float   scaling;
+} dit_lora_piece;
+int  dit_lora_pieces(dit_lora_set *s, const dit_config *cfg, const char *name, const h3_tensor *base,
+                     h3_dtype out_dtype, dit_lora_piece **pieces, int *np, h3_err *e);
+void dit_lora_pieces_free(dit_lora_piece *p, int n);
+
 /* Writes a random rank-`rank` LoRA of every main block's six linears of cfg (diffusers / peft keys, BF16,
  * alpha-less; dit_lora_random.c, docs/lora.md) to path, deterministic in seed. */
 int dit_lora_write_random(const dit_config *cfg, int rank, uint64_t seed, const char *path, h3_err *e);

@@ -1,6 +1,6 @@
 /* A model's LoRAs (dit_internal.h, docs/lora.md): the set opened for the model's config before its weights are read,
  * each touched weight's view replaced by a merged host copy as load_all reads it (dit.c's lookup_checked), the copies
- * kept with the model and freed with it. The file mapping is never written: another LoRA list is a fresh load. */
+ * kept with the model and freed with it; with --ssd-streaming the streamed parts' LoRA pieces instead (dit_stream.c). The file mapping is never written: another LoRA list is a fresh load. */
 #include <stdlib.h>
 #include <time.h>
 
@@ -9,18 +9,24 @@
 
 int dit_lora_begin(dit_model *m, const dit_lora_spec *loras, int n, int ref, int mode, h3_err *e) {
     if (n <= 0) return 0;
-    if ((mode & DIT_STREAM) && !(mode & DIT_BF16)) /* fp32 merges widen some blocks' weights: one slot layout needs one dtype */
+    /* the fp32 mode merges into F32 copies of the BF16 stored weights: a slot holds the stored bytes, so its merged
+     * parts would need an F32 layout and a widening fill (docs/lora.md) */
+    if ((mode & DIT_STREAM) && !(mode & DIT_BF16))
         return h3_fail(e, "--lora with --ssd-streaming needs --precision bf16 (docs/lora.md)");
     return (m->lora = dit_lora_set_new(loras, n, &m->cfg, ref, e)) ? 0 : -1;
 }
 
-/* The merged copy is in the stored dtype in bf16 mode and F32 in the fp32 mode, as diffusers' model holds it. */
+/* The merged copy is in the stored dtype in bf16 mode and F32 in the fp32 mode, as diffusers' model holds it. A
+ * streamed part keeps its view: its LoRA pieces are merged into each slot filled with it (dit_stream_lora_add). */
 int dit_lora_view(dit_model *m, const char *name, h3_tensor *view, int *mi, h3_err *e) {
     const h3_dtype out = m->bf16 ? view->dtype : H3_F32;
-    void *buf;
+    void *buf = NULL;
+    int64_t blk;
+    const int part = m->stream && !m->stream->quant ? dit_stream_part(&m->cfg, name, &blk) : -1;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    const int rc = dit_lora_merge(m->lora, &m->cfg, name, view, out, &buf, e);
+    const int rc = part >= 0 ? dit_stream_lora_add(m, name, blk * DIT_PARTS + part, view, e)
+                             : dit_lora_merge(m->lora, &m->cfg, name, view, out, &buf, e);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     m->lora_seconds += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (rc != 0) return -1;

@@ -22,6 +22,7 @@
 
 #include "../io/safetensors.h"
 #include "dit_internal.h"
+#include "dit_lora.h"
 
 static const char *const part_suffix[2][DIT_PARTS] = {
     /* diffusers layout */
@@ -68,6 +69,56 @@ int dit_host_tensor(const dit_model *m, const char *name, int *part, int64_t *bl
 }
 
 static int fill(dit_model *m, int s, int64_t b, h3_err *e);
+
+/* One LoRA piece of a streamed part (docs/lora.md "--ssd-streaming"): the factors in backend memory, in the part's
+ * dtype, merged into the part's rows row0.. of a slot by h3_lora_merge_into after each fill with its block. */
+typedef struct dit_stream_lora {
+    int64_t       index; /* block * DIT_PARTS + part */
+    int64_t       row0;
+    h3_dtype      dtype;
+    h3_lora_delta d;     /* d.A, d.B: backend memory */
+} dit_stream_lora;
+
+int dit_stream_lora_add(dit_model *m, const char *name, int64_t slot_index, const h3_tensor *view, h3_err *e) {
+    dit_stream *st = m->stream;
+    dit_lora_piece *p;
+    int np;
+    if (dit_lora_pieces(m->lora, &m->cfg, name, view, view->dtype, &p, &np, e) != 0) return -1;
+    const size_t esz = h3_dtype_size(view->dtype);
+    for (int i = 0; i < np; i++) {
+        if (st->n_lora == st->cap_lora) {
+            const int cap = st->cap_lora ? 2 * st->cap_lora : 64;
+            dit_stream_lora *v = realloc(st->lora, (size_t)cap * sizeof *v);
+            if (!v) goto oom;
+            st->lora = v, st->cap_lora = cap;
+        }
+        const size_t na = (size_t)p[i].rank * (size_t)p[i].k, nb = (size_t)p[i].rank * (size_t)p[i].n;
+        void *hA = malloc(na * esz), *hB = malloc(nb * esz), *dA = NULL, *dB = NULL;
+        if (hA && hB && (dA = h3_alloc(m->be, na * esz)) && (dB = h3_alloc(m->be, nb * esz))) {
+            h3_convert_from_f32(hA, view->dtype, p[i].A, na); /* exact: the values are rounded to that dtype */
+            h3_convert_from_f32(hB, view->dtype, p[i].B, nb);
+            h3_upload(m->be, dA, hA, na * esz);
+            h3_upload(m->be, dB, hB, nb * esz);
+        }
+        const int ok = dA && dB;
+        if (!ok) h3_free(m->be, dA);
+        free(hA), free(hB);
+        if (!ok) {
+            dit_lora_pieces_free(p, np);
+            return h3_fail(e, "--lora: out of backend memory for the LoRA factors of '%s'", name);
+        }
+        st->lora[st->n_lora++] = (dit_stream_lora){
+            .index = slot_index, .row0 = p[i].row0, .dtype = view->dtype,
+            .d = {.A = dA, .B = dB, .n = p[i].n, .k = p[i].k, .row_group = p[i].row_group,
+                  .group_stride = p[i].group_stride, .rank = p[i].rank, .scaling = p[i].scaling}};
+        st->stats.lora_bytes += (double)((na + nb) * esz);
+    }
+    dit_lora_pieces_free(p, np);
+    return 0;
+oom:
+    dit_lora_pieces_free(p, np);
+    return h3_fail(e, "out of memory");
+}
 
 int dit_stream_note_file(dit_model *m, const char *name, int64_t slot_index, h3_err *e) {
     dit_stream *st = m->stream;
@@ -239,6 +290,11 @@ void dit_stream_free(dit_model *m) {
             h3_tensor_free(st->qsrc[i]);
         }
     free(st->qsrc), free(st->qtype), free(st->qbytes);
+    for (int i = 0; i < st->n_lora; i++) {
+        h3_free(m->be, (void *)st->lora[i].d.A);
+        h3_free(m->be, (void *)st->lora[i].d.B);
+    }
+    free(st->lora);
     free(st->src), free(st->file_of), free(st->file_off);
     free(st);
     m->stream = NULL;
@@ -270,6 +326,17 @@ static int fill(dit_model *m, int s, int64_t b, h3_err *e) {
     const double t0 = now_s();
     st->holds[s] = -1;
     if (h3_slot_fill(m->be, st->slot[s], pc, n, e) != 0) return -1;
+    /* --lora: the block's LoRA pieces merged into the slot's copy, in load order (each LoRA onto the previous one's
+     * result), before any reader: the bits of the merge at load (docs/lora.md) */
+    for (int i = 0; i < st->n_lora; i++) {
+        const dit_stream_lora *l = &st->lora[i];
+        if (l->index / DIT_PARTS != b) continue;
+        char *W = (char *)h3_slot_data(st->slot[s]) + st->offset[l->index % DIT_PARTS] +
+                  (size_t)(l->row0 * l->d.k) * h3_dtype_size(l->dtype);
+        h3_lora_merge_into(m->be, st->slot[s], W, l->dtype, &l->d);
+        if (h3_backend_check(m->be, e) != 0) return -1; /* a flag read: no sync */
+        st->stats.lora_merges++;
+    }
     st->holds[s] = b;
     st->stats.fills++;
     st->stats.bytes += bytes;

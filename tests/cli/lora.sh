@@ -3,6 +3,8 @@
 # 4-evaluation denoise) is tests/test_lora.c; this script checks the CLI around it:
 #  - h3 generate --lora changes the latents; the snapshot and the single-file transformer with the same LoRA give
 #    the very same latents (bf16 and fp32); --lora F:0 gives the LoRA-less latents bit for bit; two LoRAs run;
+#  - --ssd-streaming (map and direct reads) with one and two LoRAs: the resident latents bit for bit, the LoRA merged
+#    into the slots as they are filled (the log line);
 #  - h3 probe dit --lora on the diffusers snapshot, the FL2VA tree and the single file writes the same bytes;
 #  - --shift 12:3 is the snapshot's schedule bit for bit, --shift 6 is --shift 6:3 (the audio default), 6:3 differs;
 #    --step-update euler is the default, training_euler differs (both rules bit for bit in test_lora.c);
@@ -39,6 +41,19 @@ gen "int8 + LoRA" "$tmp/i8_lora.st" --quant int8 --lora $L/ai_toolkit.safetensor
 differ "int8 quantizes the merged weights" "$tmp/i8.st" "$tmp/i8_lora.st"
 gen "two LoRAs" "$tmp/two.st" --lora $L/peft.safetensors:0.5 --lora $L/kohya.safetensors:1.25
 differ "two LoRAs change the latents" "$tmp/base_bf16.st" "$tmp/two.st"
+# --ssd-streaming (bf16): no merged host copies, the LoRA merged into each block's slot as it is filled (docs/lora.md);
+# the parts read from the mapping or the files as stored: the resident model's latents bit for bit
+for reads in map direct; do
+    export H3_STREAM_READ=$reads
+    gen "LoRA streamed ($reads)" "$tmp/lora_ss_$reads.st" --ssd-streaming --lora $L/ai_toolkit.safetensors
+    same "--ssd-streaming ($reads) + LoRA = resident + LoRA" "$tmp/lora_bf16.st" "$tmp/lora_ss_$reads.st"
+    # the CPU backend's generate runs resident (its weights are the file mapping): it says so; a GPU run merges per fill
+    grep -q -e "LoRA pieces merged into the slots as they were filled" -e "ssd-streaming: no effect on the CPU backend" "$tmp/out" \
+        && ok || bad "streamed LoRA ($reads): neither a fill-time merge nor the CPU's resident run reported: $(grep -i -e lora -e stream "$tmp/out" | tail -2)"
+    gen "two LoRAs streamed ($reads)" "$tmp/two_ss_$reads.st" --ssd-streaming --lora $L/peft.safetensors:0.5 --lora $L/kohya.safetensors:1.25
+    same "--ssd-streaming ($reads) + two LoRAs = resident + two LoRAs" "$tmp/two.st" "$tmp/two_ss_$reads.st"
+done
+unset H3_STREAM_READ
 
 # the probe on the three weight layouts: the same bytes (the merge lands on the original layout's fused rows)
 I=tests/fixtures/golden/dit/t2va.in.safetensors

@@ -259,6 +259,9 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
                              * included) and bytes / forward time */
         printf(" stream_gb=%.4g stream_host_s=%.4g stream_gbps=%.4g slots_gib=%.3g", (st1.bytes - st0.bytes) / repeats / 1e9,
                (st1.host_seconds - st0.host_seconds) / repeats, (st1.bytes - st0.bytes) / 1e9 / sum, gib((size_t)st1.slot_bytes));
+    if (st1.lora_bytes > 0) /* --lora with --ssd-streaming: the pieces merged into the slots per forward, the factors kept */
+        printf(" lora_merges=%.4g lora_factors_gib=%.3g", (double)(st1.lora_merges - st0.lora_merges) / repeats,
+               gib((size_t)st1.lora_bytes));
     printf("\n");
     fflush(stdout);
     rc = 0;
@@ -298,7 +301,10 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int quant
            config_dir, cfg.num_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.attention_head_dim,
            (double)wbytes / 1e9, t_build, t_adaln, (double)abytes / 1e9,
            stream ? "; --ssd-streaming: the blocks' linears in host memory, two slots on the backend" : "");
-    if (bench_lora.path)
+    if (bench_lora.path && stream) /* docs/lora.md: the streamed blocks' LoRA merged into each slot as it is filled */
+        printf("dit: --lora %s (scale %g) kept as factors for the streamed blocks, merged into each slot as it is filled "
+               "(load: %.2f s of the %.2f s above)\n", bench_lora.path, bench_lora.scale, dit_lora_seconds(m), t_build);
+    else if (bench_lora.path)
         printf("dit: --lora %s (scale %g) merged into the random weights at load: %.2f s of the %.2f s above\n",
                bench_lora.path, bench_lora.scale, dit_lora_seconds(m), t_build);
     if (gguf_name)

@@ -5,6 +5,7 @@
  * stream, filled by the host while the other's DMA runs: memory sources (file mappings, host copies) with OpenMP
  * threads (h3_memcpy_par: the mapping's page faults run in parallel), file sources with parallel preads
  * (h3_read_span, O_DIRECT: the aligned range around the piece, the DMA starting at its first byte). */
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "cuda_internal.h"
@@ -148,4 +149,108 @@ extern "C" void cuda_slot_acquire(h3_backend *be, void *impl) {
 
 extern "C" void cuda_slot_mark_released(h3_backend *be, void *impl) {
     CUDA_OK(be, cudaEventRecord(((slot_events *)impl)->released, cuda_of(be)->stream));
+}
+
+/* ---- h3_lora_merge_into (ops_linear.def): the CPU merge's bits (cpu/cpu_stream.c, docs/lora.md "The merge and its
+ * rounding"). Each element: acc = fma(B[o][q], A[q][i], acc) over q = 0 .. rank-1 from 0 (__fmaf_rn, in that order),
+ * then round(W + round(acc * s)) with __fmul_rn / __fadd_rn, so nvcc cannot contract or reorder; bf16 rounding is
+ * h3_f32_to_bf16's (nearest even, NaN kept quiet). Tiles of 64 x 64 outputs, 16 x 16 threads of 4 x 4 each, the
+ * factors staged through shared memory 16 ranks at a time. */
+enum { LM_T = 64, LM_KC = 16 };
+
+template <int DT> __device__ __forceinline__ float lm_load(const void *p, int64_t i) {
+    if (DT == 1) return __uint_as_float((uint32_t)((const uint16_t *)p)[i] << 16);
+    if (DT == 2) return __half2float(((const __half *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+__device__ __forceinline__ uint16_t lm_bf16(float f) { /* h3_f32_to_bf16 */
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+template <int DT> __device__ __forceinline__ float lm_round(float x) {
+    if (DT == 1) return __uint_as_float((uint32_t)lm_bf16(x) << 16);
+    if (DT == 2) return __half2float(__float2half_rn(x));
+    return x;
+}
+
+template <int DT> __device__ __forceinline__ void lm_store(void *p, int64_t i, float v) { /* v is already rounded */
+    if (DT == 1) ((uint16_t *)p)[i] = (uint16_t)(__float_as_uint(v) >> 16);
+    else if (DT == 2) ((__half *)p)[i] = __float2half_rn(v);
+    else ((float *)p)[i] = v;
+}
+
+template <int DT>
+__global__ void __launch_bounds__(256) lora_merge_kernel(void *W, const void *A, const void *B, int64_t n, int64_t k,
+                                                          int64_t group, int64_t stride, int rank, float s) {
+    __shared__ float As[LM_KC][LM_T];
+    __shared__ float Bs[LM_T][LM_KC + 1];
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const int64_t i0 = (int64_t)blockIdx.x * LM_T, o0 = (int64_t)blockIdx.y * LM_T;
+    float acc[4][4];
+#pragma unroll
+    for (int a = 0; a < 4; a++)
+#pragma unroll
+        for (int b = 0; b < 4; b++) acc[a][b] = 0.0f;
+    for (int q0 = 0; q0 < rank; q0 += LM_KC) {
+        for (int t = threadIdx.x; t < LM_KC * LM_T; t += 256) {
+            const int q = t / LM_T, c = t % LM_T; /* A[q0 + q][i0 + c] */
+            As[q][c] = q0 + q < rank && i0 + c < k ? lm_load<DT>(A, (int64_t)(q0 + q) * k + i0 + c) : 0.0f;
+            const int r = t / LM_KC, qq = t % LM_KC; /* B[o0 + r][q0 + qq] */
+            Bs[r][qq] = q0 + qq < rank && o0 + r < n ? lm_load<DT>(B, (o0 + r) * rank + q0 + qq) : 0.0f;
+        }
+        __syncthreads();
+        const int kc = rank - q0 < LM_KC ? rank - q0 : LM_KC; /* only real ranks enter the chain */
+        for (int q = 0; q < kc; q++) {
+            float av[4];
+#pragma unroll
+            for (int b = 0; b < 4; b++) av[b] = As[q][tx + 16 * b];
+#pragma unroll
+            for (int a = 0; a < 4; a++) {
+                const float bv = Bs[ty + 16 * a][q];
+#pragma unroll
+                for (int b = 0; b < 4; b++) acc[a][b] = __fmaf_rn(bv, av[b], acc[a][b]);
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const int64_t o = o0 + ty + 16 * a;
+        if (o >= n) continue;
+        const int64_t row = (o / group) * stride + o % group;
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int64_t i = i0 + tx + 16 * b;
+            if (i >= k) continue;
+            const int64_t at = row * k + i;
+            const float d = lm_round<DT>(__fmul_rn(acc[a][b], s));
+            lm_store<DT>(W, at, lm_round<DT>(__fadd_rn(lm_load<DT>(W, at), d)));
+        }
+    }
+}
+
+extern "C" void cuda_lora_merge_into(h3_backend *be, h3_slot *slot, void *W, h3_dtype dt, const h3_lora_delta *d) {
+    cuda_impl *c = cuda_of(be);
+    if (c->failed || !h3_lora_delta_ok(be, W, dt, d)) return;
+    cudaStream_t st = c->stream;
+    copier *k = NULL;
+    if (slot) { /* after the slot's fill, on its copy stream, and before its "filled" event */
+        if (!(k = copier_of(be))) return cuda_record_error(be, "h3_lora_merge_into", "cannot create the copy stream");
+        st = k->stream;
+    }
+    if (d->n == 0 || d->k == 0) return;
+    if (d->n > 65535LL * LM_T) return cuda_record_error(be, "h3_lora_merge_into", "more rows than one grid covers");
+    const dim3 grid((unsigned)((d->k + LM_T - 1) / LM_T), (unsigned)((d->n + LM_T - 1) / LM_T));
+    if (dt == H3_BF16)
+        lora_merge_kernel<1><<<grid, 256, 0, st>>>(W, d->A, d->B, d->n, d->k, d->row_group, d->group_stride, d->rank, d->scaling);
+    else if (dt == H3_F16)
+        lora_merge_kernel<2><<<grid, 256, 0, st>>>(W, d->A, d->B, d->n, d->k, d->row_group, d->group_stride, d->rank, d->scaling);
+    else
+        lora_merge_kernel<0><<<grid, 256, 0, st>>>(W, d->A, d->B, d->n, d->k, d->row_group, d->group_stride, d->rank, d->scaling);
+    CUDA_LAUNCHED(be, "lora_merge_kernel");
+    if (slot) CUDA_OK(be, cudaEventRecord(((slot_events *)h3_slot_impl(slot))->filled, k->stream));
 }

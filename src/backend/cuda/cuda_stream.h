@@ -2,11 +2,11 @@
 #ifndef H3_CUDA_STREAM_H
 #define H3_CUDA_STREAM_H
 
-#include "../backend_stream.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "../backend_stream.h" /* C linkage: cuda_stream.cu calls h3_slot_impl */
 
 int  cuda_slot_init(h3_backend *be, void **data, void **impl, size_t bytes);
 void cuda_slot_release_all(h3_backend *be, void *data, void *impl);
