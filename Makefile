@@ -185,7 +185,7 @@ FUZZ_EXTRA_fuzz_tokenizer := src/model/tokenizer.c
 FUZZ_EXTRA_fuzz_media := $(wildcard src/media/*.c)
 FUZZ_EXTRA_fuzz_session := tools/h3/session_parse.c
 FUZZ_EXTRA_fuzz_serve := tools/h3/cmd_serve_parse.c
-FUZZ_EXTRA_fuzz_lora := src/model/dit_lora.c src/model/dit_config.c src/backend/cpu/cpu_lora.c
+FUZZ_EXTRA_fuzz_lora := src/model/dit_lora.c src/model/dit_lora_peft.c src/model/dit_config.c src/backend/cpu/cpu_lora.c
 FUZZ_LIBS_fuzz_media := -lavformat -lavcodec -lswscale -lswresample -lavutil -ljpeg
 # the config parsers live in the model files, which link the backend (CPU ops through OpenBLAS; OpenMP pragmas off)
 FUZZ_EXTRA_fuzz_config := $(wildcard src/backend/*.c src/backend/cpu/*.c src/model/*.c) src/media/resize.c

@@ -37,6 +37,8 @@ static const lcase cases[] = {
     {"ref", "tests/fixtures/tiny/transformer_ref", {"ref"}, {1.0}, 1, 1},
     {"diffsynth_hd128", LF "hd128", {"diffsynth_hd128"}, {1.0}, 1, 0},
     {"peft+kohya", TT, {"peft", "kohya"}, {0.5, 1.25}, 2, 0},
+    {"peft_meta", TT, {"peft_meta"}, {1.0}, 1, 0},     /* lora_adapter_metadata: rank / alpha patterns */
+    {"peft_rslora", TT, {"peft_rslora"}, {0.7}, 1, 0}, /* lora_adapter_metadata: use_rslora */
 };
 
 static int specs_of(const lcase *c, dit_lora_spec *s, char paths[][256]) {
@@ -174,6 +176,8 @@ static void test_rejections(void) {
         {LF "bad_unknown.safetensors", "blocks.0.attn.bogus.lora_A.weight", "maps to no MiniMax-H3 DiT weight"},
         {LF "bad_shape.safetensors", "ff.net.2", "model's weight is [48,64]"},
         {LF "bad_dora.safetensors", "lora_magnitude_vector", "DoRA"},
+        {LF "bad_meta_rank.safetensors", "lora_adapter_metadata gives module", "rank 8 (r)"},
+        {LF "bad_meta_dora.safetensors", "transformer.use_dora", "DoRA"},
         {LF "ref.safetensors", "transformer_ref", "only ref2va runs"},
         {LF "diffsynth_hd128.safetensors", "out_proj", "model's weight is [48,64]"},
         {"tests/fixtures/tiny/transformer/config.json", "config.json", "header"},
@@ -202,6 +206,42 @@ static void test_rejections(void) {
         CHECK(!rc && !set && strstr(e.msg, "blocks.0.mlp.fc2.alpha") && strstr(e.msg, ">= 0"), "negative alpha: %s",
               set ? "accepted" : e.msg);
         dit_lora_set_free(set);
+        unlink(path);
+    }
+    { /* lora_adapter_metadata that diffusers could not build a LoraConfig from, or h3 does not apply */
+        static const char *meta[][2] = {
+            {"{\"lora_adapter_metadata\": \"{\\\"transformer.r\\\": \\\"four\\\"}\"}", "transformer.r is not a rank"},
+            {"{\"lora_adapter_metadata\": \"{\\\"transformer.r\\\": 2, \\\"transformer.rank_pattern\\\": "
+             "{\\\"(\\\": 2}}\"}", "is not a regular expression"},
+            {"{\"lora_adapter_metadata\": \"{\\\"transformer.r\\\": 2, \\\"transformer.alpha_pattern\\\": "
+             "{\\\"ff\\\": \\\"x\\\"}}\"}", "alpha_pattern['ff'] is not a number"},
+            {"{\"lora_adapter_metadata\": \"{\\\"transformer_ref.r\\\": 2}\"}", "no 'transformer.' entries"},
+            {"{\"lora_adapter_metadata\": \"[2]\"}", "is not a JSON object"},
+            {"{\"lora_adapter_metadata\": \"{\\\"transformer.r\\\": 2, \\\"transformer.layer_replication\\\": "
+             "[[0, 1]]}\"}", "layer_replication is set"},
+            {"{\"lora_adapter_metadata\": \"{\\\"transformer.r\\\": 2, \\\"transformer.lora_alpha\\\": 4, "
+             "\\\"transformer.rank_pattern\\\": {\\\"^ff.net.2\\\": 3}}\"}", NULL}, /* anchored: no match */
+        };
+        char path[128];
+        snprintf(path, sizeof path, "/tmp/h3_lora_meta_%d.safetensors", (int)getpid());
+        static const uint16_t a2[2 * 64], b2[48 * 2];
+        for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
+            st_writer *w = st_writer_new();
+            int rc = st_writer_add(w, "transformer.transformer_blocks.0.ff.net.2.lora_A.weight", H3_BF16, 2,
+                                   (int64_t[]){2, 64}, a2, &e) ||
+                     st_writer_add(w, "transformer.transformer_blocks.0.ff.net.2.lora_B.weight", H3_BF16, 2,
+                                   (int64_t[]){48, 2}, b2, &e) ||
+                     st_writer_save(w, path, meta[i][0], &e);
+            st_writer_free(w);
+            dit_lora_spec s = {path, 1.0, 0};
+            dit_lora_set *set = rc ? NULL : dit_lora_set_new(&s, 1, &cfg, 0, &e);
+            if (meta[i][1])
+                CHECK(!rc && !set && strstr(e.msg, path) && strstr(e.msg, meta[i][1]) && !strchr(e.msg, '\n'),
+                      "metadata %s: %s", meta[i][0], set ? "accepted" : e.msg);
+            else
+                CHECK(!rc && set, "metadata %s: %s", meta[i][0], set ? "" : e.msg);
+            dit_lora_set_free(set);
+        }
         unlink(path);
     }
     dit_lora_spec r = {LF "peft.safetensors", 1.0, 1}; /* --lora-ref on the transformer partition */

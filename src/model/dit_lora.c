@@ -13,6 +13,7 @@
 #include "../io/expect.h"
 #include "../backend/cpu/cpu_lora.h" /* the merge arithmetic */
 #include "../io/safetensors.h"
+#include "dit_lora_peft.h"
 
 enum { NAME_CAP = 192 };
 
@@ -221,6 +222,7 @@ typedef struct file_rules {
     int    has_meta_alpha;
     double meta_alpha;        /* the __metadata__ "alpha" (a number), honored when no .alpha tensor exists */
     double scale;
+    lora_peft *peft;          /* diffusers' lora_adapter_metadata: when present, each module's rank and alpha */
 } file_rules;
 
 static int add_module(lora_file *lf, conv *c, const char *name, const char *key, float *A, float *B, int rank, int in,
@@ -244,7 +246,9 @@ static int add_module(lora_file *lf, conv *c, const char *name, const char *key,
     snprintf(m->name, sizeof m->name, "%s", name);
     snprintf(m->key, sizeof m->key, "%s", key);
     m->rank = rank, m->in = in, m->out = out, m->dtype = dt, m->A = A, m->B = B;
-    /* peft: scaling = weight * lora_alpha / r (set_scale); alpha-less files have alpha == rank (diffusers pins it) */
+    /* peft: scaling = weight * lora_alpha / r (set_scale); with lora_adapter_metadata its LoraConfig gives them, else
+     * alpha-less files have alpha == rank (diffusers pins it) */
+    if (r->peft) return lora_peft_scaling(r->peft, name, rank, r->scale, &m->scaling, c->f->path, key, c->e);
     const double alpha = r->has_meta_alpha && !r->has_alpha_tensors ? r->meta_alpha : (double)rank;
     m->scaling = r->scale * alpha / (double)rank;
     return 0;
@@ -408,15 +412,6 @@ static void meta_alpha(const st_file *f, file_rules *r) {
     json_decref(m);
 }
 
-static int has_adapter_metadata(const st_file *f) {
-    if (!f->metadata_json) return 0;
-    json_error_t je;
-    json_t *m = json_loads(f->metadata_json, 0, &je);
-    int has = m && json_object_get(m, "lora_adapter_metadata") != NULL;
-    json_decref(m);
-    return has;
-}
-
 /* Converts one parsed file into lf (diffusers module names), for the partition `ref`. */
 static int convert_file(const st_file *f, const dit_config *cfg, int ref, int to_ref, double scale, lora_file *lf,
                         h3_err *e) {
@@ -425,16 +420,12 @@ static int convert_file(const st_file *f, const dit_config *cfg, int ref, int to
     dit_config dcfg = *cfg;
     dcfg.original_layout = 0, dcfg.qkv_stacked = 0;
     int rc = -1;
+    file_rules rules = {.scale = scale};
     if (dit_expected_tensors(&dcfg, &ex, e) != 0) goto done;
     if (f->n == 0) {
         h3_fail(e, "%s: holds no tensor: not a LoRA", f->path);
         goto done;
     }
-    if (has_adapter_metadata(f)) {
-        h3_fail(e, "%s: carries diffusers' lora_adapter_metadata (a peft LoraConfig), which h3 does not read yet", f->path);
-        goto done;
-    }
-    file_rules rules = {.scale = scale};
     meta_alpha(f, &rules);
     c.k = calloc((size_t)f->n, sizeof *c.k);
     if (!c.k) {
@@ -462,6 +453,10 @@ static int convert_file(const st_file *f, const dit_config *cfg, int ref, int to
         if (starts(k, "transformer.")) prefixed = 1, has_main = 1;
         if (starts(k, "transformer_ref.")) prefixed = 1, has_ref = 1;
     }
+    /* diffusers' own files: the LoraConfig under the prefix the (converted) keys carry */
+    if (lora_peft_parse(f->metadata_json, has_ref && !non_diffusers ? "transformer_ref" : "transformer", f->path,
+                        &rules.peft, e) != 0)
+        goto done;
     int file_ref = 0; /* the file names the ref2va partition */
     if (non_diffusers) {
         int diffsynth = 0, musubi = 0, kohya = 0;
@@ -568,6 +563,7 @@ static int convert_file(const st_file *f, const dit_config *cfg, int ref, int to
 oom:
     h3_fail(e, "out of memory");
 done:
+    lora_peft_free(rules.peft);
     for (int i = 0; c.k && i < c.n; i++) free(c.k[i].key);
     free(c.k);
     h3_expect_list_free(&ex);

@@ -101,6 +101,8 @@ refuse() { # name, message fragment, args...
 refuse "unknown key" "blocks.0.attn.bogus.lora_A.weight' maps to no MiniMax-H3 DiT weight" --lora $L/bad_unknown.safetensors
 refuse "wrong shape" "the model's weight is \[48,64\]" --lora $L/bad_shape.safetensors
 refuse "DoRA" "a DoRA file" --lora $L/bad_dora.safetensors
+refuse "lora_adapter_metadata rank" "lora_adapter_metadata gives module .* rank 8 (r)" --lora $L/bad_meta_rank.safetensors
+refuse "lora_adapter_metadata DoRA" "transformer.use_dora: a DoRA adapter" --lora $L/bad_meta_dora.safetensors
 refuse "transformer_ref LoRA on t2va" "transformer_ref.-prefixed" --lora $L/ref.safetensors
 refuse "--lora-ref on t2va" "routes it to the transformer_ref partition" --lora-ref $L/peft.safetensors
 refuse "another model's LoRA" "the model's weight is" --lora $L/diffsynth_hd128.safetensors

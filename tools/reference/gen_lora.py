@@ -13,8 +13,14 @@ Layouts (tests/fixtures/lora/<name>.safetensors):
   ref            transformer_ref.-prefixed diffusers names, for the ref2va partition (tiny/transformer_ref)
   diffsynth_hd128  DiffSynth-Studio: original names with .default., F32 factors, per-head-interleaved qkv, for
                  lora/hd128/ (a tiny DiT with head_dim 128: diffusers de-interleaves with 128-wide heads only)
+  peft_meta      written by diffusers' own MiniMaxH3LoraLoaderMixin.save_lora_weights with a peft LoraConfig as
+                 transformer_lora_adapter_metadata (the __metadata__ lora_adapter_metadata): r 4, lora_alpha 6,
+                 rank_pattern (AdaLN 2), alpha_pattern (AdaLN 3, one to_q 5.5, a "^"-anchored full name)
+  peft_rslora    the same writer, use_rslora (scaling alpha / sqrt(r)), lora_alpha 3, the AdaLN ranks by pattern
 Rejections (diffusers raises on the first two; h3 refuses all): bad_unknown (a key naming no module), bad_shape (a
-LoRA for a pruned ffn), bad_dora (a dora_scale tensor: diffusers drops it with a warning, h3 refuses the file).
+LoRA for a pruned ffn), bad_dora (a dora_scale tensor: diffusers drops it with a warning, h3 refuses the file);
+bad_meta_rank (lora_adapter_metadata r 8 over rank-4 factors: diffusers fails on the size mismatch), bad_meta_dora
+(its LoraConfig says use_dora: a DoRA adapter, refused).
 
 Expected values (tests/fixtures/lora/expect/):
   <case>.merged_bf16 / .merged_fp32   every weight the LoRA(s) touch, after fuse_lora, on the model loaded in its
@@ -26,7 +32,8 @@ Expected values (tests/fixtures/lora/expect/):
   step_update                         diffusers' Euler step and LightX2V's training_euler rule on random values
                                       (written by every run, alone with --step-update)
 
-Run: /work/venv/bin/python tools/reference/gen_lora.py [--step-update]   (torch, diffusers 0.42.1, peft,
+Run: /work/venv/bin/python tools/reference/gen_lora.py [--step-update | --metadata]  (--metadata: only the
+lora_adapter_metadata files and their expected values)   (torch, diffusers 0.42.1, peft,
 safetensors; CPU)
 """
 
@@ -167,6 +174,35 @@ def make_layouts(model, model128):
     return files
 
 
+def make_metadata_layouts(model):
+    """The lora_adapter_metadata files, written by diffusers' save_lora_weights from peft LoraConfigs."""
+    from peft import LoraConfig
+    dm = {n: tuple(model.get_submodule(n).weight.shape) for n in diffusers_modules(model)}
+    out = {}
+    specs = {
+        "peft_meta": (11, dict(r=4, lora_alpha=6, rank_pattern={"adaln_proj.linear": 2},
+                               alpha_pattern={"adaln_proj.linear": 3, "^transformer_blocks.1.attn.to_q": 5.5})),
+        "peft_rslora": (12, dict(r=4, lora_alpha=3, use_rslora=True, rank_pattern={"adaln_proj.linear": 2})),
+        "bad_meta_rank": (13, dict(r=8, lora_alpha=8, rank_pattern={"adaln_proj.linear": 2})),
+        "bad_meta_dora": (14, dict(r=4, lora_alpha=4, use_dora=True, rank_pattern={"adaln_proj.linear": 2})),
+    }
+    for name, (seed, kw) in specs.items():
+        f = factors(dm, seed, torch.bfloat16)
+        layers = {f"{n}.lora_{x}.weight": t for n, (A, B) in f.items() for x, t in (("A", A), ("B", B))}
+        cfg = LoraConfig(target_modules=sorted({n.rsplit(".", 1)[-1] for n in dm}), **kw).to_dict()
+        tmp = tempfile.mkdtemp()
+        try:
+            MiniMaxH3LoraLoaderMixin.save_lora_weights(tmp, transformer_lora_layers=layers,
+                                                       transformer_lora_adapter_metadata=cfg, weight_name="l.safetensors")
+            out[name] = os.path.join(OUT, f"{name}.safetensors")
+            shutil.copyfile(os.path.join(tmp, "l.safetensors"), out[name] + ".tmp")
+            os.chmod(out[name] + ".tmp", 0o644)
+            os.replace(out[name] + ".tmp", out[name])
+        finally:
+            shutil.rmtree(tmp)
+    return out
+
+
 # ---------------------------------------------------------------- the tiny head_dim-128 DiT (DiffSynth's de-interleave)
 
 def make_hd128():
@@ -278,6 +314,25 @@ def main():
         return step_updates()
     os.makedirs(EXP, exist_ok=True)
     tiny_t, tiny_r = os.path.join(TINY, "transformer"), os.path.join(TINY, "transformer_ref")
+    make_metadata_layouts(load_model(tiny_t, torch.float32))
+    lp = lambda n: os.path.join(OUT, f"{n}.safetensors")
+    for bad in ("bad_meta_rank",):
+        try:
+            fused(tiny_t, [(lp(bad), 1.0)], torch.float32)
+        except (ValueError, RuntimeError) as ex:
+            print(f"diffusers rejects {bad}: {type(ex).__name__}: {str(ex)[:100]}")
+        else:
+            raise SystemExit(f"diffusers accepted {bad}")
+    meta_cases = {"peft_meta": [("peft_meta", 1.0)], "peft_rslora": [("peft_rslora", 0.7)]}
+    for case, loras in meta_cases.items():
+        for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
+            model, base = fused(tiny_t, [(lp(n), s) for n, s in loras], dtype)
+            w = merged_weights(model, base)
+            save(os.path.join(EXP, f"{case}.merged_{tag}.safetensors"), w,
+                 {"loras": " ".join(f"{n}:{s}" for n, s in loras), "partition": "transformer"})
+            print(f"{case} {tag}: {len(w)} weights merged")
+    if sys.argv[1:] == ["--metadata"]:
+        return
     step_updates()
     hd128 = make_hd128()
     files = make_layouts(load_model(tiny_t, torch.float32), load_model(hd128, torch.float32))

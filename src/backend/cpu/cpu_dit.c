@@ -2,6 +2,7 @@
  * -ffp-contract=off: every product and sum below is one fp32 rounding, like the reference's
  * separate PyTorch ops; RND adds the bf16 rounding of each op in bf16 mode. */
 #include "cpu_ops.h"
+#include "cpu_lora.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -106,4 +107,23 @@ void cpu_matmul_rows(h3_backend *be, float *y, const float *x, int64_t M, const 
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < M * N; i++) y[i] = h3_round_bf16(y[i]);
     }
+}
+
+/* h3_lora_merge_into (ops_linear.def): the merge at load's arithmetic (cpu_lora.c, kept apart from the backend so
+ * dit_lora.c and the fuzz target link it alone). The slot needs no ordering on the CPU: ops run in call order, so a
+ * fill has finished when it returns. */
+void cpu_lora_merge_into(h3_backend *be, h3_slot *slot, void *W, h3_dtype dt, const h3_lora_delta *d) {
+    (void)slot;
+    if (!h3_lora_delta_ok(be, W, dt, d)) return;
+    const size_t na = (size_t)d->rank * (size_t)d->k, nb = (size_t)d->rank * (size_t)d->n;
+    float *a = malloc((na ? na : 1) * sizeof *a), *b = malloc((nb ? nb : 1) * sizeof *b);
+    if (!a || !b) {
+        free(a), free(b);
+        h3_backend_unsupported(be, "h3_lora_merge_into", "out of memory for the factors");
+        return;
+    }
+    h3_convert_to_f32(a, d->A, dt, na); /* exact: the factors are in the weight's dtype */
+    h3_convert_to_f32(b, d->B, dt, nb);
+    cpu_lora_merge_rows(W, dt, d->n, d->k, d->row_group, d->group_stride, b, a, d->rank, d->scaling);
+    free(a), free(b);
 }

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "cpu_ops.h"
+#include "../../core/dtype.h"
 
 static inline float round_to(float x, h3_dtype dt) {
     return dt == H3_BF16 ? h3_round_bf16(x) : dt == H3_F16 ? h3_f16_to_f32(h3_f32_to_f16(x)) : x;
@@ -54,21 +54,4 @@ void cpu_lora_merge_rows(void *W, h3_dtype dt, int64_t n_o, int64_t n_i, int64_t
             }
         }
     }
-}
-
-/* The slot needs no ordering on the CPU: ops run in call order, so a fill has finished when it returns. */
-void cpu_lora_merge_into(h3_backend *be, h3_slot *slot, void *W, h3_dtype dt, const h3_lora_delta *d) {
-    (void)slot;
-    if (!h3_lora_delta_ok(be, W, dt, d)) return;
-    const size_t na = (size_t)d->rank * (size_t)d->k, nb = (size_t)d->rank * (size_t)d->n;
-    float *a = malloc((na ? na : 1) * sizeof *a), *b = malloc((nb ? nb : 1) * sizeof *b);
-    if (!a || !b) {
-        free(a), free(b);
-        h3_backend_unsupported(be, "h3_lora_merge_into", "out of memory for the factors");
-        return;
-    }
-    h3_convert_to_f32(a, d->A, dt, na); /* exact: the factors are in the weight's dtype */
-    h3_convert_to_f32(b, d->B, dt, nb);
-    cpu_lora_merge_rows(W, dt, d->n, d->k, d->row_group, d->group_stride, b, a, d->rank, d->scaling);
-    free(a), free(b);
 }
