@@ -154,6 +154,19 @@ static enum MHD_Result h_auth(serve_http *h, struct MHD_Connection *c) {
     return queue(c, MHD_HTTP_NO_CONTENT, r);
 }
 
+/* a submission's answer: 202 and the queued job's video object, or the error of status */
+static enum MHD_Result respond_queued(serve_http *h, struct MHD_Connection *c, int status, serve_job *j, const char *err) {
+    if (status)
+        return respond_error(c, (unsigned)status,
+                             status == 429 ? "queue_full" : status == 404 ? "not_found" : status == 413 ? "too_large"
+                             : status < 500 ? "invalid_request" : "server_error", err);
+    pthread_mutex_lock(&h->sv->mu);
+    json_t *o = serve_job_json(j);
+    pthread_mutex_unlock(&h->sv->mu);
+    serve_job_release(h->sv, j);
+    return respond_json(c, MHD_HTTP_ACCEPTED, o);
+}
+
 static enum MHD_Result h_submit(serve_http *h, struct MHD_Connection *c, conn_state *cs) {
     serve_spec s;
     char err[SERVE_MSG_CAP];
@@ -162,16 +175,18 @@ static enum MHD_Result h_submit(serve_http *h, struct MHD_Connection *c, conn_st
     if (serve_spec_parse(ct, cs->body ? cs->body : "", cs->len, &h->sv->lim, &s, &status, err, sizeof err))
         return respond_error(c, (unsigned)status, status == 413 ? "too_large" : "invalid_request", err);
     serve_job *j = NULL;
-    status = serve_jobs_submit(h->sv, &s, &j, err, sizeof err);
+    status = serve_jobs_submit(h->sv, &s, NULL, &j, err, sizeof err);
     serve_spec_free(&s);
-    if (status)
-        return respond_error(c, (unsigned)status, status == 429 ? "queue_full" : status == 400 ? "invalid_request" : "server_error",
-                             err);
-    pthread_mutex_lock(&h->sv->mu);
-    json_t *o = serve_job_json(j);
-    pthread_mutex_unlock(&h->sv->mu);
-    serve_job_release(h->sv, j);
-    return respond_json(c, MHD_HTTP_ACCEPTED, o);
+    return respond_queued(h, c, status, j, err);
+}
+
+/* POST /v1/videos/{id}/remix (docs/serve.md "Remix") */
+static enum MHD_Result h_remix(serve_http *h, struct MHD_Connection *c, conn_state *cs, const char *id) {
+    char err[SERVE_MSG_CAP];
+    serve_job *j = NULL;
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+    int status = serve_jobs_remix(h->sv, id, ct, cs->body ? cs->body : "", cs->len, &j, err, sizeof err);
+    return respond_queued(h, c, status, j, err);
 }
 
 static enum MHD_Result h_list(serve_http *h, struct MHD_Connection *c) {
@@ -413,6 +428,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case SERVE_R_VIDEO: return h_video(h, c, id, del);
     case SERVE_R_CONTENT: return h_content(h, c, id);
     case SERVE_R_EVENTS: return h_events(h, c, id);
+    case SERVE_R_REMIX: return h_remix(h, c, cs, id);
     default: return respond_error(c, 404, "not_found", "no such path");
     }
 }

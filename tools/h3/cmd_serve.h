@@ -58,6 +58,12 @@ int  serve_spec_parse(const char *content_type, const char *body, size_t len, co
 /* The persisted settings (job.json) -> *s without inputs (the job's input files are on disk). 0 or -1. */
 int  serve_spec_from_settings(json_t *settings, serve_spec *s, char *err, size_t cap);
 void serve_spec_free(serve_spec *s);
+/* POST /v1/videos/{id}/remix (docs/serve.md "Remix"): the body (JSON or empty: no overrides) holds fields of the
+ * request but no uploads; they replace the original's settings (a size replaces width/height and the reverse,
+ * seconds replaces frames and the reverse) and the result is checked by the request's own rules and messages.
+ * 0 = *s (no inputs: the caller adds the original's), or -1 with err and *status (400, 415). */
+int  serve_remix_parse(const char *content_type, const char *body, size_t len, json_t *original, serve_spec *s,
+                       int *status, char *err, size_t cap);
 
 /* Base64 (RFC 4648, padding optional, no whitespace; a "data:...;base64," prefix skipped). malloc'd bytes or NULL. */
 unsigned char *serve_base64_decode(const char *s, size_t n, size_t *out_len);
@@ -71,7 +77,7 @@ int serve_parse_range(const char *h, int64_t size, int64_t *off, int64_t *len);
 /* The routes. */
 enum {
     SERVE_R_NOT_FOUND = 0, SERVE_R_PAGE, SERVE_R_HEALTH, SERVE_R_MODELS, SERVE_R_AUTH, SERVE_R_VIDEOS,
-    SERVE_R_VIDEO, SERVE_R_CONTENT, SERVE_R_EVENTS,
+    SERVE_R_VIDEO, SERVE_R_CONTENT, SERVE_R_EVENTS, SERVE_R_REMIX,
 };
 /* method + url (without the query) -> a route; *allowed = 0 when the path exists but not for this method; id gets
  * the job id of /v1/videos/{id}[/...] (only the exact id syntax is taken). */
@@ -96,6 +102,7 @@ typedef struct serve_job {
     char              error_code[32];
     json_t           *settings;
     json_t           *inputs;         /* [{role, kind, file[, audio_file]}]: the uploads, in order */
+    char              remixed_from[SERVE_ID_LEN + 1]; /* the job a remix copied ("" = none) */
     int               frames;         /* the aligned frame count (h3_engine_check) */
     int               cancel;         /* DELETE: the sinks stop the generation */
     int               deleted;        /* gone from the table; freed when refs reaches 0 */
@@ -143,9 +150,15 @@ typedef struct serve_server {
 int  serve_jobs_load(serve_server *sv, char *err, size_t cap);
 int  serve_jobs_start(serve_server *sv, char *err, size_t cap);    /* the worker thread */
 void serve_jobs_stop(serve_server *sv);                             /* cancels the running job, joins the worker */
-/* Submits a parsed spec: writes its inputs, checks it by the CLI's rules, queues it. 0 = *out (a reference the
- * caller releases with serve_job_release); else the HTTP status (400, 429, 500) with err. */
-int  serve_jobs_submit(serve_server *sv, serve_spec *s, serve_job **out, char *err, size_t cap);
+/* Submits a parsed spec: writes its inputs, checks it by the CLI's rules, queues it; remixed_from (or NULL) is
+ * the job it copies. 0 = *out (a reference the caller releases with serve_job_release); else the HTTP status
+ * (400, 429, 500) with err. */
+int  serve_jobs_submit(serve_server *sv, serve_spec *s, const char *remixed_from, serve_job **out, char *err,
+                       size_t cap);
+/* POST /v1/videos/{id}/remix: the job of id again with the body's overrides (serve_remix_parse) and a copy of its
+ * uploads. 0 = *out as serve_jobs_submit; else the HTTP status (400, 404, 413, 415, 429, 500) with err. */
+int  serve_jobs_remix(serve_server *sv, const char *id, const char *content_type, const char *body, size_t len,
+                      serve_job **out, char *err, size_t cap);
 /* The job of id with a reference taken, or NULL. */
 serve_job *serve_jobs_get(serve_server *sv, const char *id);
 void serve_job_release(serve_server *sv, serve_job *j);

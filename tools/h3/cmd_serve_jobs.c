@@ -58,6 +58,7 @@ static int persist(serve_server *sv, const serve_job *j) {
                           (json_int_t)j->created_at, "started_at", (json_int_t)j->started_at, "completed_at",
                           (json_int_t)j->completed_at, "error", j->error, "error_code", j->error_code, "frames",
                           j->frames, "settings", j->settings, "inputs", j->inputs);
+    if (o && j->remixed_from[0]) json_object_set_new(o, "remixed_from_video_id", json_string(j->remixed_from));
     char *text = o ? json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
     json_decref(o);
     char path[1200], err[SERVE_MSG_CAP];
@@ -104,6 +105,7 @@ json_t *serve_job_json(const serve_job *j) {
     if (pr) json_object_set(o, "prompt", pr);
     if (json_object_get(j->settings, "size")) json_object_set(o, "size", json_object_get(j->settings, "size"));
     json_object_set_new(o, "seconds", json_sprintf("%.3f", j->frames / 24.0));
+    json_object_set_new(o, "remixed_from_video_id", j->remixed_from[0] ? json_string(j->remixed_from) : json_null());
     json_object_set_new(o, "started_at", j->started_at ? json_integer(j->started_at) : json_null());
     json_object_set_new(o, "completed_at", j->completed_at ? json_integer(j->completed_at) : json_null());
     json_object_set_new(o, "error", j->status == SERVE_FAILED
@@ -159,14 +161,16 @@ static serve_job *load_one(serve_server *sv, const char *id, char *why, size_t c
     if (!o) return snprintf(why, cap, "job.json: %s", je.text), NULL;
     serve_job *j = calloc(1, sizeof *j);
     json_int_t seq = 0, created = 0, started = 0, completed = 0;
-    const char *st = NULL, *jid = NULL, *err = "", *code = "";
+    const char *st = NULL, *jid = NULL, *err = "", *code = "", *from = NULL;
     json_t *settings = NULL, *inputs = NULL;
     int progress = 0, frames = 0;
-    if (!j || json_unpack_ex(o, &je, 0, "{s:s, s:I, s:s, s:i, s:I, s:I, s:I, s?s, s?s, s:i, s:o, s:o}", "id", &jid,
-                             "seq", &seq, "status", &st, "progress", &progress, "created_at", &created, "started_at",
-                             &started, "completed_at", &completed, "error", &err, "error_code", &code, "frames",
-                             &frames, "settings", &settings, "inputs", &inputs) ||
-        strcmp(jid, id) || !json_is_array(inputs) || json_array_size(inputs) > SERVE_MAX_INPUTS) {
+    if (!j || json_unpack_ex(o, &je, 0, "{s:s, s:I, s:s, s:i, s:I, s:I, s:I, s?s, s?s, s:i, s:o, s:o, s?s}", "id",
+                             &jid, "seq", &seq, "status", &st, "progress", &progress, "created_at", &created,
+                             "started_at", &started, "completed_at", &completed, "error", &err, "error_code", &code,
+                             "frames", &frames, "settings", &settings, "inputs", &inputs, "remixed_from_video_id",
+                             &from) ||
+        strcmp(jid, id) || !json_is_array(inputs) || json_array_size(inputs) > SERVE_MAX_INPUTS ||
+        (from && !serve_is_id(from))) {
         snprintf(why, cap, "job.json: %s", j ? je.text : "out of memory");
         json_decref(o), free(j);
         return NULL;
@@ -196,6 +200,7 @@ static serve_job *load_one(serve_server *sv, const char *id, char *why, size_t c
     j->created_at = created, j->started_at = started, j->completed_at = completed;
     snprintf(j->error, sizeof j->error, "%s", err ? err : "");
     snprintf(j->error_code, sizeof j->error_code, "%s", code ? code : "");
+    snprintf(j->remixed_from, sizeof j->remixed_from, "%s", from ? from : "");
     j->settings = json_incref(settings), j->inputs = json_incref(inputs);
     j->status = -1;
     for (int k = 0; k < 4; k++)
@@ -391,7 +396,8 @@ static int active_jobs(const serve_server *sv) {
     return n;
 }
 
-int serve_jobs_submit(serve_server *sv, serve_spec *s, serve_job **out, char *err, size_t cap) {
+int serve_jobs_submit(serve_server *sv, serve_spec *s, const char *remixed_from, serve_job **out, char *err,
+                      size_t cap) {
     pthread_mutex_lock(&sv->mu);
     if (sv->stop || active_jobs(sv) >= sv->queue_max) {
         int n = active_jobs(sv);
@@ -409,6 +415,7 @@ int serve_jobs_submit(serve_server *sv, serve_spec *s, serve_job **out, char *er
         snprintf(err, cap, "out of memory or no random bytes");
         goto fail;
     }
+    if (remixed_from) snprintf(j->remixed_from, sizeof j->remixed_from, "%s", remixed_from);
     serve_job_path(sv, j->id, NULL, dir, sizeof dir);
     if (mkdir(dir, 0700)) {
         snprintf(err, cap, "--data: cannot make the job's folder: %s", strerror(errno));
@@ -477,6 +484,89 @@ fail:
     pthread_mutex_lock(&sv->mu);
     sv->pending--;
     pthread_mutex_unlock(&sv->mu);
+    return status;
+}
+
+/* ---- remix (docs/serve.md "Remix"): the original's settings with overrides, a copy of its uploads ---- */
+
+/* one of the original job's input files, whole, under the upload limit of a request; 0 or the HTTP status */
+static int read_input(const serve_server *sv, const char *id, const char *name, const char *what, unsigned char **out,
+                      size_t *len, char *err, size_t cap) {
+    char path[1200];
+    serve_job_path(sv, id, name, path, sizeof path); /* the table's id and a name is_input_name / submit made */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size == 0) {
+        int e = fd < 0 ? errno : 0;
+        if (fd >= 0) close(fd);
+        snprintf(err, cap, "%s's upload %s is gone from --data (%s): it cannot be remixed", id, name,
+                 e ? strerror(e) : "not a file with bytes");
+        return 404;
+    }
+    if ((uint64_t)st.st_size > sv->lim.max_upload) {
+        close(fd);
+        snprintf(err, cap, "%s: the upload is larger than the limit of %zu bytes", what, sv->lim.max_upload);
+        return 413;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    unsigned char *d = malloc(n);
+    while (d && got < n) {
+        ssize_t r = read(fd, d + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!d || got < n) {
+        free(d);
+        snprintf(err, cap, d ? "%s: reading the original's upload %s failed" : "%s: out of memory", what, name);
+        return 500;
+    }
+    *out = d, *len = n;
+    return 0;
+}
+
+int serve_jobs_remix(serve_server *sv, const char *id, const char *ctype, const char *body, size_t len,
+                     serve_job **out, char *err, size_t cap) {
+    serve_job *o = serve_jobs_get(sv, id);
+    if (!o) return snprintf(err, cap, "no video with this id (a deleted video cannot be remixed: its uploads went with it)"), 404;
+    pthread_mutex_lock(&sv->mu);
+    json_t *settings = json_deep_copy(o->settings), *inputs = json_deep_copy(o->inputs);
+    pthread_mutex_unlock(&sv->mu);
+    serve_job_release(sv, o);
+    serve_spec s;
+    int status = 500, refs = 0;
+    if (!settings || !inputs) {
+        snprintf(err, cap, "out of memory");
+        goto done;
+    }
+    if (serve_remix_parse(ctype, body, len, settings, &s, &status, err, cap)) goto done;
+    status = 0;
+    size_t i;
+    json_t *in;
+    json_array_foreach(inputs, i, in) { /* in the original's order: the copies get the same names */
+        const char *f = json_string_value(json_object_get(in, "file")), *af = json_string_value(json_object_get(in, "audio_file"));
+        int role = role_of(json_string_value(json_object_get(in, "role"))), kind = kind_of(json_string_value(json_object_get(in, "kind")));
+        if (role < 0 || kind < 0 || !f || s.ninputs == SERVE_MAX_INPUTS) { /* load_one and submit made them valid */
+            status = 500, snprintf(err, cap, "%s: its inputs in job.json are malformed", id);
+            break;
+        }
+        char what[48];
+        if (role == SERVE_IN_REF) snprintf(what, sizeof what, "references[%d].data", refs);
+        else snprintf(what, sizeof what, "%s", role_names[role]);
+        serve_input *si = &s.inputs[s.ninputs];
+        memset(si, 0, sizeof *si);
+        si->role = role, si->kind = role == SERVE_IN_REF ? kind : 0;
+        if ((status = read_input(sv, id, f, what, &si->data, &si->len, err, cap))) break;
+        s.ninputs++; /* the spec owns the bytes from here */
+        snprintf(what, sizeof what, "references[%d].audio_data", refs);
+        if (af && (status = read_input(sv, id, af, what, &si->audio, &si->audio_len, err, cap))) break;
+        refs += role == SERVE_IN_REF;
+    }
+    if (!status) status = serve_jobs_submit(sv, &s, id, out, err, cap);
+    serve_spec_free(&s);
+done:
+    json_decref(settings), json_decref(inputs);
     return status;
 }
 

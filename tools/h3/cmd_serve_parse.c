@@ -1,6 +1,6 @@
 /* `h3 serve`'s parsers of untrusted request bytes (docs/serve.md "Requests"): the job request as JSON or
  * multipart/form-data, base64 inputs, Range, the path routing. Pure functions: no engine, no file system (the
- * fuzz target fuzz/fuzz_serve.c runs them). Syntax and types are checked here with the CLI's flag ranges
+ * fuzz target fuzz/fuzz_serve.c runs them), and a remix's overrides over the original's settings. Syntax and types are checked here with the CLI's flag ranges
  * (cmd_generate.c); the ranges and combinations of the generation itself are h3_engine_check's (cmd_serve_jobs.c). */
 #include <ctype.h>
 #include <math.h>
@@ -148,6 +148,7 @@ int serve_route(const char *method, const char *url, char id[SERVE_ID_LEN + 1], 
     if (!slash) route = SERVE_R_VIDEO, *allowed = get || del;
     else if (!strcmp(slash, "/content")) route = SERVE_R_CONTENT, *allowed = get;
     else if (!strcmp(slash, "/events")) route = SERVE_R_EVENTS, *allowed = get;
+    else if (!strcmp(slash, "/remix")) route = SERVE_R_REMIX, *allowed = post;
     else return SERVE_R_NOT_FOUND;
     memcpy(id, tmp, sizeof tmp);
     return route;
@@ -538,4 +539,54 @@ int serve_spec_from_settings(json_t *settings, serve_spec *s, char *err, size_t 
     spec_reset(s);
     if (spec_from_object(settings, 0, NULL, s, &status, err, cap)) return serve_spec_free(s), -1;
     return 0;
+}
+
+/* ---- remix (docs/serve.md "Remix") ---- */
+
+int serve_remix_parse(const char *ctype, const char *body, size_t len, json_t *original, serve_spec *s, int *status,
+                      char *err, size_t cap) {
+    memset(s, 0, sizeof *s);
+    *status = 400;
+    if (ctype && *ctype && strncasecmp(ctype, "application/json", 16)) {
+        *status = 415;
+        return failf(err, cap, "Content-Type must be application/json (a remix reuses the original's uploads)");
+    }
+    if (!json_is_object(original)) return failf(err, cap, "the original video has no settings");
+    size_t lead = 0;
+    while (lead < len && isspace((unsigned char)body[lead])) lead++;
+    json_t *over = NULL;
+    if (lead == len) { /* no body: the original's settings as they are */
+        over = json_object();
+    } else {
+        json_error_t je;
+        if (!(over = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je)))
+            return failf(err, cap, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    }
+    if (!json_is_object(over)) return json_decref(over), failf(err, cap, "the request body must be a JSON object");
+    static const char *const uploads[] = {"first_frame", "last_frame", "references"};
+    for (int i = 0; i < 3; i++)
+        if (json_object_get(over, uploads[i]))
+            return json_decref(over), failf(err, cap, "%s: a remix reuses the original video's uploads and takes none "
+                                                      "(POST /v1/videos submits new ones)", uploads[i]);
+    json_t *merged = json_deep_copy(original);
+    if (!merged) return json_decref(over), failf(err, cap, "out of memory");
+    /* one way of giving the canvas or the length replaces the other */
+    int has_size = json_object_get(over, "size") != NULL,
+        has_wh = json_object_get(over, "width") || json_object_get(over, "height");
+    if (has_size && !has_wh) {
+        json_object_del(merged, "width"), json_object_del(merged, "height");
+    } else if (has_wh && !has_size && json_object_get(merged, "size")) {
+        int w, h;
+        char tmp[SERVE_MSG_CAP];
+        if (!get_size(json_object_get(merged, "size"), "size", &w, &h, tmp, sizeof tmp))
+            json_object_set_new(merged, "width", json_integer(w)), json_object_set_new(merged, "height", json_integer(h));
+        json_object_del(merged, "size");
+    }
+    if (json_object_get(over, "seconds") && !json_object_get(over, "frames")) json_object_del(merged, "frames");
+    if (json_object_get(over, "frames") && !json_object_get(over, "seconds")) json_object_del(merged, "seconds");
+    json_object_update(merged, over);
+    json_decref(over);
+    int rc = serve_spec_from_settings(merged, s, err, cap); /* the request's rules and messages */
+    json_decref(merged);
+    return rc;
 }

@@ -1,12 +1,13 @@
 /* serve_cdp: drives h3 serve's page in headless Chromium through the DevTools protocol over a pipe
  * (--remote-debugging-pipe: NUL-terminated JSON messages, Chromium reads fd 3 and writes fd 4), for
  * tests/cli/serve.sh:
- *   serve_cdp CHROMIUM URL API_KEY SCREENSHOT.png PROFILE_DIR
+ *   serve_cdp CHROMIUM URL API_KEY SCREENSHOT.png PROFILE_DIR [KEYFRAME.png]
  * opens URL, signs in with the key when the page asks, types a prompt (Input.insertText), sets the tiny snapshot's
- * sizes, submits,
+ * sizes (and KEYFRAME as the first_frame upload: an fl2va job), submits,
  * waits until the <video> element has loaded the clip (readyState >= 2 and its size known), saves a screenshot and
  * prints "video loaded: WxH, ...", then clicks the history's "new seed" and waits until that second job completed
- * ("re-run: PROMPT seed A | PROMPT seed B"). Exit 0 on success, 1 with one line on failure. */
+ * ("re-run: PROMPT seed A | PROMPT seed B"; "remix: N input(s) kept, remixed from the first" when the second job is
+ * a remix of the first with its uploads). Exit 0 on success, 1 with one line on failure. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -130,9 +131,28 @@ static unsigned char *b64_decode(const char *s, size_t *out) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: serve_cdp CHROMIUM URL API_KEY SCREENSHOT.png PROFILE_DIR\n");
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: serve_cdp CHROMIUM URL API_KEY SCREENSHOT.png PROFILE_DIR [KEYFRAME.png]\n");
         return 2;
+    }
+    char *key_js = NULL; /* the keyframe's bytes as a JSON string of base64 */
+    if (argc == 7) {
+        FILE *kf = fopen(argv[6], "rb");
+        static unsigned char buf[1 << 20];
+        size_t n = kf ? fread(buf, 1, sizeof buf, kf) : 0;
+        if (kf) fclose(kf);
+        if (!n || n == sizeof buf) die("cannot read the keyframe (at most 1 MiB)");
+        static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        key_js = malloc((n + 2) / 3 * 4 + 3);
+        size_t o = 0;
+        key_js[o++] = '"';
+        for (size_t i = 0; i < n; i += 3) {
+            uint32_t w = (uint32_t)buf[i] << 16 | (i + 1 < n ? (uint32_t)buf[i + 1] << 8 : 0) | (i + 2 < n ? buf[i + 2] : 0);
+            key_js[o++] = tab[w >> 18], key_js[o++] = tab[w >> 12 & 63];
+            key_js[o++] = i + 1 < n ? tab[w >> 6 & 63] : '=';
+            key_js[o++] = i + 2 < n ? tab[w & 63] : '=';
+        }
+        key_js[o++] = '"', key_js[o] = 0;
     }
     int in[2], out[2];
     if (pipe(in) || pipe(out)) die("pipe");
@@ -199,6 +219,18 @@ int main(int argc, char **argv) {
     v = eval(session, "document.getElementById('prompt').value");
     if (strcmp(v, "\"A red fox runs through fresh snow.\"")) die("the typed prompt is not in the prompt box");
     free(v);
+    /* the keyframe as the first_frame file (a File in a DataTransfer, as a file picker gives it) */
+    if (key_js) {
+        size_t n = strlen(key_js) + 512;
+        char *js = malloc(n);
+        snprintf(js, n, "(() => { const b = Uint8Array.from(atob(%s), (c) => c.charCodeAt(0)); const dt = new DataTransfer(); "
+                        "dt.items.add(new File([b], 'key.png', {type: 'image/png'})); const e = document.getElementById('first_frame'); "
+                        "e.files = dt.files; return e.files.length; })()", key_js);
+        v = eval(session, js);
+        free(js);
+        if (strcmp(v, "1")) die("the keyframe could not be set as the first_frame file");
+        free(v);
+    }
     /* the tiny snapshot's sizes, then Generate */
     free(eval(session, "document.getElementById('size').value = '64x32';"
                        "document.getElementById('seconds').value = '4.5';"
@@ -246,6 +278,13 @@ int main(int argc, char **argv) {
         usleep(300000);
     }
     printf("re-run: %s\n", v);
+    free(v);
+    /* the re-run is a remix of the first job: the same uploads (roles, bytes) */
+    v = eval(session, "fetch('/v1/videos?limit=10').then((r) => r.json()).then((d) => { const [b, a] = d.data; "
+                      "const sig = (x) => JSON.stringify(x.inputs.map((i) => [i.role, i.bytes])); "
+                      "return b.remixed_from_video_id === a.id && sig(a) === sig(b) ? b.inputs.length : -1; })");
+    if (!strcmp(v, "-1")) die("the re-run is not a remix of the first job with its uploads");
+    printf("remix: %s input(s) kept, remixed from the first\n", v);
     free(v);
     /* Browser.close, not waited for (the pipe closes with it); then the browser process is reaped */
     const char bye[] = "{\"id\":999999,\"method\":\"Browser.close\",\"params\":{}}";
