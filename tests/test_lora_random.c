@@ -4,9 +4,9 @@
  * fused multiply-adds from 0, times the scaling, rounded to bf16; W = bf16(W + delta)), writes them as a snapshot and
  * loads that with dit_load: the two models' forwards must be the same bits. On the CPU (CI) at the tiny shapes with
  * rank 8; tests/cuda/test_cuda_lora64.c is this file on CUDA at the release width (tests/fixtures/skeleton, blocks
- * 0..LORA_LAYERS-1) with rank 64, and prints the merge's cost. Then with --ssd-streaming (STREAM_LAYERS blocks, so
- * the two slots are filled again with other blocks): the LoRA merged into each slot as it is filled gives the
- * resident merged model's forward bit for bit, twice. */
+ * 0..LORA_LAYERS-1) with rank 64 and the forwards at the release shape 544x960x124, and prints the merge's cost.
+ * Then with --ssd-streaming (STREAM_LAYERS blocks, so the two slots are filled again with other blocks): the LoRA
+ * merged into each slot as it is filled gives the resident merged model's forward bit for bit, twice. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +30,11 @@
 #define RANK 64
 #define LAYERS 1
 #define STREAM_LAYERS 3
+/* the forwards at the release shape, h3 bench's 544x960x124 (256 text tokens, 18,870 video and 414 audio rows) */
+#define TEXT_T 256
+#define SHAPE_W 544
+#define SHAPE_H 960
+#define SHAPE_FRAMES 124
 #else
 #define BACKEND H3_BACKEND_CPU
 #define CONFIG "tests/fixtures/tiny/transformer"
@@ -165,8 +170,21 @@ int main(void) {
     dit_model *plain = b ? dit_new_random(be, &c, DIT_BF16, SEED, &e) : NULL;
     CHECK(plain != NULL, "random weights: %s", e.msg);
     if (a && b && plain) {
-        const int64_t tags[3] = {1, 1, 1};
-        layout *L = layout_new_t2va(tags, 3, 2, 4, 4, 5, NULL, 0, &e);
+#ifdef TEXT_T
+        enum { NT = TEXT_T };
+        int aligned = 0, F = 0;
+        CHECK(layout_align_num_frames(SHAPE_FRAMES, &aligned, &e) == 0 && layout_latent_frames(aligned, &F, &e) == 0,
+              "%s", e.msg);
+        int64_t tags[NT];
+        for (int i = 0; i < NT; i++) tags[i] = 1;
+        layout *L = layout_new_t2va(tags, NT, F, SHAPE_H / 16, SHAPE_W / 16, layout_audio_latents(aligned), NULL, 0, &e);
+        printf("  forwards at %dx%dx%d: S=%lld (%lld video, %lld audio rows)\n", SHAPE_W, SHAPE_H, SHAPE_FRAMES,
+               (long long)L->S, (long long)L->Nv, (long long)L->Na);
+#else
+        enum { NT = 3 };
+        const int64_t tags[NT] = {1, 1, 1};
+        layout *L = layout_new_t2va(tags, NT, 2, 4, 4, 5, NULL, 0, &e);
+#endif
         int64_t *tidx = malloc(sizeof(int64_t) * (size_t)L->S);
         float tv[LAYOUT_MAX_TIMESTEPS];
         int K;
@@ -174,10 +192,10 @@ int main(void) {
         const int64_t pd = (int64_t)c.in_channels * c.patch_size[0] * c.patch_size[1] * c.patch_size[2];
         const int64_t nv = L->Nv * pd, na = L->Na * c.audio_in_channels;
         float *video = malloc(sizeof(float) * (size_t)nv), *audio = malloc(sizeof(float) * (size_t)na);
-        float *text = malloc(sizeof(float) * (size_t)(3 * c.text_dim));
+        float *text = malloc(sizeof(float) * (size_t)(NT * c.text_dim));
         for (int64_t i = 0; i < nv; i++) video[i] = sinf(0.37f * (float)i);
         for (int64_t i = 0; i < na; i++) audio[i] = cosf(0.11f * (float)i);
-        for (int64_t i = 0; i < 3 * c.text_dim; i++) text[i] = 0.2f * sinf((float)i);
+        for (int64_t i = 0; i < NT * c.text_dim; i++) text[i] = 0.2f * sinf((float)i);
         dit_inputs in = {.video = video, .Nv = L->Nv, .audio = audio, .Na = L->Na, .text = text, .Nt = L->T,
                          .timestep = tv, .K = K, .S = L->S, .timestep_indices = tidx, .token_tags = L->token_tags,
                          .position_ids = L->position_ids, .video_indices = L->video_indices,
