@@ -103,6 +103,16 @@ json_t *h3_json_load_in(const char *dir, const char *name, char *path, size_t ca
     return h3_json_load(path, e);
 }
 
+int h3_json_parse_config_in(const char *dir, h3_json_parse_fn parse, void *cfg, size_t size, h3_err *e) {
+    char path[4096];
+    memset(cfg, 0, size);
+    json_t *root = h3_json_load_in(dir, "config.json", path, sizeof path, e);
+    if (!root) return -1;
+    int rc = parse(root, path, cfg, e);
+    json_decref(root);
+    return rc;
+}
+
 json_t *h3_json_load_object(const char *path, h3_err *e) {
     json_t *root = h3_json_load(path, e);
     if (root && !json_is_object(root)) {

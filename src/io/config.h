@@ -31,6 +31,10 @@ json_t *h3_json_load_object(const char *path, h3_err *e);
 /* h3_json_load of "<dir>/<name>", the path left in path[cap] for the caller's messages; a path that does not fit
  * is an error, not a truncated name. */
 json_t *h3_json_load_in(const char *dir, const char *name, char *path, size_t cap, h3_err *e);
+/* The model config loaders' one body: cfg (size bytes) zeroed, then parse(root, path, cfg, e) on
+ * "<dir>/config.json", path naming it in messages; parse's result, or -1 when the file does not load. */
+typedef int (*h3_json_parse_fn)(const json_t *root, const char *path, void *cfg, h3_err *e);
+int h3_json_parse_config_in(const char *dir, h3_json_parse_fn parse, void *cfg, size_t size, h3_err *e);
 
 /* Config field reader: every field has a range; an absent field takes def, or is an error when def is
  * H3_CFG_REQUIRED. After the first error every later call fails at once (rc stays -1), so a loader may read all

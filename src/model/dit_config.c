@@ -69,14 +69,12 @@ int dit_config_parse(const json_t *root, const char *path, dit_config *cfg, h3_e
     return 0;
 }
 
+static int parse_untyped(const json_t *root, const char *path, void *cfg, h3_err *e) {
+    return dit_config_parse(root, path, cfg, e);
+}
+
 int dit_config_load(const char *dir, dit_config *cfg, h3_err *e) {
-    char path[4096];
-    memset(cfg, 0, sizeof *cfg);
-    json_t *root = h3_json_load_in(dir, "config.json", path, sizeof path, e);
-    if (!root) return -1;
-    int rc = dit_config_parse(root, path, cfg, e);
-    json_decref(root);
-    return rc;
+    return h3_json_parse_config_in(dir, parse_untyped, cfg, sizeof *cfg, e);
 }
 
 /* ---------------------------------------------------------------- tensor names (docs/model/dit.md 2) */

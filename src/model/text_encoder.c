@@ -144,14 +144,12 @@ done:
     return rc;
 }
 
+static int parse_untyped(const json_t *root, const char *path, void *cfg, h3_err *e) {
+    return text_encoder_config_parse(root, path, cfg, e);
+}
+
 int text_encoder_config_load(const char *dir, te_config *cfg, h3_err *e) {
-    char path[4096];
-    memset(cfg, 0, sizeof *cfg);
-    json_t *root = h3_json_load_in(dir, "config.json", path, sizeof path, e);
-    if (!root) return -1;
-    int rc = text_encoder_config_parse(root, path, cfg, e);
-    json_decref(root);
-    return rc;
+    return h3_json_parse_config_in(dir, parse_untyped, cfg, sizeof *cfg, e);
 }
 
 /* ---------------------------------------------------------------- tensors */

@@ -121,14 +121,12 @@ int video_vae_config_parse(const json_t *root, const char *path, video_vae_confi
     return cfg_derive(c, ratio, path, e);
 }
 
+static int parse_untyped(const json_t *root, const char *path, void *cfg, h3_err *e) {
+    return video_vae_config_parse(root, path, cfg, e);
+}
+
 int video_vae_config_load(const char *vae_dir, video_vae_config *c, h3_err *e) {
-    char path[4096];
-    memset(c, 0, sizeof *c);
-    json_t *root = h3_json_load_in(vae_dir, "config.json", path, sizeof path, e);
-    if (!root) return -1;
-    int rc = video_vae_config_parse(root, path, c, e);
-    json_decref(root);
-    return rc;
+    return h3_json_parse_config_in(vae_dir, parse_untyped, c, sizeof *c, e);
 }
 
 /* ------------------------------------------------------------------------------------------------
