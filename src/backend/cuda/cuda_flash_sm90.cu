@@ -26,6 +26,8 @@
 
 namespace {
 
+#include "cuda_sm90_common.h" /* mbarriers, TMA loads, wgmma fences and descriptors, named barriers, the map encoder */
+
 constexpr int BM = 128;      /* query rows per CTA */
 constexpr int THREADS = 384; /* producer warpgroup + 2 consumer warpgroups */
 
@@ -41,47 +43,6 @@ struct Params {
  * other targets (Makefile NVCC_ARCH) compile an empty kernel (k_flash90) that is never launched. */
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-#include "cuda_sm90_mbarrier.h" /* su32, mbar_init / expect_tx / arrive / try / wait / wait_guarded */
-
-/* ---- TMA: 4-D tiled load into shared memory, completion on an mbarrier ---- */
-__device__ __forceinline__ void tma_load4(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1, int c2,
-                                          int c3) {
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
-                 ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-                 : "memory");
-}
-
-/* ---- warpgroup MMA ---- */
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wg_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-/* keeps the compiler from moving accesses of accumulator registers across wgmma issue / wait */
-template <int N>
-__device__ __forceinline__ void keep(float (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
-}
-
-/* Shared-memory matrix descriptor: start address, leading / stride byte offsets (16-byte units),
- * swizzle mode 1 = 128B (bits 62-63). */
-__device__ __forceinline__ uint64_t sm_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
-           ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
-}
-
-__device__ __forceinline__ uint32_t bf16x2(float lo, float hi) {
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
 
 /* generated operand lists: D (fp32, m64 x N) [+]= A . B */
 static __device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
@@ -297,14 +258,6 @@ __device__ __forceinline__ void to_bf16(uint32_t (&pa)[BN / 16][4], const float 
     }
 }
 
-__device__ __forceinline__ void nbar_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
-__device__ __forceinline__ void nbar_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
-
-/* one warp's release of a stage: after its wgmma reading the stage has completed */
-__device__ __forceinline__ void release(uint32_t bar, int lane) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(bar);
-}
 #endif /* sm_90a device code */
 
 template <int HD, int BN, int ST, int OV, int PP, int QR, int SR>
@@ -339,16 +292,14 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
             mbar_init(k_empty(s), 8); /* one arrival per consumer warp */
             mbar_init(v_empty(s), 8);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
 
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
         if (threadIdx.x == 0) {
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmQ) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmK) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmV) : "memory");
+            prefetch_maps(&tmQ, &tmK, &tmV);
             mbar_expect_tx(q_full, QB);
             for (int half = 0; half < HALVES; half++) {
                 if (p.q_swap) tma_load4(sQ + half * QH, &tmQ, q_full, half * 64, q0, h, item);
@@ -498,21 +449,6 @@ k_flash90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUten
 }
 
 /* ---------------- host side ---------------- */
-
-typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-/* the driver's cuTensorMapEncodeTiled through the runtime (no -lcuda); looked up per call (microseconds),
- * so no process-wide state */
-encode_tiled_fn encoder(void) {
-    void *f = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-        return (encode_tiled_fn)f;
-    return nullptr;
-}
 
 /* one call's problem: batch items of Sq x Skv at element strides (*_bs between items, *_rs rows, *_hs heads) */
 struct Prob {

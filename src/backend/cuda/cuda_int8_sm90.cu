@@ -21,6 +21,8 @@
 
 namespace {
 
+#include "cuda_sm90_common.h" /* mbarriers, TMA loads, wgmma fences and descriptors, the map encoder */
+
 constexpr int BM = 128, BN = 256, BK = 128, ST = 4, THREADS = 384, GROUP_M = 8;
 constexpr uint32_t A_BYTES = BM * BK, B_BYTES = BN * BK, STAGE = A_BYTES + B_BYTES;
 constexpr size_t SMEM = (size_t)ST * STAGE + 16 * ST + 1024;
@@ -34,28 +36,6 @@ struct Params {
 };
 
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#include "cuda_sm90_mbarrier.h" /* su32, mbar_init / expect_tx / arrive / try / wait / wait_guarded */
-__device__ __forceinline__ void tma_load2(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
-                 ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1)
-                 : "memory");
-}
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wg_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-template <int N>
-__device__ __forceinline__ void keep(int32_t (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+r"(r[i])::"memory");
-}
-/* shared-memory matrix descriptor: start address, leading / stride byte offsets, 128B swizzle */
-__device__ __forceinline__ uint64_t sm_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
-           ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
-}
 
 /* D (s32, m64 x 256) += A (m64 x k32, s8) . B (n256 x k32, s8)^T, both K-major from 128B-swizzled shared memory */
 static __device__ __forceinline__ void wgmma_s8_n256(int32_t (&d)[128], uint64_t da, uint64_t db, int scale_d) {
@@ -98,14 +78,13 @@ k_s8_gemm90(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUt
             mbar_init(full(s), 1);
             mbar_init(empty(s), 8); /* one arrival per consumer warp */
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
         if (threadIdx.x == 0) {
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmA) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmB) : "memory");
+            prefetch_maps(&tmA, &tmB);
             for (int kt = 0; kt < p.nk; kt++) {
                 const int s = kt % ST;
                 if (kt >= ST) mbar_wait_guarded(empty(s), (unsigned)((kt / ST) + 1) & 1u);
@@ -156,20 +135,6 @@ k_s8_gemm90(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUt
         }
     }
 #endif
-}
-
-typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-/* the driver's cuTensorMapEncodeTiled through the runtime (no -lcuda), looked up per call */
-encode_tiled_fn encoder(void) {
-    void *f = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-        return (encode_tiled_fn)f;
-    return nullptr;
 }
 
 /* rows x cols bytes (row stride cols), box box_rows x 128 bytes, 128B swizzle, rows past `rows` zero-filled */

@@ -33,6 +33,8 @@
 
 namespace {
 
+#include "cuda_sm90_common.h" /* mbarriers, TMA loads, wgmma fences and descriptors, named barriers, the map encoder */
+
 constexpr int BM = 128, BN = 128, HD = 128, THREADS = 384;
 constexpr uint32_t TILE = 128 * 128; /* bytes of every shared-memory tile */
 
@@ -46,52 +48,12 @@ struct Params {
 
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-#include "cuda_sm90_mbarrier.h" /* su32, mbar_init / expect_tx / arrive / try / wait / wait_guarded */
-
-__device__ __forceinline__ void tma_load3(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1, int c2) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
-                 ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
-                 : "memory");
-}
-
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wg_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-template <int N>
-__device__ __forceinline__ void keep(float (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
-}
-template <int N>
-__device__ __forceinline__ void keep(int32_t (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+r"(r[i])::"memory");
-}
-
-/* shared-memory matrix descriptor, 128B swizzle (as cuda_flash_sm90.cu) */
-__device__ __forceinline__ uint64_t sm_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
-           ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
-}
-__device__ __forceinline__ uint32_t bf16x2(float lo, float hi) {
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
 /* four E4M3 codes (round to nearest even, saturating), x0 in the lowest byte */
 __device__ __forceinline__ uint32_t e4m3x4(float x0, float x1, float x2, float x3) {
     uint16_t lo, hi;
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(x1), "f"(x0));
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(x3), "f"(x2));
     return (uint32_t)lo | ((uint32_t)hi << 16);
-}
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
 }
 /* 2^x on the FMA pipe (EP variants: a share of the scores off the MUFU, the softmax's narrowest unit): x rounded to
  * an integer n by the 1.5 * 2^23 trick, 2^(x - n) by its degree-6 Taylor polynomial (relative error ~2e-7 on
@@ -227,12 +189,6 @@ __device__ __forceinline__ void accumulate(float (&o)[64], const float (&pv)[64]
     }
 }
 
-__device__ __forceinline__ void nbar_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
-__device__ __forceinline__ void nbar_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
-__device__ __forceinline__ void release(uint32_t bar, int lane) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(bar);
-}
 #endif /* sm_90a device code */
 
 template <int ST, int OV, int PP, int CV, int EP>
@@ -263,16 +219,14 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
             mbar_init(k_empty(s), 8); /* one arrival per consumer warp */
             mbar_init(v_empty(s), 8);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
 
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
         if (threadIdx.x == 0) {
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmQ) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmK) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmV) : "memory");
+            prefetch_maps(&tmQ, &tmK, &tmV);
             mbar_expect_tx(q_full, TILE);
             tma_load3(sQ, &tmQ, q_full, 0, q0, h);
             for (int j = 0; j < n; j++) {
@@ -422,19 +376,6 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
 }
 
 /* ---------------- host side ---------------- */
-
-typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-encode_tiled_fn encoder(void) {
-    void *f = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-        return (encode_tiled_fn)f;
-    return nullptr;
-}
 
 /* 3-D byte map (inner, rows, heads), box 128 x 128 x 1, 128B swizzle; rows past `rows` are zero-filled by TMA */
 int make_map(encode_tiled_fn enc, CUtensorMap *m, const void *ptr, int64_t inner, int64_t rows, int heads) {
