@@ -4,6 +4,7 @@
  * `h3 probe denoise` with --lora against diffusers' fused model (fp32, rel L2 <= 1e-5); and the rejections: a key
  * that maps to no weight, a wrong shape, DoRA, a ref2va LoRA on the transformer partition, too many LoRAs, bad scales,
  * --ssd-streaming. Run from the repo root. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,30 +210,33 @@ static void test_rejections(void) {
         unlink(path);
     }
     { /* lora_adapter_metadata that diffusers could not build a LoraConfig from, or h3 does not apply */
-        static const char *meta[][2] = {
-            {"{\"lora_adapter_metadata\": \"{\\\"transformer.r\\\": \\\"four\\\"}\"}", "transformer.r is not a rank"},
-            {"{\"lora_adapter_metadata\": \"{\\\"transformer.r\\\": 2, \\\"transformer.rank_pattern\\\": "
-             "{\\\"(\\\": 2}}\"}", "is not a regular expression"},
-            {"{\"lora_adapter_metadata\": \"{\\\"transformer.r\\\": 2, \\\"transformer.alpha_pattern\\\": "
-             "{\\\"ff\\\": \\\"x\\\"}}\"}", "alpha_pattern['ff'] is not a number"},
-            {"{\"lora_adapter_metadata\": \"{\\\"transformer_ref.r\\\": 2}\"}", "no 'transformer.' entries"},
-            {"{\"lora_adapter_metadata\": \"[2]\"}", "is not a JSON object"},
-            {"{\"lora_adapter_metadata\": \"{\\\"transformer.r\\\": 2, \\\"transformer.layer_replication\\\": "
-             "[[0, 1]]}\"}", "layer_replication is set"},
-            {"{\"lora_adapter_metadata\": \"{\\\"transformer.r\\\": 2, \\\"transformer.lora_alpha\\\": 4, "
-             "\\\"transformer.rank_pattern\\\": {\\\"^ff.net.2\\\": 3}}\"}", NULL}, /* anchored: no match */
+        static const char *meta[][2] = { /* the LoraConfig JSON, then a piece of the refusal (NULL: accepted) */
+            {"{\"transformer.r\": \"four\"}", "transformer.r is not a rank"},
+            {"{\"transformer.r\": 2, \"transformer.rank_pattern\": {\"(\": 2}}", "is not a regular expression"},
+            {"{\"transformer.r\": 2, \"transformer.alpha_pattern\": {\"ff\": \"x\"}}",
+             "alpha_pattern['ff'] is not a number"},
+            {"{\"transformer_ref.r\": 2}", "no 'transformer.' entries"},
+            {"[2]", "is not a JSON object"},
+            {"{\"transformer.r\": 2, \"transformer.layer_replication\": [[0, 1]]}", "layer_replication is set"},
+            {"{\"transformer.r\": 2, \"transformer.lora_alpha\": 4, \"transformer.rank_pattern\": {\"^ff.net.2\": 3}}",
+             NULL}, /* anchored: it does not match transformer_blocks.0.ff.net.2, so r = 2 holds */
         };
         char path[128];
         snprintf(path, sizeof path, "/tmp/h3_lora_meta_%d.safetensors", (int)getpid());
         static const uint16_t a2[2 * 64], b2[48 * 2];
         for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
+            /* the __metadata__ as diffusers writes it: the config as one JSON string */
+            json_t *o = json_pack("{s:s}", "lora_adapter_metadata", meta[i][0]);
+            char *header = json_dumps(o, 0);
+            json_decref(o);
             st_writer *w = st_writer_new();
             int rc = st_writer_add(w, "transformer.transformer_blocks.0.ff.net.2.lora_A.weight", H3_BF16, 2,
                                    (int64_t[]){2, 64}, a2, &e) ||
                      st_writer_add(w, "transformer.transformer_blocks.0.ff.net.2.lora_B.weight", H3_BF16, 2,
                                    (int64_t[]){48, 2}, b2, &e) ||
-                     st_writer_save(w, path, meta[i][0], &e);
+                     st_writer_save(w, path, header, &e);
             st_writer_free(w);
+            free(header);
             dit_lora_spec s = {path, 1.0, 0};
             dit_lora_set *set = rc ? NULL : dit_lora_set_new(&s, 1, &cfg, 0, &e);
             if (meta[i][1])

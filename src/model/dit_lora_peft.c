@@ -107,7 +107,8 @@ static int parse_config(json_t *cfg, const char *pfx, const char *path, lora_pef
         p->alpha = json_number_value(v);
     }
     if ((v = json_object_get(cfg, "use_rslora")) && !json_is_null(v)) {
-        if (!json_is_boolean(v)) return h3_fail(e, "%s: lora_adapter_metadata %s.use_rslora is not a boolean", path, pfx);
+        if (!json_is_boolean(v))
+            return h3_fail(e, "%s: lora_adapter_metadata %s.use_rslora is not a boolean", path, pfx);
         p->rslora = json_is_true(v);
     }
     if (get_patterns(cfg, "rank_pattern", 1, &p->ranks, &p->n_ranks, path, pfx, e)) return -1;
@@ -118,13 +119,15 @@ int lora_peft_parse(const char *metadata_json, const char *prefix, const char *p
     *out = NULL;
     if (!metadata_json) return 0;
     json_error_t je;
-    json_t *meta = json_loads(metadata_json, 0, &je), *raw = meta ? json_object_get(meta, "lora_adapter_metadata") : NULL;
+    json_t *meta = json_loads(metadata_json, 0, &je);
+    json_t *raw = meta ? json_object_get(meta, "lora_adapter_metadata") : NULL;
     if (!raw) return json_decref(meta), 0;
     json_t *all = NULL, *cfg = NULL;
     lora_peft *p = NULL;
     int rc = -1;
     if (!json_is_string(raw)) {
-        h3_fail(e, "%s: __metadata__ lora_adapter_metadata is not a string (diffusers writes a JSON object as text)", path);
+        h3_fail(e, "%s: __metadata__ lora_adapter_metadata is not a string (diffusers writes a JSON object as text)",
+                path);
         goto done;
     }
     if (!(all = json_loads(json_string_value(raw), 0, &je)) || !json_is_object(all)) {
@@ -166,12 +169,13 @@ static const peft_pattern *first_match(const peft_pattern *p, int n, const char 
 
 int lora_peft_scaling(const lora_peft *p, const char *module, int rank, double scale, double *scaling,
                       const char *path, const char *key, h3_err *e) {
-    const peft_pattern *rp = first_match(p->ranks, p->n_ranks, module), *ap = first_match(p->alphas, p->n_alphas, module);
+    const peft_pattern *rp = first_match(p->ranks, p->n_ranks, module);
+    const peft_pattern *ap = first_match(p->alphas, p->n_alphas, module);
     const int r = rp ? (int)rp->value : p->r;
     const double alpha = ap ? ap->value : p->alpha;
     if (r != rank)
-        return h3_fail(e, "%s: tensor '%s': rank %d, but lora_adapter_metadata gives module '%s' rank %d (%s%s%s)", path,
-                       key, rank, module, r, rp ? "rank_pattern '" : "r", rp ? rp->key : "", rp ? "'" : "");
+        return h3_fail(e, "%s: tensor '%s': rank %d, but lora_adapter_metadata gives module '%s' rank %d (%s%s%s)",
+                       path, key, rank, module, r, rp ? "rank_pattern '" : "r", rp ? rp->key : "", rp ? "'" : "");
     *scaling = p->rslora ? scale * alpha / sqrt((double)r) : scale * alpha / (double)r;
     return 0;
 }

@@ -190,6 +190,7 @@ def make_metadata_layouts(model):
         f = factors(dm, seed, torch.bfloat16)
         layers = {f"{n}.lora_{x}.weight": t for n, (A, B) in f.items() for x, t in (("A", A), ("B", B))}
         cfg = LoraConfig(target_modules=sorted({n.rsplit(".", 1)[-1] for n in dm}), **kw).to_dict()
+        cfg["target_modules"] = sorted(cfg["target_modules"])  # to_dict gives a set: its order varies run to run
         tmp = tempfile.mkdtemp()
         try:
             MiniMaxH3LoraLoaderMixin.save_lora_weights(tmp, transformer_lora_layers=layers,
@@ -308,29 +309,41 @@ def step_updates():
     save(os.path.join(EXP, "step_update.safetensors"), out)
 
 
+def expect_rejected(folder, paths):
+    """The files diffusers itself refuses: loading each must raise."""
+    for path in paths:
+        try:
+            fused(folder, [(path, 1.0)], torch.float32)
+        except (ValueError, RuntimeError) as ex:
+            print(f"diffusers rejects {os.path.basename(path)}: {type(ex).__name__}: {str(ex)[:100]}")
+        else:
+            raise SystemExit(f"diffusers accepted {path}")
+
+
+def write_merged(case, folder, paths, dtype, tag, ref=False, label=""):
+    """expect/<case>.merged_<tag>: every weight fuse_lora changed; returns the fused model."""
+    model, base = fused(folder, paths, dtype, ref)
+    w = merged_weights(model, base)
+    save(os.path.join(EXP, f"{case}.merged_{tag}.safetensors"), w,
+         {"loras": label, "partition": "transformer_ref" if ref else "transformer"})
+    print(f"{case} {tag}: {len(w)} weights merged")
+    return model
+
+
 def main():
     torch.set_num_threads(1)
     if sys.argv[1:] == ["--step-update"]:
         return step_updates()
     os.makedirs(EXP, exist_ok=True)
     tiny_t, tiny_r = os.path.join(TINY, "transformer"), os.path.join(TINY, "transformer_ref")
-    make_metadata_layouts(load_model(tiny_t, torch.float32))
     lp = lambda n: os.path.join(OUT, f"{n}.safetensors")
-    for bad in ("bad_meta_rank",):
-        try:
-            fused(tiny_t, [(lp(bad), 1.0)], torch.float32)
-        except (ValueError, RuntimeError) as ex:
-            print(f"diffusers rejects {bad}: {type(ex).__name__}: {str(ex)[:100]}")
-        else:
-            raise SystemExit(f"diffusers accepted {bad}")
-    meta_cases = {"peft_meta": [("peft_meta", 1.0)], "peft_rslora": [("peft_rslora", 0.7)]}
-    for case, loras in meta_cases.items():
-        for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
-            model, base = fused(tiny_t, [(lp(n), s) for n, s in loras], dtype)
-            w = merged_weights(model, base)
-            save(os.path.join(EXP, f"{case}.merged_{tag}.safetensors"), w,
-                 {"loras": " ".join(f"{n}:{s}" for n, s in loras), "partition": "transformer"})
-            print(f"{case} {tag}: {len(w)} weights merged")
+    label = lambda loras: " ".join(f"{n}:{s}" for n, s in loras)
+    dtypes = ((torch.bfloat16, "bf16"), (torch.float32, "fp32"))
+    make_metadata_layouts(load_model(tiny_t, torch.float32))
+    expect_rejected(tiny_t, [lp("bad_meta_rank")])
+    for case, loras in (("peft_meta", [("peft_meta", 1.0)]), ("peft_rslora", [("peft_rslora", 0.7)])):
+        for dtype, tag in dtypes:
+            write_merged(case, tiny_t, [(lp(n), s) for n, s in loras], dtype, tag, label=label(loras))
     if sys.argv[1:] == ["--metadata"]:
         return
     step_updates()
@@ -338,16 +351,7 @@ def main():
     files = make_layouts(load_model(tiny_t, torch.float32), load_model(hd128, torch.float32))
     for name, (sd, meta) in files.items():
         save(os.path.join(OUT, f"{name}.safetensors"), sd, meta)
-    lp = lambda n: os.path.join(OUT, f"{n}.safetensors")
-
-    # the rejections diffusers itself makes
-    for bad in ("bad_unknown", "bad_shape"):
-        try:
-            fused(tiny_t, [(lp(bad), 1.0)], torch.float32)
-        except (ValueError, RuntimeError) as ex:
-            print(f"diffusers rejects {bad}: {type(ex).__name__}: {str(ex)[:100]}")
-        else:
-            raise SystemExit(f"diffusers accepted {bad}")
+    expect_rejected(tiny_t, [lp("bad_unknown"), lp("bad_shape")])
 
     cases = {  # case: (folder, [(lora, scale)], ref partition, forward input)
         "peft": (tiny_t, [("peft", 1.0)], False, "t2va"),
@@ -362,12 +366,8 @@ def main():
     }
     for case, (folder, loras, ref, fwd) in cases.items():
         paths = [(lp(n), s) for n, s in loras]
-        for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
-            model, base = fused(folder, paths, dtype, ref)
-            w = merged_weights(model, base)
-            save(os.path.join(EXP, f"{case}.merged_{tag}.safetensors"), w,
-                 {"loras": " ".join(f"{n}:{s}" for n, s in loras), "partition": "transformer_ref" if ref else "transformer"})
-            print(f"{case} {tag}: {len(w)} weights merged")
+        for dtype, tag in dtypes:
+            model = write_merged(case, folder, paths, dtype, tag, ref, label(loras))
             if fwd and dtype == torch.float32:
                 o = run_forward(model, os.path.join(FIX, "golden", "dit", f"{fwd}.in.safetensors"))
                 save(os.path.join(EXP, f"{case}.forward.out.safetensors"), o)
