@@ -34,6 +34,7 @@ static const h3_knob_info knobs[H3_KNOB_COUNT] = {
     [H3_KNOB_CUDA_OPTIME] = {"H3_CUDA_OPTIME", "word", "off", "1: time every CUDA op with events (a table at backend shutdown)"},
     [H3_KNOB_CUDNN_VARIANT] = {"H3_CUDNN_VARIANT", "int", "the default engine", "the cuDNN SDPA engine configuration to use (tuning runs)"},
     [H3_KNOB_CUDNN_VERBOSE] = {"H3_CUDNN_VERBOSE", "flag", "off", "set: the cuDNN SDPA plan search says what it tried"},
+    [H3_KNOB_SAGE8_VARIANT] = {"H3_SAGE8_VARIANT", "int", "the measured default", "force one variant of the own sm90 8-bit attention kernel (tuning runs)"},
     [H3_KNOB_MEDIA_LOG] = {"H3_MEDIA_LOG", "flag", "off", "set: FFmpeg's own messages (info level) on stderr"},
     [H3_KNOB_TMPDIR] = {"TMPDIR", "path", "/tmp", "where the API writes in-memory inputs for the pipeline"},
 };

@@ -42,6 +42,7 @@ typedef enum h3_knob {
     H3_KNOB_CUDA_OPTIME,
     H3_KNOB_CUDNN_VARIANT,
     H3_KNOB_CUDNN_VERBOSE,
+    H3_KNOB_SAGE8_VARIANT,
     /* media, files */
     H3_KNOB_MEDIA_LOG,
     H3_KNOB_TMPDIR,

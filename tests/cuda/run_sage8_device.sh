@@ -7,6 +7,7 @@
 # the exact ones (bench_cuda_ops sustained), and h3 bench's DiT forward with --quant fp8, sage8 vs exact.
 # Builds nothing: carry a staged build (tools/dev_stage.sh). The logs go to $OUT (one archive, all.tar.gz: a device
 # call returns few files); stdout is a short summary.
+# DIT_VARIANTS="16 17": also h3 bench's fast DiT forward with each of these sm90 variants (H3_SAGE8_VARIANT).
 # Usage (device): bash tests/cuda/run_sage8_device.sh [DIR, default .dev-main]
 set -u
 B=${1:-.dev-main}
@@ -34,5 +35,11 @@ for at in sage8 exact; do
     timeout 60 "$B/h3" bench --backend cuda --what dit --repeats 2 --shapes 544x960x124 --quant fp8 --attention $at \
         >"$L/dit_$at.log" 2>&1
     echo "== h3 bench DiT --quant fp8 --attention $at: rc $?"; grep -E '^DIT' "$L/dit_$at.log" | head -2
+    pack
+done
+for v in ${DIT_VARIANTS:-}; do
+    H3_SAGE8_VARIANT=$v timeout 60 "$B/h3" bench --backend cuda --what dit --repeats 2 --shapes 544x960x124 --quant fp8 \
+        --attention sage8 >"$L/dit_sage8_v$v.log" 2>&1
+    echo "== h3 bench DiT --quant fp8 --attention sage8, H3_SAGE8_VARIANT=$v: rc $?"; grep -E '^DIT' "$L/dit_sage8_v$v.log" | head -2
     pack
 done

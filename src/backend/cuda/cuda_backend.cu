@@ -103,7 +103,8 @@ int cuda_backend_init(h3_backend *be, int device, h3_err *e) {
     c->bf16_hw_round = hr && !strcmp(hr, "sw") ? 0 : hr && !strcmp(hr, "hw") ? 1 : 2;
     const char *fv = h3_knob_get(H3_KNOB_FLASH_VARIANT); /* tuning runs: force one cuda_flash_sm90 variant */
     c->flash_variant = fv && *fv ? atoi(fv) : -1;
-    c->sage8_variant = -1;
+    const char *sv = h3_knob_get(H3_KNOB_SAGE8_VARIANT); /* tuning runs: force one cuda_sage8_sm90 variant */
+    c->sage8_variant = sv && *sv ? atoi(sv) : -1;
     const char *bn = h3_knob_get(H3_KNOB_FLASH_BN);
     c->flash_bn = bn ? atoi(bn) : 64;
     if ((err = cudaSetDevice(c->device)) != cudaSuccess ||

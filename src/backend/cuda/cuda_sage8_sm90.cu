@@ -22,11 +22,16 @@
  * tile j with P V of tile j-1; PP = 1 adds the ping-pong between the two consumer warpgroups; CV = 1 converts S
  * with the int32 -> fp32 instruction instead of the magic-number trick (the same values); EP > 0 computes EP of
  * every 16 score chunks' exp2 with a polynomial on the FMA pipe instead of the MUFU (ex2_poly: the same
- * approximation class). A deeper overlap (Q K^T of tile j+1 before the output update of tile j-1, double-buffered
- * P fragments) spilled and lost; it was removed after the measurement. */
+ * approximation class); CV = 2 leaves the trick's offset in the float and takes it out in the softmax's FFMA (not the
+ * twin's bits: the product's rounding); MX = 1 takes the row maxima on the int32 accumulator with the three-input
+ * integer max; AF = 1 keeps the output one tile behind and updates it with one FFMA per value (o * c + pv) instead
+ * of an add and, when the max moved, a multiply. A deeper overlap (Q K^T of tile j+1 before the output update of
+ * tile j-1, double-buffered P fragments) spilled and lost; it was removed after the measurement. The default
+ * (variant 17: ST 3, MX, AF) is the fastest of session 15's run (docs/fast.md 5, run 3). */
 #include "cuda_internal.h"
 
 #include <cuda.h> /* CUtensorMap and its enums only: the encoder comes from cudaGetDriverEntryPoint */
+#include <limits.h>
 #include <math.h>
 
 #include "cuda_sage8.h"
@@ -94,24 +99,71 @@ static __device__ __forceinline__ void wgmma_e4m3_rs_n128(float (&d)[64], const 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }
 
+/* The shared-memory descriptors are made once (tile_desc) and moved by plain adds: the start address field holds
+ * address / 16 in its low 14 bits, and every tile of the ring lies below 2^18 bytes, so adding (bytes / 16) to the
+ * descriptor never carries out of that field. One add per wgmma instead of the field masks and shifts. */
+__device__ __forceinline__ uint64_t tile_desc(uint32_t addr) { return sm_desc(addr, 16, 1024); }
+constexpr uint64_t TILE_D = TILE >> 4, K32_D = 32 >> 4; /* one tile, one k32 step (32 bytes), in descriptor units */
+
 /* S (64 x 128 keys, this warpgroup's rows) = Qc Kc^T over the 4 k32 steps of the 128 channels */
-__device__ __forceinline__ void gemm_qk(int32_t (&s)[64], uint32_t q_addr, uint32_t k_addr) {
+__device__ __forceinline__ void gemm_qk(int32_t (&s)[64], uint64_t qd, uint64_t kd) {
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-        wgmma_s8_n128(s, sm_desc(q_addr + kk * 32, 16, 1024), sm_desc(k_addr + kk * 32, 16, 1024), kk > 0);
+    for (int kk = 0; kk < 4; kk++) wgmma_s8_n128(s, qd + kk * K32_D, kd + kk * K32_D, kk > 0);
 }
 /* pv (64 x 128 channels) = P (64 x 128 keys, E4M3 registers) Vt^T, a fresh accumulator */
-__device__ __forceinline__ void gemm_pv(float (&pv)[64], const uint32_t (&pa)[4][4], uint32_t v_addr) {
+__device__ __forceinline__ void gemm_pv(float (&pv)[64], const uint32_t (&pa)[4][4], uint64_t vd) {
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) wgmma_e4m3_rs_n128(pv, pa[kk], sm_desc(v_addr + kk * 32, 16, 1024), kk > 0);
+    for (int kk = 0; kk < 4; kk++) wgmma_e4m3_rs_n128(pv, pa[kk], vd + kk * K32_D, kk > 0);
 }
 
-/* exact int32 -> fp32 (|x| < 2^22: CV 0 the magic-number trick, 1 the conversion instruction), masking keys at or
+/* exact int32 -> fp32 (|x| < 2^22: CV 0 the magic-number trick, 1 the conversion instruction; CV 2 leaves the
+ * trick's 1.5 * 2^23 in, for softmax_tile to take out in the FFMA it does anyway), masking keys at or
  * past `valid` (the last tile) to -inf */
-template <int CV>
-__device__ __forceinline__ void to_scores(float (&s)[64], const int32_t (&a)[64], int valid, int lane) {
+/* the row maxima of this thread's scores taken on the int32 accumulator (MX variants) with the three-input integer
+ * max (VIMNMX3, one instruction per two values), then converted: the same values as the fp32 tree, since the
+ * conversion is exact and monotonic; masked keys hold INT_MIN */
+__device__ __forceinline__ float row_max_i32(const int32_t (&a)[64], int r) {
+    int t[11];
 #pragma unroll
-    for (int i = 0; i < 64; i++) s[i] = CV ? __int2float_rn(a[i]) : __int_as_float(a[i] + 0x4B400000) - 12582912.0f;
+    for (int i = 0; i < 10; i++) { /* values 3i .. 3i+2 of the row's 32: value v is a[8 (v / 4) + (v % 4 < 2 ? 0 : 4) + 2r + v % 2] */
+        int v3[3];
+#pragma unroll
+        for (int u = 0; u < 3; u++) {
+            const int v = 3 * i + u;
+            v3[u] = a[8 * (v / 4) + (v % 4 < 2 ? 0 : 4) + 2 * r + v % 2];
+        }
+        t[i] = __vimax3_s32(v3[0], v3[1], v3[2]);
+    }
+    t[10] = max(a[8 * 7 + 4 + 2 * r], a[8 * 7 + 5 + 2 * r]); /* values 30, 31 */
+    const int u0 = __vimax3_s32(t[0], t[1], t[2]), u1 = __vimax3_s32(t[3], t[4], t[5]);
+    const int u2 = __vimax3_s32(t[6], t[7], t[8]), u3 = max(t[9], t[10]);
+    int mi = max(__vimax3_s32(u0, u1, u2), u3);
+    mi = max(mi, __shfl_xor_sync(0xffffffffu, mi, 1));
+    mi = max(mi, __shfl_xor_sync(0xffffffffu, mi, 2));
+    return __int2float_rn(mi);
+}
+
+/* exact int32 -> fp32 (|x| < 2^22: CV 0 the magic-number trick, 1 the conversion instruction; CV 2 leaves the
+ * trick's 1.5 * 2^23 in, for softmax_tile to take out in the FFMA it does anyway), masking keys at or
+ * past `valid` (the last tile) to -inf; MX: the row maxima from the integers first (mx), so that each integer dies
+ * as its float is made (no second 64-register array live) */
+template <int CV, int MX>
+__device__ __forceinline__ void to_scores(float (&s)[64], int32_t (&a)[64], int valid, int lane, float (&mx)[2]) {
+    if (MX) {
+        if (valid < BN) {
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (j * 8 + (lane & 3) * 2 + (e & 1) >= valid) a[4 * j + e] = INT_MIN;
+        }
+        mx[0] = row_max_i32(a, 0), mx[1] = row_max_i32(a, 1);
+    }
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        s[i] = CV == 1 ? __int2float_rn(a[i])
+             : CV == 2 ? __int_as_float(a[i] + 0x4B400000) /* 1.5 * 2^23 + a, exact; the offset is folded into cb */
+                       : __int_as_float(a[i] + 0x4B400000) - 12582912.0f;
     if (valid < BN) {
 #pragma unroll
         for (int j = 0; j < 16; j++)
@@ -122,10 +174,12 @@ __device__ __forceinline__ void to_scores(float (&s)[64], const int32_t (&a)[64]
 }
 
 /* online softmax of one tile in the log2 domain (ops_attention.h): p * 448 in place, row sums, corrections */
-template <int EP>
-__device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], float (&l)[2], float (&corr)[2], float fsc) {
+template <int EP, int MX, int CV>
+__device__ __forceinline__ void softmax_tile(float (&s)[64], float (&mx)[2], float (&m)[2], float (&l)[2],
+                                             float (&corr)[2], float fsc) {
     const float l448 = 8.807354922057604f; /* log2(448) */
-    float mx[2], cb[2];
+    float cb[2];
+    if (!MX) { /* MX: mx holds the row maxima (to_scores) */
     /* row maxima as a tree (max is exact in any order; short dependency chains) */
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -143,10 +197,18 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&m)[2], floa
     for (int r = 0; r < 2; r++) {
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
         float mn = fmaxf(m[r], mx[r] * fsc);
         corr[r] = ex2(m[r] - mn); /* 0 while m was -inf */
         m[r] = mn;
         cb[r] = l448 - mn;
+        /* CV 2: s holds 1.5 * 2^23 + score, and s * fsc + (cb - 1.5 * 2^23 * fsc) is the score's exponent, with an
+         * error of ~0.75 fsc from the product's rounding (~1e-4 in the log2 domain at the release scales: far below
+         * one E4M3 step of P, but not the twin's bits) */
+        if (CV == 2) cb[r] = fmaf(-12582912.0f, fsc, cb[r]);
     }
     float rs[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}; /* two partial sums per row: half the dependency chain */
 #pragma unroll
@@ -189,9 +251,19 @@ __device__ __forceinline__ void accumulate(float (&o)[64], const float (&pv)[64]
     }
 }
 
+/* o = o * c + pv, one rounding (AF variants): o, relative to the max before the tile of pv, moved to that tile's
+ * max (c, the correction of pv's tile) and pv added; the output is kept one tile behind the softmax */
+__device__ __forceinline__ void accumulate_fma(float (&o)[64], const float (&pv)[64], const float (&c)[2]) {
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        o[4 * j] = fmaf(o[4 * j], c[0], pv[4 * j]), o[4 * j + 1] = fmaf(o[4 * j + 1], c[0], pv[4 * j + 1]);
+        o[4 * j + 2] = fmaf(o[4 * j + 2], c[1], pv[4 * j + 2]), o[4 * j + 3] = fmaf(o[4 * j + 3], c[1], pv[4 * j + 3]);
+    }
+}
+
 #endif /* sm_90a device code */
 
-template <int ST, int OV, int PP, int CV, int EP>
+template <int ST, int OV, int PP, int CV, int EP, int MX, int AF>
 __global__ void __launch_bounds__(THREADS, 1)
 k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
            const __grid_constant__ CUtensorMap tmV, const Params p) {
@@ -244,7 +316,7 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
         asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
         const int cw = wg - 1;
         const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
-        const uint32_t q_addr = sQ + cw * 64 * 128;
+        const uint64_t qd = tile_desc(sQ + cw * 64 * 128), kd0 = tile_desc(sK), vd0 = tile_desc(sV);
         const int qb = 2 * blockIdx.x + cw;
         const float fq = qb < p.nqb ? p.q_scale[(int64_t)h * p.nqb + qb] * p.sl2 : 0.0f;
         const float *ks = p.k_scale + (int64_t)hk * p.nkb;
@@ -254,7 +326,7 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
         uint32_t pa[4][4];
 #pragma unroll
         for (int i = 0; i < 64; i++) o[i] = 0.0f;
-        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2];
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2], mx[2];
         const int my_bar = 1 + cw, other_bar = 1 + (cw ^ 1);
         mbar_wait(q_full, 0);
         if (!OV) {
@@ -265,18 +337,18 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
                 mbar_wait(k_full(st), par);
                 keep(sa);
                 wg_fence();
-                gemm_qk(sa, q_addr, sK + st * TILE);
+                gemm_qk(sa, qd, kd0 + st * TILE_D);
                 wg_commit();
                 wg_wait<0>();
                 keep(sa);
                 release(k_empty(st), lane);
-                to_scores<CV>(s, sa, j == n - 1 ? last_valid : BN, lane);
-                softmax_tile<EP>(s, m, l, corr, fsc);
+                to_scores<CV, MX>(s, sa, j == n - 1 ? last_valid : BN, lane, mx);
+                softmax_tile<EP, MX, CV>(s, mx, m, l, corr, fsc);
                 to_e4m3(pa, s);
                 mbar_wait(v_full(st), par);
                 keep(pv);
                 wg_fence();
-                gemm_pv(pv, pa, sV + st * TILE);
+                gemm_pv(pv, pa, vd0 + st * TILE_D);
                 wg_commit();
                 wg_wait<0>();
                 keep(pv);
@@ -300,14 +372,14 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
             if (PP) nbar_sync(my_bar);
             keep(sa);
             wg_fence();
-            gemm_qk(sa, q_addr, sK);
+            gemm_qk(sa, qd, kd0);
             wg_commit();
             if (PP) nbar_arrive(other_bar);
             wg_wait<0>();
             keep(sa);
             release(k_empty(0), lane);
-            to_scores<CV>(s, sa, n == 1 ? last_valid : BN, lane);
-            softmax_tile<EP>(s, m, l, corr, fsc);
+            to_scores<CV, MX>(s, sa, n == 1 ? last_valid : BN, lane, mx);
+            softmax_tile<EP, MX, CV>(s, mx, m, l, corr, fsc);
             to_e4m3(pa, s);
             for (int j = 1; j < n; j++) {
                 int st = j % ST, pst = (j - 1) % ST;
@@ -319,20 +391,22 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
                 keep(sa);
                 keep(pv);
                 wg_fence();
-                gemm_qk(sa, q_addr, sK + st * TILE);
+                gemm_qk(sa, qd, kd0 + st * TILE_D);
                 wg_commit();
-                gemm_pv(pv, pa, sV + pst * TILE);
+                gemm_pv(pv, pa, vd0 + pst * TILE_D);
                 wg_commit();
                 if (PP) nbar_arrive(other_bar);
                 wg_wait<1>();
                 keep(sa);
                 release(k_empty(st), lane);
-                to_scores<CV>(s, sa, j == n - 1 ? last_valid : BN, lane);
-                softmax_tile<EP>(s, m, l, corr, fsc);
+                const float cp[2] = {corr[0], corr[1]}; /* tile j - 1's correction (AF) */
+                to_scores<CV, MX>(s, sa, j == n - 1 ? last_valid : BN, lane, mx);
+                softmax_tile<EP, MX, CV>(s, mx, m, l, corr, fsc);
                 wg_wait<0>();
                 keep(pv);
                 release(v_empty(pst), lane);
-                accumulate(o, pv, corr);
+                if (AF) accumulate_fma(o, pv, cp);
+                else accumulate(o, pv, corr);
                 to_e4m3(pa, s);
             }
             int pst = (n - 1) % ST;
@@ -341,13 +415,17 @@ k_sage8_90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUte
             if (PP) nbar_sync(my_bar);
             keep(pv);
             wg_fence();
-            gemm_pv(pv, pa, sV + pst * TILE);
+            gemm_pv(pv, pa, vd0 + pst * TILE_D);
             wg_commit();
             if (PP && cw == 0) nbar_arrive(other_bar); /* consumer 1's last turn needs no successor */
             wg_wait<0>();
             keep(pv);
+            if (AF) {
+                accumulate_fma(o, pv, corr); /* o was relative to tile n - 2's max (n == 1: o and corr are 0) */
+            } else {
 #pragma unroll
-            for (int i = 0; i < 64; i++) o[i] += pv[i];
+                for (int i = 0; i < 64; i++) o[i] += pv[i];
+            }
         }
 
         /* epilogue: (O / l) * v_scale per channel, one bf16 rounding, rows past Sq dropped */
@@ -388,7 +466,7 @@ int make_map(encode_tiled_fn enc, CUtensorMap *m, const void *ptr, int64_t inner
     return r == CUDA_SUCCESS ? 0 : -1;
 }
 
-template <int ST, int OV, int PP, int CV, int EP = 0>
+template <int ST, int OV, int PP, int CV, int EP = 0, int MX = 0, int AF = 0>
 int launch(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c, float scale) {
     constexpr size_t smem = TILE + 2 * ST * TILE + 8 * (1 + 4 * ST) + 1024;
     static_assert(smem <= 232448, "shared memory");
@@ -404,7 +482,7 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c,
     p.n_tiles = (int)((c->Skv + BN - 1) / BN);
     p.nqb = (int)((c->Sq + H3_SAGE8_BQ - 1) / H3_SAGE8_BQ), p.nkb = p.n_tiles;
     p.sl2 = scale * 1.4426950408889634f;
-    auto kern = k_sage8_90<ST, OV, PP, CV, EP>;
+    auto kern = k_sage8_90<ST, OV, PP, CV, EP, MX, AF>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) return -1;
     dim3 grid((unsigned)((c->Sq + BM - 1) / BM), (unsigned)c->Hq, 1);
     kern<<<grid, THREADS, smem, cuda_of(be)->stream>>>(mq, mk, mv, p);
@@ -416,7 +494,7 @@ int launch(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c,
 
 static_assert(H3_SAGE8_BQ == 64 && H3_SAGE8_BK == BN, "the kernel's tiles are the scale blocks");
 
-extern "C" int cuda_sage8_sm90_variants(void) { return 15; }
+extern "C" int cuda_sage8_sm90_variants(void) { return 23; }
 
 extern "C" int cuda_sage8_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, const h3_sage8_codes *c, float scale) {
     if (cuda_of(be)->sm_arch != 90 || c->D != HD || c->Sq < 1 || c->Skv < 1 || c->Hq < 1 || c->Hkv < 1 ||
@@ -426,7 +504,7 @@ extern "C" int cuda_sage8_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, cons
     if (((uintptr_t)out & 3) || (o_rs & 1)) return -1;
     const int v = cuda_of(be)->sage8_variant;
     /* default: measured on the H200 at the release shape (docs/fast.md 5) */
-    switch (v < 0 ? 8 : v) { /* stages, overlap, ping-pong, int32 -> fp32 by instruction */
+    switch (v < 0 ? 17 : v) { /* stages, overlap, ping-pong, int32 -> fp32 (CV), int32 row max (MX), FFMA accumulation (AF) */
     case 0: return launch<2, 0, 0, 0>(be, out, o_rs, c, scale);
     case 1: return launch<2, 1, 0, 0>(be, out, o_rs, c, scale);
     case 2: return launch<2, 1, 1, 0>(be, out, o_rs, c, scale);
@@ -441,6 +519,14 @@ extern "C" int cuda_sage8_sm90(h3_backend *be, uint16_t *out, int64_t o_rs, cons
     case 11: return launch<2, 1, 1, 1>(be, out, o_rs, c, scale);
     case 12: return launch<2, 1, 0, 1, 2>(be, out, o_rs, c, scale); /* 1/8 of the exp2 on the FMA pipe */
     case 13: return launch<2, 1, 0, 1, 4>(be, out, o_rs, c, scale); /* 1/4 */
-    default: return launch<3, 1, 1, 1, 2>(be, out, o_rs, c, scale);
+    case 14: return launch<3, 1, 1, 1, 2>(be, out, o_rs, c, scale); /* 1/8, ST 3, ping-pong */
+    case 15: return launch<2, 1, 0, 1, 0, 1, 0>(be, out, o_rs, c, scale); /* 8 with the int32 row max */
+    case 16: return launch<2, 1, 0, 1, 0, 1, 1>(be, out, o_rs, c, scale); /* 15 with the one-FFMA accumulation */
+    case 17: return launch<3, 1, 0, 1, 0, 1, 1>(be, out, o_rs, c, scale); /* 16 with ST 3 */
+    case 18: return launch<2, 1, 1, 1, 0, 1, 1>(be, out, o_rs, c, scale); /* 16 with ping-pong */
+    case 19: return launch<3, 1, 0, 2, 0, 1, 1>(be, out, o_rs, c, scale); /* 17, the conversion folded in the FFMA */
+    case 20: return launch<4, 1, 0, 1, 0, 1, 1>(be, out, o_rs, c, scale); /* 17 with ST 4 */
+    case 21: return launch<3, 1, 1, 1, 0, 1, 1>(be, out, o_rs, c, scale); /* 17 with ping-pong */
+    default: return launch<4, 1, 0, 2, 0, 1, 1>(be, out, o_rs, c, scale); /* 19 with ST 4 */
     }
 }
