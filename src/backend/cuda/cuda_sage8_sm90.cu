@@ -116,9 +116,6 @@ __device__ __forceinline__ void gemm_pv(float (&pv)[64], const uint32_t (&pa)[4]
     for (int kk = 0; kk < 4; kk++) wgmma_e4m3_rs_n128(pv, pa[kk], vd + kk * K32_D, kk > 0);
 }
 
-/* exact int32 -> fp32 (|x| < 2^22: CV 0 the magic-number trick, 1 the conversion instruction; CV 2 leaves the
- * trick's 1.5 * 2^23 in, for softmax_tile to take out in the FFMA it does anyway), masking keys at or
- * past `valid` (the last tile) to -inf */
 /* the row maxima of this thread's scores taken on the int32 accumulator (MX variants) with the three-input integer
  * max (VIMNMX3, one instruction per two values), then converted: the same values as the fp32 tree, since the
  * conversion is exact and monotonic; masked keys hold INT_MIN */
@@ -180,24 +177,24 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&mx)[2], flo
     const float l448 = 8.807354922057604f; /* log2(448) */
     float cb[2];
     if (!MX) { /* MX: mx holds the row maxima (to_scores) */
-    /* row maxima as a tree (max is exact in any order; short dependency chains) */
+        /* row maxima as a tree (max is exact in any order; short dependency chains) */
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float t[8];
+        for (int r = 0; r < 2; r++) {
+            float t[8];
 #pragma unroll
-        for (int j = 0; j < 8; j++)
-            t[j] = fmaxf(fmaxf(s[8 * j + 2 * r], s[8 * j + 2 * r + 1]), fmaxf(s[8 * j + 4 + 2 * r], s[8 * j + 5 + 2 * r]));
+            for (int j = 0; j < 8; j++)
+                t[j] = fmaxf(fmaxf(s[8 * j + 2 * r], s[8 * j + 2 * r + 1]), fmaxf(s[8 * j + 4 + 2 * r], s[8 * j + 5 + 2 * r]));
 #pragma unroll
-        for (int w = 4; w; w >>= 1)
+            for (int w = 4; w; w >>= 1)
 #pragma unroll
-            for (int j = 0; j < w; j++) t[j] = fmaxf(t[j], t[j + w]);
-        mx[r] = t[0];
-    }
+                for (int j = 0; j < w; j++) t[j] = fmaxf(t[j], t[j + w]);
+            mx[r] = t[0];
+        }
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-    }
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        }
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
