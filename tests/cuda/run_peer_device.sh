@@ -67,6 +67,7 @@ H=("$BA/h3" bench --backend cuda --shapes "$SHAPE" --repeats 3)
 step h3_bf16 50 0 '^(DIT|VAE) ' "${H[@]}" --what dit,vae --vae-repeats 2
 step h3_fp8 40 0 '^DIT ' "${H[@]}" --what dit --quant fp8 --compare-bf16 1
 step h3_int8 40 0 '^DIT ' "${H[@]}" --what dit --quant int8 --compare-bf16 1
+step h3_int8_sage8 40 0 '^DIT ' "${H[@]}" --what dit --quant int8 --attention sage8 --compare-bf16 1
 if "$BA/h3" bench --help 2>&1 | grep -q -- '--preset'; then FAST=(--preset fast); else FAST=(--quant fp8 --attention sage8 --vae-quant fp8); fi
 say "fast = ${FAST[*]}"
 step h3_fast 50 0 '^(DIT|VAE) ' "${H[@]}" --what dit,vae --vae-repeats 2 --compare-bf16 1 "${FAST[@]}"

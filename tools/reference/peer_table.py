@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The ratio table of tests/cuda/run_peer_device.sh (docs/cuda.md "Peers"): reads the logs of one device call
-(h3_bf16.log, h3_fp8.log, h3_int8.log, h3_fast.log: `h3 bench` DIT / VAE lines; peer_*.log: peer_bench.py's PEER
+(h3_bf16.log, h3_fp8.log, h3_int8.log, h3_int8_sage8.log, h3_fast.log: `h3 bench` DIT / VAE lines; peer_*.log: peer_bench.py's PEER
 lines) and prints a markdown table plus one `RATIO <name> <peer s / h3 s>` line per row (above 1: h3 faster).
 h3's DiT time is its best forward (`best=`), the peers' is their best (peer_bench.py); the video decode's is
 h3 bench's mean of --vae-repeats against the peer's best.
@@ -53,7 +53,7 @@ def main():
     if len(sys.argv) < 2:
         sys.exit("usage: peer_table.py LOGDIR [SHAPE]")
     d, shape = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "544x960x124"
-    runs = {k: h3_lines(d, "h3_" + k, shape) for k in ("bf16", "fp8", "int8", "fast")}
+    runs = {k: h3_lines(d, "h3_" + k, shape) for k in ("bf16", "fp8", "int8", "int8_sage8", "fast")}
     peers = peer_lines(d, shape)
 
     def h3_dit(k):
@@ -73,6 +73,8 @@ def main():
         ("dit_bf16_vs_eager", "DiT bf16", h3_dit("bf16"), "diffusers eager (SDPA)", peer("dit", "eager")),
         ("dit_fp8", "DiT --quant fp8", h3_dit("fp8"), "diffusers + torchao FP8 rowwise + compile", peer("dit", "fp8")),
         ("dit_int8", "DiT --quant int8", h3_dit("int8"), "diffusers + torchao INT8 W8A8 + compile", peer("dit", "int8")),
+        ("dit_int8_sage8", "DiT --quant int8 --attention sage8", h3_dit("int8_sage8"),
+         "diffusers + torchao INT8 W8A8 + compile", peer("dit", "int8")),
         ("dit_fast", "DiT fast (fp8 + sage8)", h3_dit("fast"), "diffusers + torchao FP8 rowwise + compile",
          peer("dit", "fp8")),
         ("vae_bf16", "video decode bf16", h3_vae("bf16"), "diffusers fp16 autocast", peer("vae", "fp16-autocast")),
