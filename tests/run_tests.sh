@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
 # Runs every test binary and the CLI tests, adds up the RESULT lines, prints "N passed, N failed".
-# The tests are independent (each has its own scratch folder), so H3_TEST_JOBS=N runs N at a time,
-# the slowest first; each one's output is printed whole, in the usual order, with its wall time.
-# Default 1: the heavy tests use every core through OpenMP/OpenBLAS already, and on the 2-core CI
-# machine `make test` took 11m50s two at a time and 6m38s one at a time (session 8).
+# The tests are independent (each has its own scratch folder), so they run H3_TEST_JOBS at a time
+# (default: one per core), the slowest first, each with cores / jobs OpenMP and OpenBLAS threads
+# (at least one; OMP_NUM_THREADS / OPENBLAS_NUM_THREADS set by the caller win): on 2 cores one test
+# per core with one thread each keeps both busy where one test at a time left a core idle in its
+# serial parts (docs/testing.md "Run time"). serve.sh, whose event checks wait on real time, runs
+# last and alone with every core. Each test's output is printed whole, in the usual order, with its
+# wall time.
 set -u
 cd "$(dirname "$0")/.."
 build=${H3_BUILD:-build}
-jobs=${H3_TEST_JOBS:-1}
+cores=$(nproc 2>/dev/null || echo 1)
+jobs=${H3_TEST_JOBS:-$cores}
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
+threads=$((cores / jobs)); [ "$threads" -ge 1 ] || threads=1
+alone="serve.sh" # timing-sensitive: after the others, by itself
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
 names=(); cmds=()
 for t in "$build"/tests/test_*; do
     [ -x "$t" ] || continue
+    if [ "$(basename "$t")" = test_e2e ] && [ -z "${H3_E2E_TASKS:-}${H3_E2E_SKIP:-}" ]; then
+        # its ref2va case takes as long as the other cases together: two processes (tests/test_e2e.c)
+        names+=(test_e2e test_e2e_ref2va)
+        cmds+=("bin:H3_E2E_SKIP=ref2va:$t" "bin:H3_E2E_TASKS=ref2va:$t")
+        continue
+    fi
     names+=("$(basename "$t")"); cmds+=("bin:$t")
 done
 for s in tests/cli/*.sh; do
@@ -22,17 +35,24 @@ for s in tests/cli/*.sh; do
 done
 
 # The slowest tests start first so the last ones to finish are short (measured on 2 cores).
-slow="session.sh serve.sh test_e2e condition.sh test_condition test_dit test_text_encoder test_video_vae"
-order=()
+slow="session.sh test_e2e_ref2va test_e2e condition.sh test_condition test_dit test_text_encoder test_video_vae"
+order=(); last=()
 for n in $slow; do for i in "${!names[@]}"; do [ "${names[$i]}" = "$n" ] && order+=("$i"); done; done
-for i in "${!names[@]}"; do case " $slow " in *" ${names[$i]} "*) ;; *) order+=("$i") ;; esac; done
+for i in "${!names[@]}"; do
+    case " $slow " in *" ${names[$i]} "*) continue ;; esac
+    case " $alone " in *" ${names[$i]} "*) last+=("$i") ;; *) order+=("$i") ;; esac
+done
 
-run_one() { # index: writes $logs/<i>.out, .rc and .s
+run_one() { # index, threads: writes $logs/<i>.out, .rc and .s
     local i=$1 c=${cmds[$1]} t0 rc
+    local th=(OMP_NUM_THREADS="${OMP_NUM_THREADS:-$2}" OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-$2}")
     t0=$(date +%s.%N)
     case $c in
-        bin:*) "${c#bin:}" >"$logs/$i.out" 2>&1; rc=$? ;;
-        cli:*) H3="$build/h3" bash "${c#cli:}" >"$logs/$i.out" 2>&1; rc=$? ;;
+        bin:H3_E2E_*=*) # bin:<VAR>=<list>:<path>
+            local t=${c#bin:}
+            env "${th[@]}" "${t%%:*}" "${t#*:}" >"$logs/$i.out" 2>&1; rc=$? ;;
+        bin:*) env "${th[@]}" "${c#bin:}" >"$logs/$i.out" 2>&1; rc=$? ;;
+        cli:*) env "${th[@]}" H3="$build/h3" bash "${c#cli:}" >"$logs/$i.out" 2>&1; rc=$? ;;
     esac
     echo "$rc" >"$logs/$i.rc"
     awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }' >"$logs/$i.s"
@@ -41,10 +61,11 @@ run_one() { # index: writes $logs/<i>.out, .rc and .s
 running=0
 for i in "${order[@]}"; do
     if [ "$running" -ge "$jobs" ]; then wait -n; running=$((running - 1)); fi
-    run_one "$i" &
+    run_one "$i" "$threads" &
     running=$((running + 1))
 done
 wait
+for i in "${last[@]}"; do run_one "$i" "$cores"; done
 
 passed=0; failed=0
 for i in "${!names[@]}"; do
