@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/safetensors.h"
 #include "model/dit.h"
@@ -280,6 +281,14 @@ out:
 
 int main(int argc, char **argv) {
     h3_err e = {{0}};
+    /* The CPU cases' bit-identity needs row-stable sgemm rows: OpenBLAS picks its kernel at load, so run again with
+     * its Sandybridge kernels unless the caller chose one (docs/parallel.md "Bit-exactness"). */
+    if (!getenv("OPENBLAS_CORETYPE")) {
+        setenv("OPENBLAS_CORETYPE", "Sandybridge", 1);
+        execv("/proc/self/exe", argv);
+        fprintf(stderr, "test_parallel: could not run again with OPENBLAS_CORETYPE=Sandybridge\n");
+        return 1;
+    }
     if (argc == 3 && !strcmp(argv[1], "--cuda")) use_cuda = 1, cuda_ranks = atoi(argv[2]);
     if (use_cuda && (cuda_ranks < 1 || cuda_ranks > 8)) {
         fprintf(stderr, "usage: test_parallel [--cuda N]   (N 1..8)\n");
