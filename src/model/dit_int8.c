@@ -217,7 +217,7 @@ void dit_int8_block_free(h3_backend *be, dit_block_w *w) {
 }
 
 static int usable_here(dit_model *m, const char *what, h3_err *e) {
-    if (!m->bf16) return h3_fail(e, "%s runs in the bf16 mode (--precision bf16; the fp32 mode is the reference)", what);
+    if (m->act != H3_BF16) return h3_fail(e, "%s runs in the bf16 mode (--precision bf16; the fp32 mode is the reference)", what);
     if (m->stream)
         return h3_fail(e, "--ssd-streaming cannot be combined with %s (the int8 blocks are made resident)", what);
     return 0;
