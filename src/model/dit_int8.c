@@ -1,6 +1,6 @@
 /* INT8 W8A8 in the DiT (docs/int8.md): the profiles' scopes, the scope-aware validation of a snapshot, the int8
  * linears taken from an int8 snapshot or quantized at load (--quant int8), and the int8 AdaLN projection of
- * profile `all`. The GEMMs themselves run in dit_bf16.c (lin16) through ops_linear.h. */
+ * profile `all`. The GEMMs themselves run in dit_block.c (linear) through ops_linear.h. */
 #include "dit_int8.h"
 
 #include <jansson.h>
