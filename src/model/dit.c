@@ -617,33 +617,20 @@ int dit_select_layers(dit_model *m, int active, h3_err *e) {
     return 0;
 }
 
-/* --quant fp8: the linears of the main blocks become FP8 W8A8 (ops_linear.h), block by block, each bf16 source
- * given back as soon as its copy exists (so the peak is the bf16 model plus one matrix). */
+/* linear j of dit_quantize_blocks as FP8 W8A8 */
+static int fp8_copy(h3_backend *be, dit_block_w *w, int j, const h3_tensor *src, h3_err *e) {
+    h3_fp8_linear *dst[DIT_QUANT_LINEARS] = {&w->attn.f8_qkv, &w->attn.f8_qkv, &w->attn.f8_q, &w->attn.f8_k,
+                                             &w->attn.f8_v, &w->attn.f8_out, &w->f8_in, &w->f8_down};
+    return h3_fp8_linear_new(be, dst[j], src, e);
+}
+
+/* --quant fp8: the linears of the main blocks become FP8 W8A8 (ops_linear.h), block by block (dit_quantize_blocks). */
 int dit_quantize_fp8(dit_model *m, h3_err *e) {
     if (m->fp8) return 0;
     if (m->act != H3_BF16) return h3_fail(e, "--quant fp8 needs the bf16 mode (--precision bf16)");
     if (m->int8_profile) return h3_fail(e, "--quant fp8 cannot be combined with int8 weights (profile %s)", dit_int8_profile_name(m->int8_profile));
     if (m->stream) return h3_fail(e, "--quant fp8 cannot be combined with --ssd-streaming (the FP8 blocks are resident)");
-    for (int b = 0; b < m->cfg.num_layers; b++) {
-        if (dit_layer_skipped(m, b)) continue;
-        dit_block_w *w = &m->blocks[b];
-        struct { h3_tensor **src; h3_fp8_linear *dst; } jobs[] = {
-            {&w->attn.qkv, &w->attn.f8_qkv}, {&w->attn.qkv_planar, &w->attn.f8_qkv}, {&w->attn.to_q, &w->attn.f8_q},
-            {&w->attn.to_k, &w->attn.f8_k},  {&w->attn.to_v, &w->attn.f8_v},         {&w->attn.to_out, &w->attn.f8_out},
-            {&w->ff_in, &w->f8_in},          {&w->ff_down, &w->f8_down}};
-        for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
-            if (!*jobs[j].src) continue;
-            if (h3_fp8_linear_new(m->be, jobs[j].dst, *jobs[j].src, e) != 0 || h3_backend_check(m->be, e) != 0) {
-                char why[sizeof e->msg];
-                snprintf(why, sizeof why, "%s", e->msg);
-                block_free_fp8(m->be, w);
-                return h3_fail(e, "--quant fp8: block %d: %s", b, why);
-            }
-            dit_drop_tensor(m, *jobs[j].src);
-            *jobs[j].src = NULL;
-        }
-        w->ff_value = w->ff_gate = NULL; /* row views of the dropped ff_in */
-    }
+    if (dit_quantize_blocks(m, "--quant fp8", fp8_copy, block_free_fp8, e) != 0) return -1;
     m->fp8 = 1;
     return 0;
 }

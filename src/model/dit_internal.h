@@ -178,6 +178,14 @@ void dit_rope_tables(const dit_model *m, const double *pos, int64_t S, float *co
 void dit_drop_tensor(dit_model *m, h3_tensor *w);
 void dit_give_back_pages(const h3_tensor *w);
 void dit_free_cache_entry(dit_model *m, dit_adaln_entry *c);
+/* dit_weights.c: --quant fp8 / int8 at load (docs/fp8.md, docs/int8.md). Every kept main block's linears, in the order
+ * qkv, qkv_planar, to_q, to_k, to_v, to_out, ff_in, ff_down (index j), become quantized copies: copy(be, w, j, src)
+ * makes linear j's (qkv and qkv_planar share one), each source given back as soon as its copy exists (the peak is the
+ * bf16 model plus one matrix). On a failure free_block frees the block's copies and the error names flag and block. */
+enum { DIT_QUANT_LINEARS = 8 };
+typedef int (*dit_quant_copy)(h3_backend *be, dit_block_w *w, int j, const h3_tensor *src, h3_err *e);
+int  dit_quantize_blocks(dit_model *m, const char *flag, dit_quant_copy copy, void (*free_block)(h3_backend *, dit_block_w *),
+                         h3_err *e);
 
 /* dit.c: the forward of one rank of a --parallel group (docs/parallel.md; dit_parallel.c runs one per thread): c the
  * rank's communicator handle, NULL: the plain forward. Every rank writes its own rows of video_out / audio_out. */
