@@ -8,10 +8,11 @@
  * Both checkpoint layouts load into the same structure: the diffusers layout has to_q/to_k/to_v
  * and ff.net.0.proj = [value; gate]; the original layout has a per-head interleaved qkv_proj
  * (de-interleaved after its matmul) and mlp.fc1 = [gate; value]. The FFN halves are row views,
- * so both layouts run the very same matmuls. The bf16 mode's blocks run on bf16 activation buffers
- * (dit_bf16.c); the timestep embedding and AdaLN tables are in dit_adaln.c, --ssd-streaming in dit_stream.c, the
- * probe tensors -> inputs conversion in dit_inputs.c, the config, tensor lists and single-file layout in dit_config.c;
- * the structures they share are in dit_internal.h. */
+ * so both layouts run the very same matmuls. The blocks, attention, FFN and text stream of both modes are in
+ * dit_block.c, on activation buffers of the model's dtype (m->act: bf16 buffers in bf16 mode); the timestep
+ * embedding and AdaLN tables are in dit_adaln.c, --ssd-streaming in dit_stream.c, the probe tensors -> inputs
+ * conversion in dit_inputs.c, the config, tensor lists and single-file layout in dit_config.c; the structures they
+ * share are in dit_internal.h. */
 #include "dit.h"
 
 #include <math.h>
@@ -21,6 +22,7 @@
 
 #include "../backend/backend_bench.h"
 #include "../backend/ops.h"
+#include "../backend/ops_act.h"
 #include "../backend/backend_check.h"
 #include "../io/gguf.h"
 #include "../io/safetensors.h"
@@ -36,7 +38,7 @@
 const dit_config *dit_get_config(const dit_model *m) { return &m->cfg; }
 void dit_set_attention(dit_model *m, int sage8) { m->attention_sage8 = sage8 != 0; }
 
-int dit_get_mode(const dit_model *m) { return (m->bf16 ? DIT_BF16 : 0) | (m->stream && !m->stream->quant ? DIT_STREAM : 0); }
+int dit_get_mode(const dit_model *m) { return (m->act == H3_BF16 ? DIT_BF16 : 0) | (m->stream && !m->stream->quant ? DIT_STREAM : 0); }
 
 static int keep_tensor(dit_model *m, h3_tensor *t, int is_view) {
     if (m->n_owned == m->cap_owned) {
@@ -274,7 +276,7 @@ static int load_block(dit_model *m, const h3_expect_list *ex, dit_block_w *b, in
         if (!(b->attn.qkv_planar = load_w(m, ex, NAME("attn.qkv_proj.weight"), e))) return -1;
     } else if (orig) {
         if (!(b->attn.qkv = load_w(m, ex, NAME("attn.qkv_proj.weight"), e))) return -1;
-    } else if (m->bf16 && m->be->kind != H3_BACKEND_CPU && !streamed) {
+    } else if (m->act == H3_BF16 && m->be->kind != H3_BACKEND_CPU && !streamed) {
         char q[192], k[192], v[192];
         snprintf(q, sizeof q, "%s.attn.to_q.weight", p);
         snprintf(k, sizeof k, "%s.attn.to_k.weight", p);
@@ -371,7 +373,7 @@ done:
 
 /* The mode's fields (dit.h DIT_BF16, DIT_STREAM); cfg must be set. */
 static int set_mode(dit_model *m, int mode, h3_err *e) {
-    m->bf16 = (mode & DIT_BF16) != 0;
+    m->act = (mode & DIT_BF16) ? H3_BF16 : H3_F32;
     m->adaln_host = m->be->kind != H3_BACKEND_CPU;
     return (mode & DIT_STREAM) ? dit_stream_alloc(m, e) : 0;
 }
@@ -615,33 +617,20 @@ int dit_select_layers(dit_model *m, int active, h3_err *e) {
     return 0;
 }
 
-/* --quant fp8: the linears of the main blocks become FP8 W8A8 (ops_linear.h), block by block, each bf16 source
- * given back as soon as its copy exists (so the peak is the bf16 model plus one matrix). */
+/* linear j of dit_quantize_blocks as FP8 W8A8 */
+static int fp8_copy(h3_backend *be, dit_block_w *w, int j, const h3_tensor *src, h3_err *e) {
+    h3_fp8_linear *dst[DIT_QUANT_LINEARS] = {&w->attn.f8_qkv, &w->attn.f8_qkv, &w->attn.f8_q, &w->attn.f8_k,
+                                             &w->attn.f8_v, &w->attn.f8_out, &w->f8_in, &w->f8_down};
+    return h3_fp8_linear_new(be, dst[j], src, e);
+}
+
+/* --quant fp8: the linears of the main blocks become FP8 W8A8 (ops_linear.h), block by block (dit_quantize_blocks). */
 int dit_quantize_fp8(dit_model *m, h3_err *e) {
     if (m->fp8) return 0;
-    if (!m->bf16) return h3_fail(e, "--quant fp8 needs the bf16 mode (--precision bf16)");
+    if (m->act != H3_BF16) return h3_fail(e, "--quant fp8 needs the bf16 mode (--precision bf16)");
     if (m->int8_profile) return h3_fail(e, "--quant fp8 cannot be combined with int8 weights (profile %s)", dit_int8_profile_name(m->int8_profile));
     if (m->stream) return h3_fail(e, "--quant fp8 cannot be combined with --ssd-streaming (the FP8 blocks are resident)");
-    for (int b = 0; b < m->cfg.num_layers; b++) {
-        if (dit_layer_skipped(m, b)) continue;
-        dit_block_w *w = &m->blocks[b];
-        struct { h3_tensor **src; h3_fp8_linear *dst; } jobs[] = {
-            {&w->attn.qkv, &w->attn.f8_qkv}, {&w->attn.qkv_planar, &w->attn.f8_qkv}, {&w->attn.to_q, &w->attn.f8_q},
-            {&w->attn.to_k, &w->attn.f8_k},  {&w->attn.to_v, &w->attn.f8_v},         {&w->attn.to_out, &w->attn.f8_out},
-            {&w->ff_in, &w->f8_in},          {&w->ff_down, &w->f8_down}};
-        for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
-            if (!*jobs[j].src) continue;
-            if (h3_fp8_linear_new(m->be, jobs[j].dst, *jobs[j].src, e) != 0 || h3_backend_check(m->be, e) != 0) {
-                char why[sizeof e->msg];
-                snprintf(why, sizeof why, "%s", e->msg);
-                block_free_fp8(m->be, w);
-                return h3_fail(e, "--quant fp8: block %d: %s", b, why);
-            }
-            dit_drop_tensor(m, *jobs[j].src);
-            *jobs[j].src = NULL;
-        }
-        w->ff_value = w->ff_gate = NULL; /* row views of the dropped ff_in */
-    }
+    if (dit_quantize_blocks(m, "--quant fp8", fp8_copy, block_free_fp8, e) != 0) return -1;
     m->fp8 = 1;
     return 0;
 }
@@ -650,115 +639,8 @@ int dit_quantize_fp8(dit_model *m, h3_err *e) {
 /* ---------------------------------------------------------------- forward (docs/model/dit.md 4) */
 
 
-/* Attention sub-layer (docs/model/dit.md 4.7) on rows x H input n -> out (rows x H). cos/sin NULL: no RoPE. */
-static void attend32(void *arg, h3_backend *be, void *out, int64_t ldo, const void *q, const void *k, const void *v,
-                     int64_t ld, int64_t hs, int64_t S, int nh, int D) { /* hs == D: the fp32 buffers hold heads apart */
-    h3_attention(be, out, ldo, q, ld, k, ld, v, ld, S, S, nh, nh, D, 1.0f / sqrtf((float)D), 0, *(const int *)arg);
-}
-
-static void attention(dit_model *m, const dit_attn_w *w, const float *n, int64_t rows, const float *cos,
-                      const float *sin, dit_scratch *s, float *out, dit_ulysses *par) {
-    const dit_config *c = &m->cfg;
-    int flags = m->bf16 ? H3_BF16_OUT : 0;
-    int NH = c->num_attention_heads, D = c->attention_head_dim;
-    int64_t I = (int64_t)NH * D;
-    /* Both layouts go through the same row-mapped tiles: bit-identical q/k/v (docs/model/dit.md 2.4, trap 1). */
-    if (w->qkv) {
-        h3_matmul_rows(m->be, s->q, n, rows, w->qkv, I, D, 3 * D, 0, flags);
-        h3_matmul_rows(m->be, s->k, n, rows, w->qkv, I, D, 3 * D, D, flags);
-        h3_matmul_rows(m->be, s->v, n, rows, w->qkv, I, D, 3 * D, 2 * D, flags);
-    } else if (w->qkv_planar) { /* [q; k; v] rows (a single file's qkv_proj) */
-        h3_matmul_rows(m->be, s->q, n, rows, w->qkv_planar, I, I, 3 * I, 0, flags);
-        h3_matmul_rows(m->be, s->k, n, rows, w->qkv_planar, I, I, 3 * I, I, flags);
-        h3_matmul_rows(m->be, s->v, n, rows, w->qkv_planar, I, I, 3 * I, 2 * I, flags);
-    } else {
-        h3_matmul_rows(m->be, s->q, n, rows, w->to_q, I, I, I, 0, flags);
-        h3_matmul_rows(m->be, s->k, n, rows, w->to_k, I, I, I, 0, flags);
-        h3_matmul_rows(m->be, s->v, n, rows, w->to_v, I, I, I, 0, flags);
-    }
-    /* per-head RMSNorm, one 128-wide gain shared by all heads */
-    h3_rmsnorm(m->be, s->q, s->q, rows * NH, D, w->norm_q, c->qk_norm_eps, flags);
-    h3_rmsnorm(m->be, s->k, s->k, rows * NH, D, w->norm_k, c->qk_norm_eps, flags);
-    if (cos) {
-        int rot = 6 * c->rope_freq_dim;
-        h3_rope_half(m->be, s->q, rows, I, NH, D, rot, cos, sin, flags);
-        h3_rope_half(m->be, s->k, rows, I, NH, D, rot, cos, sin, flags);
-    }
-    if (par) dit_ulysses_attention(par, m->be, s->a, I, s->q, s->k, s->v, I, D, attend32, &flags); /* --parallel */
-    else h3_attention(m->be, s->a, I, s->q, I, s->k, I, s->v, I, rows, rows, NH, NH, D, 1.0f / sqrtf((float)D), 0, flags);
-    h3_matmul(m->be, out, s->a, rows, w->to_out, NULL, flags);
-}
-
-/* SwiGLU FFN (docs/model/dit.md 4.8): out = down(value * silu(gate)). */
-static void feed_forward(dit_model *m, const dit_block_w *b, const float *n, int64_t rows, dit_scratch *s,
-                         float *out) {
-    int flags = m->bf16 ? H3_BF16_OUT : 0;
-    int64_t FF = m->cfg.ffn_dim;
-    float *value = s->big, *gate = s->big + rows * FF;
-    h3_matmul(m->be, value, n, rows, b->ff_value, NULL, flags);
-    h3_matmul(m->be, gate, n, rows, b->ff_gate, NULL, flags);
-    h3_swiglu(m->be, value, value, gate, rows * FF, flags);
-    h3_matmul(m->be, out, value, rows, b->ff_down, NULL, flags);
-}
-
-static void free_scratch(h3_backend *be, dit_scratch *s) {
-    h3_free(be, s->n), h3_free(be, s->o), h3_free(be, s->q), h3_free(be, s->k);
-    h3_free(be, s->v), h3_free(be, s->a), h3_free(be, s->big);
-}
-
-static int alloc_scratch(dit_model *m, int64_t rows, dit_scratch *s) {
-    const dit_config *c = &m->cfg;
-    int64_t H = c->hidden_size, I = (int64_t)c->num_attention_heads * c->attention_head_dim;
-    int64_t big = 3 * I > 2 * (int64_t)c->ffn_dim ? 3 * I : 2 * (int64_t)c->ffn_dim;
-    size_t f = sizeof(float);
-    memset(s, 0, sizeof *s);
-    s->n = h3_alloc(m->be, (size_t)(rows * H) * f);
-    s->o = h3_alloc(m->be, (size_t)(rows * H) * f);
-    s->q = h3_alloc(m->be, (size_t)(rows * I) * f);
-    s->k = h3_alloc(m->be, (size_t)(rows * I) * f);
-    s->v = h3_alloc(m->be, (size_t)(rows * I) * f);
-    s->a = h3_alloc(m->be, (size_t)(rows * I) * f);
-    s->big = h3_alloc(m->be, (size_t)(rows * big) * f);
-    if (!s->n || !s->o || !s->q || !s->k || !s->v || !s->a || !s->big) {
-        free_scratch(m->be, s);
-        return -1;
-    }
-    return 0;
-}
-
-/* Context embedder + token refiner (docs/model/dit.md 4.2 step 3-4, 4.3): text rows -> xt [Nt, H]. */
-static int text_stream(dit_model *m, const float *text_host, int64_t Nt, float *xt, h3_err *e) {
-    const dit_config *c = &m->cfg;
-    int flags = m->bf16 ? H3_BF16_OUT : 0;
-    int64_t H = c->hidden_size;
-    float *tin = h3_alloc(m->be, (size_t)(Nt * c->text_dim) * sizeof(float));
-    dit_scratch s;
-    if (!tin || alloc_scratch(m, Nt, &s) != 0) {
-        h3_free(m->be, tin);
-        return h3_fail(e, "out of memory for the text stream (%lld rows)", (long long)Nt);
-    }
-    h3_upload(m->be, tin, text_host, (size_t)(Nt * c->text_dim) * sizeof(float));
-    /* bf16: the text is cast to the context embedder's dtype first */
-    if (m->bf16) h3_round_bf16_buf(m->be, tin, Nt * c->text_dim);
-    h3_matmul(m->be, xt, tin, Nt, m->ctx_w, m->ctx_b, flags);
-    for (int r = 0; r < c->num_refiner_layers; r++) {
-        const dit_block_w *b = &m->refiner[r];
-        h3_rmsnorm(m->be, s.n, xt, Nt, H, b->norm1, c->norm_eps, flags);
-        attention(m, &b->attn, s.n, Nt, NULL, NULL, &s, s.o, NULL);
-        h3_add(m->be, xt, xt, s.o, Nt * H, flags);
-        h3_rmsnorm(m->be, s.n, xt, Nt, H, b->norm2, c->norm_eps, flags);
-        feed_forward(m, b, s.n, Nt, &s, s.o);
-        h3_add(m->be, xt, xt, s.o, Nt * H, flags);
-    }
-    h3_rmsnorm(m->be, xt, xt, Nt, H, m->refiner_final_norm, c->final_norm_eps, flags);
-    h3_free(m->be, tin);
-    free_scratch(m->be, &s);
-    return 0;
-}
-
 static void fwd_ctx_free(dit_model *m, fwd_ctx *x) {
-    if (x->have_scratch && m->bf16) dit16_free_scratch(m->be, &x->s16);
-    else if (x->have_scratch) free_scratch(m->be, &x->s);
+    if (x->have_scratch) dit_free_scratch(m->be, &x->s);
     for (int i = 0; i < x->n_tmp; i++) dit_free_cache_entry(m, &x->tmp[i]);
     free(x->tmp);
     h3_free(m->be, x->tab), h3_free(m->be, x->tab_f), h3_free(m->be, x->ada_idx), h3_free(m->be, x->t_idx);
@@ -813,7 +695,7 @@ static int fwd_ctx_init(dit_model *m, const dit_inputs *in, fwd_ctx *x, int tabl
     dit_rope_tables(m, in->position_ids, S, cos_h, sin_h);
     h3_upload(be, x->cos, cos_h, (size_t)(S * R) * f);
     h3_upload(be, x->sin, sin_h, (size_t)(S * R) * f);
-    if (m->bf16 ? dit16_alloc_scratch(m, S, &x->s16) != 0 : alloc_scratch(m, S, &x->s) != 0) goto oom;
+    if (dit_alloc_scratch(m, S, &x->s) != 0) goto oom;
     x->have_scratch = 1;
     free(cos_h), free(sin_h), free(ent);
     return 0;
@@ -825,25 +707,6 @@ fail:
     return -1;
 }
 
-/* One main block (docs/model/dit.md 4.6) in place on X [S, H]. */
-static void run_block(dit_model *m, fwd_ctx *x, int64_t b, float *X) {
-    const dit_config *c = &m->cfg;
-    h3_backend *be = m->be;
-    int flags = m->bf16 ? H3_BF16_OUT : 0;
-    int64_t S = x->S, H = c->hidden_size, row6 = (int64_t)ADALN_SLOTS * H;
-    const dit_block_w *w = &m->blocks[b];
-    const float *tb = x->tab + b * x->K * MODALITIES * row6;
-    dit_scratch *s = &x->s;
-    h3_rmsnorm(be, s->n, X, S, H, w->norm1, c->norm_eps, flags);
-    h3_adaln_modulate(be, s->n, s->n, S, H, tb, row6, x->ada_idx, 0 * H, 1 * H, flags);
-    attention(m, &w->attn, s->n, S, x->cos, x->sin, s, s->o, x->par);
-    h3_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 2 * H, flags);
-    h3_rmsnorm(be, s->n, X, S, H, w->norm2, c->norm_eps, flags);
-    h3_adaln_modulate(be, s->n, s->n, S, H, tb, row6, x->ada_idx, 3 * H, 4 * H, flags);
-    feed_forward(m, w, s->n, S, s, s->o);
-    h3_gated_residual(be, X, s->o, S, H, tb, row6, x->ada_idx, 5 * H, flags);
-}
-
 /* ---- --core-reuse (docs/model/features.md 5.4): the core's residual, fp32, from the (bf16 or fp32) packed rows ---- */
 
 /* The packed rows X [S, H] (h3_bf16 in bf16 mode) as a new fp32 buffer. */
@@ -851,8 +714,7 @@ static float *core_input(dit_model *m, const void *X, int64_t S) {
     int64_t n = S * m->cfg.hidden_size;
     float *x0 = h3_alloc(m->be, (size_t)n * sizeof(float));
     if (!x0) return NULL;
-    if (m->bf16) h3_bf16_unpack(m->be, x0, X, n);
-    else h3_copy(m->be, x0, X, (size_t)n * sizeof(float));
+    h3_act_to_f32(m->be, m->act, x0, X, n);
     return x0;
 }
 
@@ -868,8 +730,7 @@ static int core_store(dit_model *m, const void *X, float *X0, int64_t S) {
         }
         m->core_rows = S;
     }
-    if (m->bf16) h3_bf16_unpack(m->be, m->core_res, X, n);
-    else h3_copy(m->be, m->core_res, X, (size_t)n * sizeof(float));
+    h3_act_to_f32(m->be, m->act, m->core_res, X, n);
     h3_scale(m->be, X0, X0, -1.0f, n, 0);                 /* exact */
     h3_add(m->be, m->core_res, m->core_res, X0, n, 0);    /* out - in, one fp32 rounding */
     h3_free(m->be, X0);
@@ -882,7 +743,7 @@ static int core_reuse(dit_model *m, void *X, int64_t S, h3_err *e) {
     if (!m->core_res || m->core_rows != S)
         return h3_fail(e, "dit: --core-reuse: no stored core residual for %lld rows (run a DIT_CORE_RUN_STORE "
                           "forward first)", (long long)S);
-    if (!m->bf16) {
+    if (m->act == H3_F32) {
         h3_add(m->be, X, X, m->core_res, n, 0);
         return 0;
     }
@@ -897,7 +758,7 @@ static int core_reuse(dit_model *m, void *X, int64_t S, h3_err *e) {
 
 /* The block that runs right after block b on the same rows, -1 if none: the next one --layers keeps, unless the
  * --token-reduction pool or restore (before blocks reduce_begin / reduce_end) comes first. Block b's last residual
- * is fused with that block's norm1 (dit16_run_block). */
+ * is fused with that block's norm1 (dit_run_block). */
 static int64_t next_block_on_same_rows(const dit_model *m, const dit_inputs *in, int reduce, int64_t b) {
     for (int64_t n = b + 1; n < m->cfg.num_layers; n++) {
         if (reduce && (n == in->reduce_begin || n == in->reduce_end)) return -1;
@@ -946,7 +807,8 @@ int dit_forward_rank(dit_model *m, const dit_inputs *gin, h3_comm *comm, float *
     if (dit_validate_inputs(gin, e, 0) != 0) return -1;
     const dit_config *c = &m->cfg;
     h3_backend *be = m->be;
-    int flags = m->bf16 ? H3_BF16_OUT : 0, agreed = !comm, rc = -1;
+    const h3_dtype act = m->act;
+    int agreed = !comm, rc = -1;
     int64_t H = c->hidden_size, L = c->num_layers, CA = c->audio_in_channels;
     int64_t VP = (int64_t)c->in_channels * c->patch_size[0] * c->patch_size[1] * c->patch_size[2];
     if (comm && (gin->reduce_end > gin->reduce_begin || gin->S < h3_comm_size(comm)))
@@ -960,7 +822,7 @@ int dit_forward_rank(dit_model *m, const dit_inputs *gin, h3_comm *comm, float *
     const dit_inputs *in = gin;
     float *X = NULL, *xt = NULL, *rows_in = NULL, *rows_h = NULL, *rows_out = NULL;
     int32_t *ti_dev = NULL, *vi_dev = NULL, *ai_dev = NULL;
-    if (comm && (dit_ulysses_init(&u, be, comm, gin->S, c->num_attention_heads, c->attention_head_dim, m->bf16 ? 2 : 4,
+    if (comm && (dit_ulysses_init(&u, be, comm, gin->S, c->num_attention_heads, c->attention_head_dim, (int)h3_dtype_size(act),
                                   e) != 0 || dit_local_make(gin, u.row0[u.rank], u.row0[u.rank + 1], VP, CA, &loc, e) != 0))
         goto done;
     if (comm) in = &loc.in;
@@ -971,7 +833,7 @@ int dit_forward_rank(dit_model *m, const dit_inputs *gin, h3_comm *comm, float *
     ti_dev = dit_upload_index(be, in->text_indices, in->Nt, 1, NULL);
     vi_dev = dit_upload_index(be, in->video_indices, in->Nv, 1, NULL);
     ai_dev = dit_upload_index(be, in->audio_indices, in->Na, 1, NULL);
-    X = h3_alloc(be, (size_t)(S * H) * (m->bf16 ? 2 : f)); /* bf16 mode: h3_bf16 rows */
+    X = h3_alloc(be, (size_t)(S * H) * h3_dtype_size(act)); /* rows of the activation dtype */
     rows_in = h3_alloc(be, (size_t)((nmax ? nmax : 1) * cmax) * f);
     rows_h = h3_alloc(be, (size_t)((nmax ? nmax : 1) * H) * f);
     rows_out = h3_alloc(be, (size_t)((nmax ? nmax : 1) * cmax) * f);
@@ -979,16 +841,11 @@ int dit_forward_rank(dit_model *m, const dit_inputs *gin, h3_comm *comm, float *
 
     /* packed sequence (docs/model/dit.md 4.2): text stream, then video and audio embeddings (fp32, cast on scatter) */
     if (in->Nt && (!comm || loc.nt)) { /* --parallel: each rank with text rows runs the whole (short) text stream */
-        xt = h3_alloc(be, (size_t)(in->Nt * H) * (m->bf16 ? 2 : f));
+        xt = h3_alloc(be, (size_t)(in->Nt * H) * h3_dtype_size(act));
         if (!xt) goto oom;
-        if (m->bf16) {
-            if (dit16_text_stream(m, in->text, in->Nt, (h3_bf16 *)xt, e) != 0) goto done;
-            if (!comm) h3_bf16_rows_scatter(be, (h3_bf16 *)X, (h3_bf16 *)xt, ti_dev, in->Nt, H);
-        } else {
-            if (text_stream(m, in->text, in->Nt, xt, e) != 0) goto done;
-            if (!comm) h3_rows_scatter(be, X, xt, ti_dev, in->Nt, H, 0);
-        }
-        if (comm && dit_local_text(be, &loc, X, xt, H, m->bf16, e) != 0) goto done;
+        if (dit_text_stream(m, in->text, in->Nt, xt, e) != 0) goto done;
+        if (!comm) h3_act_rows_scatter(be, act, X, xt, ti_dev, in->Nt, H);
+        if (comm && dit_local_text(be, &loc, X, xt, H, act == H3_BF16, e) != 0) goto done;
     }
     const struct { int64_t n, ch; const float *host; const int32_t *idx; h3_tensor *w, *b; } emb[2] = {
         {in->Nv, VP, in->video, vi_dev, m->proj_in_w, m->proj_in_b},
@@ -998,8 +855,7 @@ int dit_forward_rank(dit_model *m, const dit_inputs *gin, h3_comm *comm, float *
         if (!emb[i].n) continue;
         h3_upload(be, rows_in, emb[i].host, (size_t)(emb[i].n * emb[i].ch) * f);
         h3_matmul(be, rows_h, rows_in, emb[i].n, emb[i].w, emb[i].b, 0);
-        if (m->bf16) h3_bf16_rows_scatter_f32(be, (h3_bf16 *)X, rows_h, emb[i].idx, emb[i].n, H);
-        else h3_rows_scatter(be, X, rows_h, emb[i].idx, emb[i].n, H, flags);
+        h3_act_rows_scatter_f32(be, act, X, rows_h, emb[i].idx, emb[i].n, H);
     }
 
     if (comm) { /* every rank ready: rank 0's AdaLN tables to the others */
@@ -1033,7 +889,7 @@ int dit_forward_rank(dit_model *m, const dit_inputs *gin, h3_comm *comm, float *
                 goto oom;
             }
         }
-        int64_t norm1_ready = -1; /* bf16: the block whose norm1 output the last block left in s16.n (-1: none) */
+        int64_t norm1_ready = -1; /* bf16: the block whose norm1 output the last block left in x.s.n (-1: none) */
         for (int64_t b = 0; b < L && !(comm && u.failed) && (!stream_failed || comm); b++) {
             if (reduce && b == in->reduce_begin) { /* docs/model/features.md 5.5: enter, the full rows kept in X as the bypass */
                 h3_bf16_rows_pool_pairs(be, red.X, (h3_bf16 *)X, red.pairs, red.S_red, H);
@@ -1050,17 +906,14 @@ int dit_forward_rank(dit_model *m, const dit_inputs *gin, h3_comm *comm, float *
                 if (comm) dit_ulysses_idle(&u);
                 continue;
             }
-            if (!m->bf16) {
-                run_block(m, &x, b, X);
-            } else {
-                const int64_t next = next_block_on_same_rows(m, in, reduce, b);
-                dit16_run_block(m, reduced ? &red.ctx : &x, b, reduced ? red.X : (h3_bf16 *)X, norm1_ready == b, next);
-                norm1_ready = next;
-            }
+            /* fp32 (the reference) runs every norm in its own block: no block is told the next one's norm1 */
+            const int64_t next = act == H3_BF16 ? next_block_on_same_rows(m, in, reduce, b) : -1;
+            dit_run_block(m, reduced ? &red.ctx : &x, b, reduced ? (void *)red.X : X, norm1_ready == b, next);
+            norm1_ready = next;
             if (m->stream && dit_stream_unbind(m, b, next_active_block(m, b), e) != 0) stream_failed = 1;
             if (tally && !stream_failed) {
                 tally_rows[b] = reduced ? red.S_red : S;
-                if (h3_tally_nonfinite(be, tally + b, reduced ? (const void *)red.X : X, m->bf16 ? H3_BF16 : H3_F32,
+                if (h3_tally_nonfinite(be, tally + b, reduced ? (const void *)red.X : X, act,
                                        tally_rows[b] * H) != 0) {
                     if (h3_backend_check(be, e) == 0)
                         h3_fail(e, "DiT block %lld: the non-finite check could not run", (long long)b);
@@ -1083,22 +936,15 @@ int dit_forward_rank(dit_model *m, const dit_inputs *gin, h3_comm *comm, float *
     }
 
     /* output norm, shift then scale per timestep (docs/model/dit.md 4.9), and the fp32 heads on the needed rows */
-    float *n = x.s.n;
-    if (m->bf16) {
-        h3_bf16_rmsnorm_modulate(be, x.s16.n, (h3_bf16 *)X, S, H, m->out_norm, c->final_norm_eps, x.tab_f, 2 * H,
-                                 x.t_idx, 0, H);
-    } else {
-        h3_rmsnorm(be, n, X, S, H, m->out_norm, c->final_norm_eps, flags);
-        h3_adaln_modulate(be, n, n, S, H, x.tab_f, 2 * H, x.t_idx, 0, H, flags);
-    }
+    h3_act_rmsnorm_modulate(be, act, x.s.n, X, S, H, m->out_norm, c->final_norm_eps, x.tab_f, 2 * H, x.t_idx, 0, H,
+                            NULL);
     const struct { int64_t n, ch; float *host; const int32_t *idx; h3_tensor *w, *b; } head[2] = {
         {in->Nv, VP, comm ? loc.video : video_out, vi_dev, m->proj_out_w, m->proj_out_b},
         {in->Na, CA, comm ? loc.audio : audio_out, ai_dev, m->audio_out_w, m->audio_out_b},
     };
     for (int i = 0; i < 2; i++) {
         if (!head[i].n) continue;
-        if (m->bf16) h3_bf16_rows_gather_f32(be, rows_h, x.s16.n, head[i].idx, head[i].n, H);
-        else h3_rows_gather(be, rows_h, n, head[i].idx, head[i].n, H);
+        h3_act_rows_gather_f32(be, act, rows_h, x.s.n, head[i].idx, head[i].n, H);
         h3_matmul(be, rows_out, rows_h, head[i].n, head[i].w, head[i].b, 0);
         h3_download(be, head[i].host, rows_out, (size_t)(head[i].n * head[i].ch) * f);
     }
@@ -1128,25 +974,21 @@ int dit_block_forward(dit_model *m, int block, float *X, const dit_inputs *in, h
     fwd_ctx x;
     int rc = 0;
     if (fwd_ctx_init(m, in, &x, 1, e) != 0) return -1;
-    if (m->bf16) { /* X holds bf16 values: the bf16 copy is exact */
-        h3_bf16 *X16 = h3_alloc(m->be, (size_t)(in->S * m->cfg.hidden_size) * 2);
-        if (!X16) {
+    const int64_t n = in->S * m->cfg.hidden_size;
+    void *Xa = X; /* bf16 mode: a bf16 copy (X holds bf16 values: the copy is exact) */
+    if (m->act == H3_BF16) {
+        if (!(Xa = h3_alloc(m->be, (size_t)n * 2))) {
             fwd_ctx_free(m, &x);
             return h3_fail(e, "dit: out of memory (S = %lld)", (long long)in->S);
         }
-        h3_bf16_pack(m->be, X16, X, in->S * m->cfg.hidden_size);
-        if (m->stream && dit_stream_bind(m, block, e) != 0) rc = -1;
-        if (!rc) dit16_run_block(m, &x, block, X16, 0, -1);
-        h3_bf16_unpack(m->be, X, X16, in->S * m->cfg.hidden_size);
-        if (!rc && m->stream && dit_stream_unbind(m, block, -1, e) != 0) rc = -1;
-        h3_sync(m->be);
-        h3_free(m->be, X16);
-    } else {
-        if (m->stream && dit_stream_bind(m, block, e) != 0) rc = -1;
-        if (!rc) run_block(m, &x, block, X);
-        if (!rc && m->stream && dit_stream_unbind(m, block, -1, e) != 0) rc = -1;
-        h3_sync(m->be);
+        h3_bf16_pack(m->be, Xa, X, n);
     }
+    if (m->stream && dit_stream_bind(m, block, e) != 0) rc = -1;
+    if (!rc) dit_run_block(m, &x, block, Xa, 0, -1);
+    if (m->act == H3_BF16) h3_bf16_unpack(m->be, X, Xa, n);
+    if (!rc && m->stream && dit_stream_unbind(m, block, -1, e) != 0) rc = -1;
+    h3_sync(m->be);
+    if (Xa != X) h3_free(m->be, Xa);
     fwd_ctx_free(m, &x);
     return rc;
 }

@@ -44,7 +44,7 @@ static float *time_embedding(dit_model *m, const float *t, int n) {
 int dit_compute_adaln(dit_model *m, const float *t, int n, dit_adaln_entry *out, h3_err *e) {
     const dit_config *c = &m->cfg;
     int64_t H = c->hidden_size, L = c->num_layers, row = (int64_t)MODALITIES * ADALN_SLOTS * H;
-    int flags = m->bf16 ? H3_BF16_OUT : 0;
+    int flags = m->act == H3_BF16 ? H3_BF16_OUT : 0;
     if (m->adaln_released)
         return h3_fail(e, "timestep %.9g has no precomputed AdaLN table and the AdaLN weights were released "
                           "(call dit_prepare_timesteps before dit_release_adaln)", (double)t[0]);

@@ -81,93 +81,78 @@ int dit_config_load(const char *dir, dit_config *cfg, h3_err *e) {
 
 #define SHAPE(...) ((int64_t[]){__VA_ARGS__})
 
-int dit_expected_tensors(const dit_config *c, h3_expect_list *l, h3_err *e) {
+/* A main or refiner block's tensors in one layout (docs/model/dit.md 2.4), p its name prefix, in the order of the
+ * stored files. */
+static int expect_block(const dit_config *c, h3_expect_list *l, const char *p) {
     int64_t H = c->hidden_size, I = (int64_t)c->num_attention_heads * c->attention_head_dim;
-    int64_t D = c->attention_head_dim, FF = c->ffn_dim, TD = c->time_embed_dim, TH = c->time_embed_hidden_dim;
-    int64_t VP = (int64_t)c->in_channels * c->patch_size[0] * c->patch_size[1] * c->patch_size[2];
-    int64_t CA = c->audio_in_channels, TX = c->text_dim, FD = c->freq_dim;
+    int64_t D = c->attention_head_dim, FF = c->ffn_dim;
     int rc = 0;
     if (!c->original_layout) {
-        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(H, VP), "proj_in.weight");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(H), "proj_in.bias");
-        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(H, CA), "audio_proj_in.weight");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(H), "audio_proj_in.bias");
-        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, TX), "context_embedder.weight");
-        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "context_embedder.bias");
-        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(TH, FD), "time_embedder.linear_1.weight");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TH), "time_embedder.linear_1.bias");
-        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(TD, TH), "time_embedder.linear_2.weight");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TD), "time_embedder.linear_2.bias");
-        for (int b = 0; b < c->num_refiner_layers + c->num_layers && !rc; b++) {
-            int ref = b < c->num_refiner_layers;
-            char p[96];
-            if (ref) snprintf(p, sizeof p, "token_refiner.refiner_blocks.%d", b);
-            else snprintf(p, sizeof p, "transformer_blocks.%d", b - c->num_refiner_layers);
-            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "%s.norm1.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(I, H), "%s.attn.to_q.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(I, H), "%s.attn.to_k.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(I, H), "%s.attn.to_v.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(D), "%s.attn.norm_q.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(D), "%s.attn.norm_k.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, I), "%s.attn.to_out.0.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "%s.norm2.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(2 * FF, H), "%s.ff.net.0.proj.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, FF), "%s.ff.net.2.weight", p);
-            if (!ref) {
-                rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(18 * H, TD), "%s.adaln_proj.linear.weight", p);
-                rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(18 * H), "%s.adaln_proj.linear.bias", p);
-            }
-            if (b == c->num_refiner_layers - 1)
-                rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "token_refiner.final_norm.weight");
-        }
-        if (c->num_refiner_layers == 0) rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "token_refiner.final_norm.weight");
-        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "norm_out.norm.weight");
-        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(2 * H, TD), "norm_out.linear.weight");
-        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(2 * H), "norm_out.linear.bias");
-        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(VP, H), "proj_out.weight");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(VP), "proj_out.bias");
-        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(CA, H), "audio_proj_out.weight");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(CA), "audio_proj_out.bias");
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "%s.norm1.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(I, H), "%s.attn.to_q.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(I, H), "%s.attn.to_k.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(I, H), "%s.attn.to_v.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(D), "%s.attn.norm_q.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(D), "%s.attn.norm_k.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, I), "%s.attn.to_out.0.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "%s.norm2.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(2 * FF, H), "%s.ff.net.0.proj.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, FF), "%s.ff.net.2.weight", p);
     } else {
-        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(H, VP), "video_patch_proj.weight");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(H), "video_patch_proj.bias");
-        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(H, CA), "audio_patch_proj.weight");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(H), "audio_patch_proj.bias");
-        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, TX), "condition_proj.weight");
-        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "condition_proj.bias");
-        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(TH, FD), "time_embedder.proj_in.weight");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TH), "time_embedder.proj_in.bias");
-        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(TD, TH), "time_embedder.proj_out.weight");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(TD), "time_embedder.proj_out.bias");
-        if (!c->qkv_stacked) /* single files: diffusers recomputes the table from the config, and so does h3 */
-            rc |= h3_expect_add(l, H3_F32, 1, SHAPE(c->rope_freq_dim), "rope.inv_freq");
-        for (int b = 0; b < c->num_refiner_layers + c->num_layers && !rc; b++) {
-            int ref = b < c->num_refiner_layers;
-            char p[96];
-            if (ref) snprintf(p, sizeof p, "token_refiner.blocks.%d", b);
-            else snprintf(p, sizeof p, "blocks.%d", b - c->num_refiner_layers);
-            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "%s.norm1.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "%s.norm2.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(3 * I, H), "%s.attn.qkv_proj.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(D), "%s.attn.q_norm.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(D), "%s.attn.k_norm.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, I), "%s.attn.out_proj.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(2 * FF, H), "%s.mlp.fc1.weight", p);
-            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, FF), "%s.mlp.fc2.weight", p);
-            if (!ref) {
-                rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(18 * H, TD), "%s.adaln_proj.linear.weight", p);
-                rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(18 * H), "%s.adaln_proj.linear.bias", p);
-            }
-        }
-        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "token_refiner.final_norm.weight");
-        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "final_layer.norm.weight");
-        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(2 * H, TD), "final_layer.adaln_proj.linear.weight");
-        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(2 * H), "final_layer.adaln_proj.linear.bias");
-        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(VP, H), "final_layer.video_out.weight");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(VP), "final_layer.video_out.bias");
-        rc |= h3_expect_add(l, H3_F32, 2, SHAPE(CA, H), "final_layer.audio_out.weight");
-        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(CA), "final_layer.audio_out.bias");
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "%s.norm1.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "%s.norm2.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(3 * I, H), "%s.attn.qkv_proj.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(D), "%s.attn.q_norm.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(D), "%s.attn.k_norm.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, I), "%s.attn.out_proj.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(2 * FF, H), "%s.mlp.fc1.weight", p);
+        rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(H, FF), "%s.mlp.fc2.weight", p);
     }
+    return rc;
+}
+
+int dit_expected_tensors(const dit_config *c, h3_expect_list *l, h3_err *e) {
+    int64_t H = c->hidden_size, TD = c->time_embed_dim, TH = c->time_embed_hidden_dim;
+    int64_t VP = (int64_t)c->in_channels * c->patch_size[0] * c->patch_size[1] * c->patch_size[2];
+    int64_t CA = c->audio_in_channels, TX = c->text_dim, FD = c->freq_dim;
+    const int orig = c->original_layout, R = c->num_refiner_layers;
+    int rc = 0;
+    /* the input and output layers: the same tensors in the same order in both layouts, under their two names */
+#define IO(dtype, ndim, shape, dname, oname) (rc |= h3_expect_add(l, dtype, ndim, shape, "%s", orig ? oname : dname))
+    IO(H3_F32, 2, SHAPE(H, VP), "proj_in.weight", "video_patch_proj.weight");
+    IO(H3_F32, 1, SHAPE(H), "proj_in.bias", "video_patch_proj.bias");
+    IO(H3_F32, 2, SHAPE(H, CA), "audio_proj_in.weight", "audio_patch_proj.weight");
+    IO(H3_F32, 1, SHAPE(H), "audio_proj_in.bias", "audio_patch_proj.bias");
+    IO(H3_BF16, 2, SHAPE(H, TX), "context_embedder.weight", "condition_proj.weight");
+    IO(H3_BF16, 1, SHAPE(H), "context_embedder.bias", "condition_proj.bias");
+    IO(H3_F32, 2, SHAPE(TH, FD), "time_embedder.linear_1.weight", "time_embedder.proj_in.weight");
+    IO(H3_F32, 1, SHAPE(TH), "time_embedder.linear_1.bias", "time_embedder.proj_in.bias");
+    IO(H3_F32, 2, SHAPE(TD, TH), "time_embedder.linear_2.weight", "time_embedder.proj_out.weight");
+    IO(H3_F32, 1, SHAPE(TD), "time_embedder.linear_2.bias", "time_embedder.proj_out.bias");
+    if (orig && !c->qkv_stacked) /* single files: diffusers recomputes the table from the config, and so does h3 */
+        rc |= h3_expect_add(l, H3_F32, 1, SHAPE(c->rope_freq_dim), "rope.inv_freq");
+    for (int b = 0; b < R + c->num_layers && !rc; b++) {
+        int ref = b < R;
+        char p[96];
+        if (ref) snprintf(p, sizeof p, orig ? "token_refiner.blocks.%d" : "token_refiner.refiner_blocks.%d", b);
+        else snprintf(p, sizeof p, orig ? "blocks.%d" : "transformer_blocks.%d", b - R);
+        rc |= expect_block(c, l, p);
+        if (!ref) {
+            rc |= h3_expect_add(l, H3_BF16, 2, SHAPE(18 * H, TD), "%s.adaln_proj.linear.weight", p);
+            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(18 * H), "%s.adaln_proj.linear.bias", p);
+        }
+        if (!orig && b == R - 1) /* diffusers: the refiner's final norm right after its blocks */
+            rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "token_refiner.final_norm.weight");
+    }
+    if (orig || R == 0) rc |= h3_expect_add(l, H3_BF16, 1, SHAPE(H), "token_refiner.final_norm.weight");
+    IO(H3_BF16, 1, SHAPE(H), "norm_out.norm.weight", "final_layer.norm.weight");
+    IO(H3_BF16, 2, SHAPE(2 * H, TD), "norm_out.linear.weight", "final_layer.adaln_proj.linear.weight");
+    IO(H3_BF16, 1, SHAPE(2 * H), "norm_out.linear.bias", "final_layer.adaln_proj.linear.bias");
+    IO(H3_F32, 2, SHAPE(VP, H), "proj_out.weight", "final_layer.video_out.weight");
+    IO(H3_F32, 1, SHAPE(VP), "proj_out.bias", "final_layer.video_out.bias");
+    IO(H3_F32, 2, SHAPE(CA, H), "audio_proj_out.weight", "final_layer.audio_out.weight");
+    IO(H3_F32, 1, SHAPE(CA), "audio_proj_out.bias", "final_layer.audio_out.bias");
+#undef IO
     if (rc) return h3_expect_fail(l, "DiT", e);
     return 0;
 }

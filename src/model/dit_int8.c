@@ -1,6 +1,6 @@
 /* INT8 W8A8 in the DiT (docs/int8.md): the profiles' scopes, the scope-aware validation of a snapshot, the int8
  * linears taken from an int8 snapshot or quantized at load (--quant int8), and the int8 AdaLN projection of
- * profile `all`. The GEMMs themselves run in dit_bf16.c (lin16) through ops_linear.h. */
+ * profile `all`. The GEMMs themselves run in dit_block.c (linear) through ops_linear.h. */
 #include "dit_int8.h"
 
 #include <jansson.h>
@@ -217,7 +217,7 @@ void dit_int8_block_free(h3_backend *be, dit_block_w *w) {
 }
 
 static int usable_here(dit_model *m, const char *what, h3_err *e) {
-    if (!m->bf16) return h3_fail(e, "%s runs in the bf16 mode (--precision bf16; the fp32 mode is the reference)", what);
+    if (m->act != H3_BF16) return h3_fail(e, "%s runs in the bf16 mode (--precision bf16; the fp32 mode is the reference)", what);
     if (m->stream)
         return h3_fail(e, "--ssd-streaming cannot be combined with %s (the int8 blocks are made resident)", what);
     return 0;
@@ -317,32 +317,20 @@ int dit_int8_set_fc2_groups(dit_model *m, int on, h3_err *e) {
     return 0;
 }
 
+/* linear j of dit_quantize_blocks as INT8 W8A8 */
+static int int8_copy(h3_backend *be, dit_block_w *w, int j, const h3_tensor *src, h3_err *e) {
+    h3_int8_linear *dst[DIT_QUANT_LINEARS] = {&w->attn.i8_qkv, &w->attn.i8_qkv, &w->attn.i8_q, &w->attn.i8_k,
+                                              &w->attn.i8_v, &w->attn.i8_out, &w->i8_in, &w->i8_down};
+    return h3_int8_linear_new(be, dst[j], src, e);
+}
+
 int dit_quantize_int8(dit_model *m, int fc2_groups, h3_err *e) {
     if (m->fp8) return h3_fail(e, "--quant int8 cannot be combined with --quant fp8");
     if (m->int8_profile != DIT_INT8_NONE) /* an int8 snapshot: its codes are the ones to run */
         return m->int8_fc2_groups == fc2_groups ? 0 : dit_int8_set_fc2_groups(m, fc2_groups, e);
     if (usable_here(m, "--quant int8", e) != 0) return -1;
     if (fc2_groups && m->cfg.ffn_dim % DIT_INT8_FC2_GROUP != 0) return dit_int8_set_fc2_groups(m, 1, e);
-    for (int b = 0; b < m->cfg.num_layers; b++) {
-        if (dit_layer_skipped(m, b)) continue;
-        dit_block_w *w = &m->blocks[b];
-        struct { h3_tensor **src; h3_int8_linear *dst; } jobs[] = {
-            {&w->attn.qkv, &w->attn.i8_qkv}, {&w->attn.qkv_planar, &w->attn.i8_qkv}, {&w->attn.to_q, &w->attn.i8_q},
-            {&w->attn.to_k, &w->attn.i8_k},  {&w->attn.to_v, &w->attn.i8_v},         {&w->attn.to_out, &w->attn.i8_out},
-            {&w->ff_in, &w->i8_in},          {&w->ff_down, &w->i8_down}};
-        for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
-            if (!*jobs[j].src) continue;
-            if (h3_int8_linear_new(m->be, jobs[j].dst, *jobs[j].src, e) != 0 || h3_backend_check(m->be, e) != 0) {
-                char why[sizeof e->msg];
-                snprintf(why, sizeof why, "%s", e->msg);
-                dit_int8_block_free(m->be, w);
-                return h3_fail(e, "--quant int8: block %d: %s", b, why);
-            }
-            dit_drop_tensor(m, *jobs[j].src);
-            *jobs[j].src = NULL;
-        }
-        w->ff_value = w->ff_gate = NULL;
-    }
+    if (dit_quantize_blocks(m, "--quant int8", int8_copy, dit_int8_block_free, e) != 0) return -1;
     m->int8_profile = DIT_INT8_DIT_PROJ;
     return dit_int8_set_fc2_groups(m, fc2_groups, e);
 }

@@ -1,5 +1,5 @@
-/* Private to the DiT (dit.c: config, weights, AdaLN, the fp32 forward and the driver; dit_bf16.c: the bf16
- * mode's blocks on bf16 activation buffers): the model structure and what a forward shares. */
+/* Private to the DiT (dit.c: weights and the forward's driver; dit_block.c: the blocks in either activation dtype):
+ * the model structure and what a forward shares. */
 #ifndef H3_DIT_INTERNAL_H
 #define H3_DIT_INTERNAL_H
 
@@ -85,7 +85,7 @@ typedef struct dit_adaln_entry {
 struct dit_model {
     h3_backend *be;
     dit_config  cfg;
-    int         bf16;
+    h3_dtype    act;  /* the activations' dtype: H3_BF16 in the DIT_BF16 mode, else H3_F32 (ops_act.h) */
     int         fp8;  /* dit_quantize_fp8 ran: the main blocks' linears are FP8 W8A8 (ops_linear.h) */
     int         int8_profile;    /* DIT_INT8_* (dit_int8.h): the int8 snapshot's profile, or dit_quantize_int8's */
     int         int8_fc2_groups; /* --int8-fc2-groups */
@@ -129,19 +129,15 @@ struct dit_model {
     double           lora_seconds; /* time in the merges (dit_lora_seconds) */
 };
 
+/* A forward's activation scratch, in the model's activation dtype (dit_block.c). */
 typedef struct dit_scratch {
-    float *n, *o;            /* [S, H] */
-    float *q, *k, *v, *a;    /* [S, I] */
-    float *big;              /* [S, max(3I, 2FF)]: fused qkv output, FFN value | gate */
-} dit_scratch;
-
-typedef struct dit_scratch16 {
-    h3_bf16 *n, *o; /* [S, H] */
-    h3_bf16 *big;   /* [S, max(3I, 2FF)]: q|k|v (per the weight layout), or the FFN's value|gate */
-    h3_bf16 *mid;   /* [S, max(I, FF)]: attention output, or the SwiGLU product */
+    void    *n, *o; /* [S, H] */
+    void    *q, *k, *v; /* fp32: [S, I] each (bf16: in big) */
+    void    *big;   /* [S, max(3I, 2FF)]: q|k|v (bf16, per the weight layout), or the FFN's value|gate */
+    void    *mid;   /* the attention output ([S, I]), bf16 also the SwiGLU product ([S, max(I, FF)]) */
     uint8_t *xq;    /* fp8 / int8 mode: [S, max(H, I, FF)] E4M3 or INT8 codes of a linear's input rows */
     float   *xs;    /* fp8 / int8 mode: [S] their scales ([S, FF / 1024] with --int8-fc2-groups) */
-} dit_scratch16;
+} dit_scratch;
 
 /* Everything a forward shares between blocks: the AdaLN tables of its K timesteps, the per-row
  * table indices, the rotary tables and the activation scratch. */
@@ -152,8 +148,7 @@ typedef struct fwd_ctx {
     int32_t         *ada_idx; /* [S] timestep_index * 3 + tag */
     int32_t         *t_idx;   /* [S] timestep_index */
     float           *cos, *sin;
-    dit_scratch      s;   /* fp32 mode */
-    dit_scratch16    s16; /* bf16 mode */
+    dit_scratch      s;
     int              have_scratch;
     dit_adaln_entry *tmp;
     int              n_tmp;
@@ -183,6 +178,14 @@ void dit_rope_tables(const dit_model *m, const double *pos, int64_t S, float *co
 void dit_drop_tensor(dit_model *m, h3_tensor *w);
 void dit_give_back_pages(const h3_tensor *w);
 void dit_free_cache_entry(dit_model *m, dit_adaln_entry *c);
+/* dit_weights.c: --quant fp8 / int8 at load (docs/fp8.md, docs/int8.md). Every kept main block's linears, in the order
+ * qkv, qkv_planar, to_q, to_k, to_v, to_out, ff_in, ff_down (index j), become quantized copies: copy(be, w, j, src)
+ * makes linear j's (qkv and qkv_planar share one), each source given back as soon as its copy exists (the peak is the
+ * bf16 model plus one matrix). On a failure free_block frees the block's copies and the error names flag and block. */
+enum { DIT_QUANT_LINEARS = 8 };
+typedef int (*dit_quant_copy)(h3_backend *be, dit_block_w *w, int j, const h3_tensor *src, h3_err *e);
+int  dit_quantize_blocks(dit_model *m, const char *flag, dit_quant_copy copy, void (*free_block)(h3_backend *, dit_block_w *),
+                         h3_err *e);
 
 /* dit.c: the forward of one rank of a --parallel group (docs/parallel.md; dit_parallel.c runs one per thread): c the
  * rank's communicator handle, NULL: the plain forward. Every rank writes its own rows of video_out / audio_out. */
@@ -227,14 +230,14 @@ void dit_int8_block_free(h3_backend *be, dit_block_w *w);
 int  dit_int8_adaln(dit_model *m, int64_t b, float *y, const float *u, int n, const h3_tensor *w, const h3_tensor *bias,
                     h3_err *e);
 
-/* dit_bf16.c: the bf16 mode (docs/model/dit.md 4 with every "[bf16]" rounding, on h3_bf16 activations). */
-void dit16_free_scratch(h3_backend *be, dit_scratch16 *s);
-int  dit16_alloc_scratch(dit_model *m, int64_t rows, dit_scratch16 *s);
-/* Context embedder + token refiner (docs/model/dit.md 4.2 steps 3-4, 4.3): text rows -> xt [Nt, H] bf16. */
-int  dit16_text_stream(dit_model *m, const float *text_host, int64_t Nt, h3_bf16 *xt, h3_err *e);
+/* dit_block.c: the blocks in the activation dtype m->act (docs/model/dit.md 4, with every "[bf16]" rounding in bf16). */
+void dit_free_scratch(h3_backend *be, dit_scratch *s);
+int  dit_alloc_scratch(dit_model *m, int64_t rows, dit_scratch *s);
+/* Context embedder + token refiner (docs/model/dit.md 4.2 steps 3-4, 4.3): text rows -> xt [Nt, H] (m->act). */
+int  dit_text_stream(dit_model *m, const float *text_host, int64_t Nt, void *xt, h3_err *e);
 /* One main block (docs/model/dit.md 4.6) in place on X [S, H]. next >= 0: block `next` runs right after on the same rows (its
- * norm1 is fused into this block's last residual, into x->s16.n); normed: that was done for this block. */
-void dit16_run_block(dit_model *m, fwd_ctx *x, int64_t b, h3_bf16 *X, int normed, int64_t next);
+ * norm1 is fused into this block's last residual, into x->s.n); normed: that was done for this block. */
+void dit_run_block(dit_model *m, fwd_ctx *x, int64_t b, void *X, int normed, int64_t next);
 
 /* dit_lora_load.c (docs/lora.md): a model's LoRAs. begin opens the set for m->cfg (before load_all; refused with
  * fp32 streaming), view replaces a weight's view by its merged host copy (kept with the model), end checks that every

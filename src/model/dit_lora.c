@@ -264,6 +264,19 @@ static int module_shape(const h3_expect_list *ex, const char *name, int *out, in
     return 1;
 }
 
+/* The model's weight `name` (a module of the expected list ex) against the [out, in] delta that ka / kb give it. */
+static int check_delta(const conv *c, const h3_expect_list *ex, const raw_key *ka, const raw_key *kb, const char *name,
+                       int64_t out, int64_t in) {
+    int o, i;
+    if (!module_shape(ex, name, &o, &i))
+        return h3_fail(c->e, "%s: tensor '%s' maps to '%s', which this model does not have", c->f->path, kb->orig, name);
+    if (o != out || i != in)
+        return h3_fail(c->e, "%s: tensors '%s' / '%s' give '%s' a [%lld,%lld] delta, the model's weight is [%d,%d] "
+                             "(a LoRA for another checkpoint, e.g. a pruned one)",
+                       c->f->path, ka->orig, kb->orig, name, (long long)out, (long long)in, o, i);
+    return 0;
+}
+
 /* One (A, B) pair on diffusers names after the layout's rules: checked against the model, split / rearranged. */
 static int take_pair(lora_file *lf, conv *c, const h3_expect_list *ex, const char *dname, int map, int diffsynth,
                      int head_dim, raw_key *ka, raw_key *kb, raw_key *kalpha, const file_rules *r) {
@@ -338,17 +351,7 @@ static int take_pair(lora_file *lf, conv *c, const h3_expect_list *ex, const cha
         for (int j = 0; j < 3; j++) {
             char name[NAME_CAP];
             snprintf(name, sizeof name, "%.*s%s", (int)(strlen(dname) - 3), dname, proj[j]); /* "...attn.qkv" */
-            int o, i;
-            if (!module_shape(ex, name, &o, &i)) {
-                h3_fail(c->e, "%s: tensor '%s' maps to '%s', which this model does not have", c->f->path, kb->orig, name);
-                goto done;
-            }
-            if (o != I || i != ac) {
-                h3_fail(c->e, "%s: tensors '%s' / '%s' give '%s' a [%lld,%lld] delta, the model's weight is [%d,%d] "
-                              "(a LoRA for another checkpoint, e.g. a pruned one)",
-                        c->f->path, ka->orig, kb->orig, name, (long long)I, (long long)ac, o, i);
-                goto done;
-            }
+            if (check_delta(c, ex, ka, kb, name, I, ac) != 0) goto done;
             float *Aj = malloc((size_t)(ar * ac) * sizeof *Aj), *Bj = malloc((size_t)(I * bc) * sizeof *Bj);
             if (!Aj || !Bj) {
                 free(Aj), free(Bj);
@@ -362,17 +365,7 @@ static int take_pair(lora_file *lf, conv *c, const h3_expect_list *ex, const cha
         rc = 0;
         goto done;
     }
-    int o, i;
-    if (!module_shape(ex, dname, &o, &i)) {
-        h3_fail(c->e, "%s: tensor '%s' maps to '%s', which this model does not have", c->f->path, kb->orig, dname);
-        goto done;
-    }
-    if (o != br || i != ac) {
-        h3_fail(c->e, "%s: tensors '%s' / '%s' give '%s' a [%lld,%lld] delta, the model's weight is [%d,%d] "
-                      "(a LoRA for another checkpoint, e.g. a pruned one)",
-                c->f->path, ka->orig, kb->orig, dname, (long long)br, (long long)ac, o, i);
-        goto done;
-    }
+    if (check_delta(c, ex, ka, kb, dname, br, ac) != 0) goto done;
     if (map == MAP_FC1) { /* original [gate; value] -> diffusers [value; gate]: lora_B's row halves swap */
         if (br % 2) {
             h3_fail(c->e, "%s: tensor '%s' has %lld rows, not even: not a fused SwiGLU projection", c->f->path, kb->orig,

@@ -19,7 +19,7 @@ int dit_lora_begin(dit_model *m, const dit_lora_spec *loras, int n, int ref, int
 /* The merged copy is in the stored dtype in bf16 mode and F32 in the fp32 mode, as diffusers' model holds it. A
  * streamed part keeps its view: its LoRA pieces are merged into each slot filled with it (dit_stream_lora_add). */
 int dit_lora_view(dit_model *m, const char *name, h3_tensor *view, int *mi, h3_err *e) {
-    const h3_dtype out = m->bf16 ? view->dtype : H3_F32;
+    const h3_dtype out = m->act == H3_BF16 ? view->dtype : H3_F32;
     void *buf = NULL;
     int64_t blk;
     const int part = m->stream && !m->stream->quant ? dit_stream_part(&m->cfg, name, &blk) : -1;

@@ -20,7 +20,7 @@ void dit_reduce_free(dit_model *m, dit_reduction *r) {
 
 int dit_reduce_new(dit_model *m, const dit_inputs *in, const fwd_ctx *x, dit_reduction *r, h3_err *e) {
     memset(r, 0, sizeof *r);
-    if (!m->bf16) return h3_fail(e, "--token-reduction needs the bf16 mode (--precision bf16)");
+    if (m->act != H3_BF16) return h3_fail(e, "--token-reduction needs the bf16 mode (--precision bf16)");
     const int64_t S = in->S, F = in->reduce_frames, gh = in->reduce_h, gw = in->reduce_w, H = m->cfg.hidden_size;
     const int64_t nv = F * gh * gw, gwr = (gw + 1) / 2, P = S - nv;
     if (F < 1 || gh < 1 || gw < 1 || nv > in->Nv || P < 0)

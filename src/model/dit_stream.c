@@ -218,7 +218,7 @@ int dit_stream_setup(dit_model *m, h3_err *e) {
         st->offset[p] = off;
         if (f[p]) off = align256(off + h3_tensor_nbytes(f[p]));
     }
-    const int fused = !orig && m->bf16 && m->be->kind != H3_BACKEND_CPU; /* q, k, v as one [3I, H] matrix */
+    const int fused = !orig && m->act == H3_BF16 && m->be->kind != H3_BACKEND_CPU; /* q, k, v as one [3I, H] matrix */
     /* adjacent in the slot, so they serve as that fused matrix: true when each is a multiple of 256 bytes */
     if (fused && (st->offset[DIT_PART_K] != st->offset[DIT_PART_Q] + h3_tensor_nbytes(f[DIT_PART_Q]) ||
                   st->offset[DIT_PART_V] != st->offset[DIT_PART_K] + h3_tensor_nbytes(f[DIT_PART_K])))

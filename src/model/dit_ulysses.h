@@ -2,7 +2,7 @@
  * [row0[r], row0[r+1]) and, for attention only, the heads [head0[r], head0[r+1]) of every row. q, k and v go from
  * sequence-sharded to head-sharded with one all-to-all, the attention output comes back with a second. The split:
  * the first S mod N ranks one row more, the first H mod N ranks one head more (a rank may hold no head). Called by
- * dit.c (fp32 mode) and dit_bf16.c; calls only the backend and the communicator. */
+ * dit.c and dit_block.c; calls only the backend and the communicator. */
 #ifndef H3_DIT_ULYSSES_H
 #define H3_DIT_ULYSSES_H
 

@@ -1,12 +1,14 @@
 /* What the DiT's files share below dit.c (dit_internal.h): the rotary tables, the weight memory a model gives back
- * (file pages, backend copies, AdaLN cache entries) and the skipped-layer test. dit.c, dit_adaln.c, dit_int8.c and
+ * (file pages, backend copies, AdaLN cache entries), the skipped-layer test and the W8A8 quantizers' block loop. dit.c, dit_adaln.c, dit_int8.c and
  * dit_reduce.c call these; nothing here calls back into them (docs/architecture.md). */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../backend/backend_check.h"
 #include "dit_internal.h"
 
 /* inv_freq[k] = fp32(1 / fp32(theta ** (2k / 2F))) (docs/model/dit.md 4.1: two roundings, not a correctly
@@ -76,4 +78,27 @@ void dit_drop_tensor(dit_model *m, h3_tensor *w) {
 
 int dit_layer_skipped(const dit_model *m, int block) {
     return m->skip && block >= 0 && block < m->cfg.num_layers && m->skip[block];
+}
+
+int dit_quantize_blocks(dit_model *m, const char *flag, dit_quant_copy copy, void (*free_block)(h3_backend *, dit_block_w *),
+                        h3_err *e) {
+    for (int b = 0; b < m->cfg.num_layers; b++) {
+        if (dit_layer_skipped(m, b)) continue;
+        dit_block_w *w = &m->blocks[b];
+        h3_tensor **src[DIT_QUANT_LINEARS] = {&w->attn.qkv, &w->attn.qkv_planar, &w->attn.to_q, &w->attn.to_k,
+                                              &w->attn.to_v, &w->attn.to_out, &w->ff_in, &w->ff_down};
+        for (int j = 0; j < DIT_QUANT_LINEARS; j++) {
+            if (!*src[j]) continue;
+            if (copy(m->be, w, j, *src[j], e) != 0 || h3_backend_check(m->be, e) != 0) {
+                char why[sizeof e->msg];
+                snprintf(why, sizeof why, "%s", e->msg);
+                free_block(m->be, w);
+                return h3_fail(e, "%s: block %d: %s", flag, b, why);
+            }
+            dit_drop_tensor(m, *src[j]);
+            *src[j] = NULL;
+        }
+        w->ff_value = w->ff_gate = NULL; /* row views of the dropped ff_in */
+    }
+    return 0;
 }
