@@ -16,6 +16,7 @@
 #include "../backend/backend.h"
 #include "../core/error.h"
 #include "../io/expect.h"
+#include "video_vae_tiling.h"
 
 #define VVAE_MAX_LEVELS 8
 #define VVAE_MAX_LATENT 256
@@ -49,17 +50,6 @@ int video_vae_config_parse(const struct json_t *root, const char *path, video_va
 /* Every tensor the config implies (diffusers names, all F32; docs/model/video_vae.md Appendix A). */
 int video_vae_expected_tensors(const video_vae_config *cfg, h3_expect_list *out, h3_err *e);
 
-/* Spatial tiling (AutoencoderKLMiniMaxH3.enable_tiling); sizes in pixels. */
-typedef struct video_vae_tiling {
-    int enabled;
-    int tile_h, tile_w, overlap_h, overlap_w;
-} video_vae_tiling;
-/* The released behaviour: enabled, 256 x 256 tiles, minimum overlap 64. */
-video_vae_tiling video_vae_tiling_default(void);
-/* Tile plan along one axis (_split_tiles, docs/model/video_vae.md 8.1): fills starts/overlaps (capacity `cap`), returns the
- * tile count (every tile is `tile` long except a single tile covering a shorter axis), -1 on error. */
-int video_vae_split_tiles(int64_t length, int tile, int min_overlap, int ratio, int64_t *starts,
-                          int64_t *overlaps, int cap, h3_err *e);
 
 /* parts bits. VIDEO_VAE_BF16: the decoder's bf16 mode (docs/model/video_vae.md 11): the transformer blocks' q/k/v/out and FFN
  * matrices are converted to BF16 at load and run with H3_BF16_OUT (bf16 GEMM inputs and outputs, fp32

@@ -1,7 +1,6 @@
 /* MiniMax-H3 video VAE: the spatial tile plan and the stitching of tiles (docs/model/video_vae.md 8.1, 8.2), shared by the decoder
  * (video_vae.c, pixels) and the encoder (video_vae_encoder.c, latents). */
-#include "video_vae.h"
-#include "video_vae_internal.h"
+#include "video_vae_tiling.h"
 
 #include <stdlib.h>
 #include <string.h>
