@@ -428,7 +428,7 @@ static dit_model *load_single(h3_backend *be, const char *dir, const char *file,
     const char *found = dit_single_file_prefix(m->st, m->gguf, file, e);
     if (!found) goto fail;
     snprintf(m->name_prefix, sizeof m->name_prefix, "%s", found);
-    if ((m->gguf && dit_gguf_begin(m, n_loras, -1, e) != 0) || dit_lora_begin(m, loras, n_loras, 0, mode, e) != 0) goto fail;
+    if ((m->gguf && dit_gguf_begin(m, -1, e) != 0) || dit_lora_begin(m, loras, n_loras, 0, mode, e) != 0) goto fail;
     m->cfg.original_layout = 1, m->cfg.qkv_stacked = 1;
     if (load_all(m, e) != 0 || dit_lora_end(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) goto fail;
     return m;
@@ -454,6 +454,10 @@ dit_model *dit_new_random_lora(h3_backend *be, const dit_config *cfg, int mode, 
                                int n_loras, h3_err *e) {
     return new_random(be, cfg, mode, seed, -1, loras, n_loras, e);
 }
+dit_model *dit_new_random_gguf_lora(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type,
+                                    const dit_lora_spec *loras, int n_loras, h3_err *e) {
+    return new_random(be, cfg, mode, seed, gguf_type, loras, n_loras, e);
+}
 
 static dit_model *new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type,
                              const dit_lora_spec *loras, int n_loras, h3_err *e) {
@@ -464,7 +468,7 @@ static dit_model *new_random(h3_backend *be, const dit_config *cfg, int mode, ui
     }
     m->be = be;
     m->cfg = *cfg;
-    if (set_mode(m, mode, e) != 0 || (gguf_type >= 0 && dit_gguf_begin(m, 0, gguf_type, e) != 0) ||
+    if (set_mode(m, mode, e) != 0 || (gguf_type >= 0 && dit_gguf_begin(m, gguf_type, e) != 0) ||
         dit_lora_begin(m, loras, n_loras, 0, mode, e) != 0)
         goto fail;
     if (dit_expected_tensors(cfg, &m->mem_names, e) != 0) goto fail;

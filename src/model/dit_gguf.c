@@ -13,8 +13,9 @@
 #include "../backend/ops.h"
 #include "../io/gguf.h"
 #include "dit_internal.h"
+#include "dit_lora.h"
 
-int dit_gguf_begin(dit_model *m, int n_loras, int rand_type, h3_err *e) {
+int dit_gguf_begin(dit_model *m, int rand_type, h3_err *e) {
     if (rand_type >= 0) {
         int64_t bv, bb;
         if (!gguf_type_block((uint32_t)rand_type, &bv, &bb, NULL))
@@ -27,12 +28,7 @@ int dit_gguf_begin(dit_model *m, int n_loras, int rand_type, h3_err *e) {
             return h3_fail(e, "H3_GGUF_RESIDENT must be auto, on or off, got '%s'", v);
         const int on = v && !strcmp(v, "on");
         if (v && !strcmp(v, "off")) return 0;
-        if (n_loras) { /* the merge works on the dequantized weights (docs/lora.md) */
-            if (on)
-                return h3_fail(e, "%s: H3_GGUF_RESIDENT=on cannot be combined with --lora (LoRAs merge into the "
-                                  "dequantized weights)", m->gguf->path);
-            return 0;
-        }
+        /* a LoRA does not change the choice: its pieces are merged into each slot as the fill expands it (load) */
         if (!on && m->be->kind == H3_BACKEND_CPU) return 0; /* the CPU reads dequantized host copies either way */
         if (m->stream) return h3_fail(e, "internal: a GGUF transformer with --ssd-streaming");
     }
@@ -113,5 +109,9 @@ h3_tensor *dit_gguf_load(dit_model *m, const h3_expect_list *ex, const char *nam
     st->qsrc[i] = st->src[i] = w;
     st->qtype[i] = type, st->qbytes[i] = qb;
     m->total_bytes += qb;
+    /* --lora: the part's pieces, merged into the slot right after each expansion, as --ssd-streaming merges them: the
+     * dequantize-at-load model's merged bits (docs/lora.md "With --ssd-streaming"); w's shape and dtype are those of
+     * the dequantized tensor, which is all the pieces read */
+    if (m->lora && dit_lora_touches(m->lora, &m->cfg, name) && dit_stream_lora_add(m, name, i, w, e) != 0) return NULL;
     return w;
 }
