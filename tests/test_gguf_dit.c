@@ -208,6 +208,11 @@ static void test_file(h3_backend *be) {
     dit_model *m = dit_load_single_file(be, FIX "tiny/transformer", GGUF_FILE, DIT_BF16, &e);
     CHECK(!m && strstr(e.msg, "H3_GGUF_RESIDENT must be auto, on or off"), "bad knob: %s", m ? "accepted" : e.msg);
     dit_free(m);
+    unsetenv("H3_GGUF_RESIDENT"); /* --ssd-streaming: a safetensors single file streams, a GGUF is kept quantized */
+    m = dit_load_single_file(be, FIX "tiny/transformer", GGUF_FILE, DIT_BF16 | DIT_STREAM, &e);
+    CHECK(!m && strstr(e.msg, "--ssd-streaming cannot be combined with a GGUF transformer"), "GGUF + streaming: %s",
+          m ? "accepted" : e.msg);
+    dit_free(m);
     unsetenv("H3_GGUF_RESIDENT");
     test_lora(be, &g);
     golden_free(&g);

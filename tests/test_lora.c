@@ -344,16 +344,19 @@ static void test_streaming(int cuda) {
     }
     dit_tensors dt = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
     dit_lora_spec p[2] = {{LF "ai_toolkit.safetensors", 0.7, 0}, {LF "kohya.safetensors", 1.0, 0}};
-    const char *reads[2] = {"map", "direct"}, *dirs[2] = {TT, "tests/fixtures/tiny/FL2VA/transformer"};
-    for (int l = 0; l < 4; l++) {
-        const int bf16 = l < 2 ? DIT_BF16 : 0; /* fp32: the touched parts held F32 in the slots, widened as filled */
+    /* the snapshot, the FL2VA tree and a single file (prefixed names, stacked [q; k; v]: docs/checkpoints.md) */
+    const char *reads[2] = {"map", "direct"}, *dirs[3] = {TT, "tests/fixtures/tiny/FL2VA/transformer", TT};
+    const char *files[3] = {NULL, NULL, "tests/fixtures/single_file/tiny_transformer_prefixed.safetensors"};
+    for (int l = 0; l < 6; l++) {
+        const int bf16 = l < 3 ? DIT_BF16 : 0; /* fp32: the touched parts held F32 in the slots, widened as filled */
+        const char *src = files[l % 3] ? files[l % 3] : dirs[l % 3];
         const char *prec = bf16 ? "bf16" : "fp32";
         float *out[3][2] = {{0}};
         int64_t nv = 0, na = 0;
         dit_stream_stats ss[3] = {{0}};
         for (int k = 0; k < 3; k++) {
             if (k) setenv("H3_STREAM_READ", reads[k - 1], 1);
-            dit_model *m = be ? dit_load_lora(be, dirs[l % 2], NULL, bf16 | (k ? DIT_STREAM : 0), p, 2, 0, &e) : NULL;
+            dit_model *m = be ? dit_load_lora(be, dirs[l % 3], files[l % 3], bf16 | (k ? DIT_STREAM : 0), p, 2, 0, &e) : NULL;
             dit_inputs x;
             if (m && dit_inputs_from_tensors(dit_get_config(m), &dt, 0, &x, &e) == 0) {
                 nv = x.Nv * 96, na = x.Na * 32;
@@ -370,15 +373,15 @@ static void test_streaming(int cuda) {
             const int same = out[0][0] && out[k][0] && !memcmp(out[0][0], out[k][0], sizeof(float) * (size_t)nv) &&
                              !memcmp(out[0][1], out[k][1], sizeof(float) * (size_t)na);
             CHECK(same, "--ssd-streaming (%s, %s, %s) with LoRAs differs from the resident model", reads[k - 1],
-                  dirs[l % 2], prec);
+                  src, prec);
             /* the pieces were merged at fill time (2 files x the tiny DiT's streamed parts), none as a host copy */
             CHECK(ss[k].lora_merges > 0 && ss[k].lora_bytes > 0, "--ssd-streaming (%s, %s, %s): %lld LoRA pieces merged "
-                  "into the slots, %.0f factor bytes", reads[k - 1], dirs[l % 2], prec, (long long)ss[k].lora_merges,
+                  "into the slots, %.0f factor bytes", reads[k - 1], src, prec, (long long)ss[k].lora_merges,
                   ss[k].lora_bytes);
             CHECK(bf16 ? ss[k].lora_f32_parts == 0 : ss[k].lora_f32_parts > 0, "--ssd-streaming (%s, %s, %s): %lld parts "
-                  "held F32", reads[k - 1], dirs[l % 2], prec, (long long)ss[k].lora_f32_parts);
+                  "held F32", reads[k - 1], src, prec, (long long)ss[k].lora_f32_parts);
             printf("  [%s] --ssd-streaming (H3_STREAM_READ=%s) with 2 LoRAs, %s, %s: %s, %lld pieces merged at fill, "
-                   "%lld parts F32, %.0f factor bytes\n", cuda ? "cuda" : "cpu", reads[k - 1], dirs[l % 2], prec,
+                   "%lld parts F32, %.0f factor bytes\n", cuda ? "cuda" : "cpu", reads[k - 1], src, prec,
                    same ? "resident bits" : "DIFFERS", (long long)ss[k].lora_merges, (long long)ss[k].lora_f32_parts,
                    ss[k].lora_bytes);
         }

@@ -298,7 +298,8 @@ static int load_block(dit_model *m, const h3_expect_list *ex, dit_block_w *b, in
     }
     if (!(b->ff_down = load_w(m, ex, NAME(orig ? "mlp.fc2.weight" : "ff.net.2.weight"), e))) return -1;
     if (streamed) /* the host tensors are in m->stream->src; the fields point into a slot only while bound */
-        b->attn.to_out = b->attn.qkv = b->attn.to_q = b->attn.to_k = b->attn.to_v = b->ff_in = b->ff_down = NULL;
+        b->attn.to_out = b->attn.qkv = b->attn.qkv_planar = b->attn.to_q = b->attn.to_k = b->attn.to_v = b->ff_in =
+            b->ff_down = NULL;
     if (!refiner) {
         if (!(b->adaln_w = load_w(m, ex, NAME("adaln_proj.linear.weight"), e))) return -1;
         if (!(b->adaln_b = load_w(m, ex, NAME("adaln_proj.linear.bias"), e))) return -1;
@@ -415,8 +416,11 @@ static dit_model *load_single(h3_backend *be, const char *dir, const char *file,
                    "original one", dir);
         goto fail;
     }
-    if (mode & DIT_STREAM) {
-        h3_fail(e, "%s: --ssd-streaming cannot be combined with a single-file transformer yet", file);
+    /* a safetensors file streams its blocks' linears from its mapping like the snapshot's shards; a GGUF's are kept
+     * quantized on the GPU instead (docs/checkpoints.md) */
+    if ((mode & DIT_STREAM) && dit_is_gguf(file)) {
+        h3_fail(e, "%s: --ssd-streaming cannot be combined with a GGUF transformer (its blocks stay quantized on the "
+                   "GPU instead, docs/checkpoints.md)", file);
         goto fail;
     }
     if (set_mode(m, mode, e) != 0) goto fail;

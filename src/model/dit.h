@@ -176,6 +176,8 @@ dit_model *dit_new_random_lora(h3_backend *be, const dit_config *cfg, int mode, 
  * GGUF file, docs/lora.md), the other touched weights merged at load. */
 dit_model *dit_new_random_gguf_lora(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type,
                                     const struct dit_lora_spec *loras, int n_loras, h3_err *e);
+/* 1 when file starts with GGUF's magic (a GGUF single-file transformer, docs/checkpoints.md; dit_config.c). */
+int        dit_is_gguf(const char *file);
 /* Seconds spent merging LoRAs into this model's weights at load (the merge itself; 0 without LoRAs). */
 double     dit_lora_seconds(const dit_model *m);
 

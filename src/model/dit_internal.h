@@ -260,9 +260,8 @@ int        dit_gguf_begin(dit_model *m, int rand_type, h3_err *e);
 int        dit_gguf_part(const dit_model *m, const char *name);
 h3_tensor *dit_gguf_load(dit_model *m, const h3_expect_list *ex, const char *name, h3_err *e);
 
-/* dit_config.c: whether file starts with GGUF's magic; the name prefix of a single-file transformer held by st or g
- * ("" or a ComfyUI prefix), or NULL with e filled when it is none or a pruned one (docs/checkpoints.md). */
-int         dit_is_gguf(const char *file);
+/* dit_config.c: the name prefix of a single-file transformer held by st or g ("" or a ComfyUI prefix), or NULL with e
+ * filled when it is none or a pruned one (docs/checkpoints.md); dit_is_gguf: dit.h. */
 const char *dit_single_file_prefix(const st_set *st, const struct gguf_file *g, const char *file, h3_err *e);
 
 #endif

@@ -134,8 +134,10 @@ oom:
 int dit_stream_note_file(dit_model *m, const char *name, int64_t slot_index, h3_err *e) {
     dit_stream *st = m->stream;
     const st_file *f = NULL;
-    const st_entry *en = st_set_entry(m->st, name, &f);
-    if (!en || !f) return h3_fail(e, "internal: --ssd-streaming: '%s' not in the shards", name);
+    char full[256]; /* a single file's names may carry a prefix (docs/checkpoints.md) */
+    snprintf(full, sizeof full, "%s%s", m->name_prefix, name);
+    const st_entry *en = st_set_entry(m->st, full, &f);
+    if (!en || !f) return h3_fail(e, "internal: --ssd-streaming: '%s' not in the shards", full);
     int idx = -1;
     for (int i = 0; i < st->n_paths && idx < 0; i++)
         if (!strcmp(st->paths[i], f->path)) idx = i;

@@ -40,8 +40,9 @@ static int dit_mode(gen *s, h3_backend *be, const dit_config *dc, size_t kept) {
         return mode;
     }
     if (s->r->ssd_streaming) return mode | DIT_STREAM;
-    /* a single file is not streamed (a GGUF's blocks stay quantized on the GPU instead, docs/checkpoints.md) */
-    if (s->r->transformer_file) return mode;
+    /* a GGUF is not streamed (its blocks stay quantized on the GPU instead, docs/checkpoints.md); a safetensors single
+     * file streams from its mapping like the shards */
+    if (s->r->transformer_file && dit_is_gguf(s->r->transformer_file)) return mode;
     h3_memory_stats ms;
     h3_err e;
     if (s->r->quant_fp8 || s->r->quant_int8 || h3_memory_query(be, &ms, &e) != 0 || !ms.total_bytes) return mode;
