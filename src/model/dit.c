@@ -491,6 +491,10 @@ static dit_model *new_random(h3_backend *be, const dit_config *cfg, int mode, ui
         int part;
         int64_t blk;
         if (dit_gguf_part(m, x->name)) continue; /* made in GGUF block form by dit_gguf_load */
+        if (m->gguf_rand_dequant && dit_stream_part(cfg, x->name, &blk) >= 0) { /* the same blocks, dequantized */
+            if (!(m->mem[i] = dit_gguf_random_dequant(m, x, e))) goto fail;
+            continue;
+        }
         /* a LoRA's weights are made in host memory, where the merge reads them (docs/lora.md) */
         const int merged = m->lora && dit_lora_touches(m->lora, cfg, x->name);
         if (be->kind != H3_BACKEND_CPU && x->ndim == 2 && !merged && !dit_host_tensor(m, x->name, &part, &blk)) {

@@ -98,6 +98,7 @@ struct dit_model {
     struct gguf_file *gguf;     /* a GGUF single file (dit_load_single_file), instead of st */
     void      **gguf_bufs;      /* its tensors dequantized (gguf_view_as), freed with the model */
     int         n_gguf_bufs;
+    int         gguf_rand_dequant; /* dit_new_random_gguf with H3_GGUF_RESIDENT=off: its ggml type + 1 (dit_gguf.c) */
     char        name_prefix[32]; /* single files: what every stored name starts with ("" or "model.diffusion_model.") */
     h3_expect_list mem_names; /* dit_new_random: weights held in memory instead of st */
     h3_tensor    **mem;
@@ -259,6 +260,9 @@ void dit_lora_release(dit_model *m);
 int        dit_gguf_begin(dit_model *m, int rand_type, h3_err *e);
 int        dit_gguf_part(const dit_model *m, const char *name);
 h3_tensor *dit_gguf_load(dit_model *m, const h3_expect_list *ex, const char *name, h3_err *e);
+/* dit_new_random_gguf with H3_GGUF_RESIDENT=off (m->gguf_rand_dequant): block linear x's random blocks, the very bytes
+ * the kept-quantized model expands, dequantized into a new host BF16 tensor (the dequantize-at-load reference). */
+h3_tensor *dit_gguf_random_dequant(dit_model *m, const h3_expect *x, h3_err *e);
 
 /* dit_config.c: the name prefix of a single-file transformer held by st or g ("" or a ComfyUI prefix), or NULL with e
  * filled when it is none or a pruned one (docs/checkpoints.md); dit_is_gguf: dit.h. */

@@ -234,6 +234,14 @@ static int bench_dit_shape(h3_backend *be, dit_model *m, const bench_shape *s, i
             h3_fail(e, "DiT output at shape %s is not finite (row %lld)", s->name, (long long)(i / vo));
             goto done;
         }
+    if (getenv("H3_BENCH_HASH")) { /* two runs' outputs compared by their FNV-1a (tests/cuda/run_lora_fp32_gguf_device.sh) */
+        uint64_t hv = 1469598103934665603ull, ha = hv;
+        const uint8_t *pv = (const uint8_t *)vout, *pa = (const uint8_t *)aout;
+        for (size_t i = 0; i < (size_t)(L->Nv * vo) * sizeof(float); i++) hv = (hv ^ pv[i]) * 1099511628211ull;
+        for (size_t i = 0; i < (size_t)(L->Na * c->audio_in_channels) * sizeof(float); i++) ha = (ha ^ pa[i]) * 1099511628211ull;
+        printf("dit: outputs at shape %s: video fnv1a %016llx, audio fnv1a %016llx\n", s->name, (unsigned long long)hv,
+               (unsigned long long)ha);
+    }
     h3_memory_stats ms;
     if (h3_memory_query(be, &ms, e) != 0) goto done;
     r->have_dit = 1;
@@ -302,7 +310,9 @@ static int bench_dit(h3_backend *be, const char *config_dir, int bf16, int quant
            config_dir, cfg.num_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.attention_head_dim,
            (double)wbytes / 1e9, t_build, t_adaln, (double)abytes / 1e9,
            stream ? "; --ssd-streaming: the blocks' linears in host memory, two slots on the backend" : "");
-    if (bench_lora.path && (stream || gguf_type >= 0)) /* docs/lora.md: the streamed blocks' LoRA merged per slot fill */
+    dit_stream_stats lst;
+    dit_get_stream_stats(m, &lst);
+    if (bench_lora.path && lst.lora_bytes > 0) /* docs/lora.md: the streamed blocks' LoRA merged per slot fill */
         printf("dit: --lora %s (scale %g) kept as factors for the streamed blocks, merged into each slot as it is filled "
                "(load: %.2f s of the %.2f s above)\n", bench_lora.path, bench_lora.scale, dit_lora_seconds(m), t_build);
     else if (bench_lora.path)
