@@ -17,8 +17,9 @@
 #      quantized + LoRA vs the same blocks dequantized at load + merged (H3_GGUF_RESIDENT=off), LAYERS (8) release
 #      blocks at 544x960x124, outputs compared by hash (H3_BENCH_HASH); then 50 release blocks Q4_K without / with the
 #      LoRA: seconds per forward, peak GPU GiB, pieces merged per forward (SKIP_FULL=1 skips the 50 blocks).
-# Build here: make CUDA=1 BUILD=build-cuda NVCC_ARCH="-gencode=arch=compute_90a,code=sm_90a" -j2 build-cuda/h3 cuda-tests
-# build-cuda/tests/test_lora; bash tools/dev_stage.sh build-cuda .dev-lora2; carry .dev-lora2.
+# Build here: make CUDA=1 MEDIA=0 BUILD=build-cuda-nm NVCC_ARCH="-gencode=arch=compute_90a,code=sm_90a" -j2
+# build-cuda-nm/h3 cuda-tests build-cuda-nm/tests/test_lora; bash tools/dev_stage.sh build-cuda-nm .dev-lora2; carry
+# .dev-lora2.
 # Usage (device): bash tests/cuda/run_lora_fp32_gguf_device.sh .dev-lora2   (logs packed into $OUT/lora_fp32_gguf.tar)
 set -u
 cd "$(dirname "$0")/../.."
