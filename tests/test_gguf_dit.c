@@ -4,7 +4,9 @@
  *   - the tiny GGUF (tests/fixtures/single_file/tiny_transformer.gguf: Q8_0/Q4_0/Q5_0/Q4_1/Q5_1 and F16 block
  *     linears) gives the very bytes of the dequantize-at-load model, bf16 and fp32, over two forwards, and the slot
  *     fills carry the GGUF bytes (not the bf16 ones);
- *   - H3_GGUF_RESIDENT's refusals (a bad value, on with a LoRA) and auto with a LoRA (dequantized at load);
+ *   - H3_GGUF_RESIDENT's refusal of a bad value; with two LoRAs, kept quantized (the pieces merged into each slot as
+ *     it is expanded; fp32: the touched parts widened to F32) == dequantized at load + merged, bf16 and fp32, and auto
+ *     with a LoRA keeps the blocks quantized where it would without one (GPU backends);
  *   - dit_new_random_gguf (h3 bench --gguf-type): random Q8_0 / Q4_K / Q6_K blocks at a 256-wide config run to finite
  *     outputs, the same bits twice, different per type; rows not of whole blocks are refused naming the tensor.
  * tests/cuda/test_cuda_gguf.c is this file on the CUDA backend (GGUF_DIT_CUDA): the same checks there (auto keeps
@@ -89,6 +91,70 @@ static double quantized_block_bytes(void) {
     return bytes;
 }
 
+/* --lora on the GGUF kept quantized (docs/lora.md "With --ssd-streaming"): the pieces merged into each slot right after
+ * the fill expands it give the dequantize-at-load + merge model's bytes, bf16 and fp32 (the fp32 mode's touched parts
+ * widened to F32 in the slots), two LoRAs, two forwards; auto keeps the blocks quantized where it would without one. */
+static void test_lora(h3_backend *be, golden *g) {
+    h3_err e = {{0}};
+    dit_lora_spec p[2] = {{FIX "lora/ai_toolkit.safetensors", 0.7, 0}, {FIX "lora/kohya.safetensors", 1.0, 0}};
+    for (int mode = 0; mode <= DIT_BF16; mode += DIT_BF16) {
+        const char *label = mode ? "bf16" : "fp32";
+        setenv("H3_GGUF_RESIDENT", "off", 1);
+        dit_model *a = dit_load_lora(be, FIX "tiny/transformer", GGUF_FILE, mode, p, 2, 0, &e);
+        setenv("H3_GGUF_RESIDENT", "on", 1);
+        dit_model *b = a ? dit_load_lora(be, FIX "tiny/transformer", GGUF_FILE, mode, p, 2, 0, &e) : NULL;
+        dit_model *c = b ? dit_load_single_file(be, FIX "tiny/transformer", GGUF_FILE, mode, &e) : NULL;
+        unsetenv("H3_GGUF_RESIDENT");
+        CHECK(a && b && c, "%s + LoRA: load: %s", label, e.msg);
+        if (!a || !b || !c) {
+            dit_free(a), dit_free(b);
+            continue;
+        }
+        int same = 1, differs = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            float *va = NULL, *aa = NULL, *vb = NULL, *ab = NULL, *vc = NULL, *ac = NULL;
+            int64_t nv, na;
+            int rc = forward(a, g, &va, &aa, &nv, &na, &e);
+            rc |= forward(b, g, &vb, &ab, &nv, &na, &e);
+            rc |= forward(c, g, &vc, &ac, &nv, &na, &e);
+            CHECK(rc == 0, "%s + LoRA: forward: %s", label, e.msg);
+            same &= rc == 0 && !memcmp(va, vb, sizeof(float) * (size_t)nv) && !memcmp(aa, ab, sizeof(float) * (size_t)na);
+            differs |= rc == 0 && memcmp(vb, vc, sizeof(float) * (size_t)nv);
+            free(va), free(aa), free(vb), free(ab), free(vc), free(ac);
+        }
+        dit_stream_stats sa, sb;
+        dit_get_stream_stats(a, &sa);
+        dit_get_stream_stats(b, &sb);
+        CHECK(same, "%s: the GGUF kept quantized + 2 LoRAs differs from dequantized at load + 2 LoRAs", label);
+        CHECK(differs, "%s: the LoRAs change nothing on the GGUF kept quantized", label);
+        CHECK(sa.fills == 0 && sb.fills > 0 && sb.gguf && sb.lora_merges > 0 && sb.lora_bytes > 0,
+              "%s + LoRA: fills %lld / %lld, %lld pieces merged", label, (long long)sa.fills, (long long)sb.fills,
+              (long long)sb.lora_merges);
+        CHECK(mode ? sb.lora_f32_parts == 0 : sb.lora_f32_parts > 0, "%s: %lld parts held F32", label,
+              (long long)sb.lora_f32_parts);
+        printf("  %s + 2 LoRAs: kept quantized (merged at fill) == dequantized at load + merged, bit for bit (2 forwards); "
+               "%lld fills, %lld pieces merged, %lld parts F32, %.0f factor bytes\n", label, (long long)sb.fills,
+               (long long)sb.lora_merges, (long long)sb.lora_f32_parts, sb.lora_bytes);
+        dit_free(a), dit_free(b), dit_free(c);
+    }
+    /* auto: kept quantized on a GPU (merged at fill), dequantized at load on the CPU, LoRA or not */
+    setenv("H3_GGUF_RESIDENT", "auto", 1);
+    dit_model *m = dit_load_lora(be, FIX "tiny/transformer", GGUF_FILE, DIT_BF16, p, 1, 0, &e);
+    unsetenv("H3_GGUF_RESIDENT");
+    dit_stream_stats st = {0};
+    if (m) {
+        float *v = NULL, *a = NULL;
+        int64_t nv, na;
+        CHECK(forward(m, g, &v, &a, &nv, &na, &e) == 0, "auto + LoRA forward: %s", e.msg);
+        dit_get_stream_stats(m, &st);
+        free(v), free(a);
+    }
+    const int gpu = BACKEND != H3_BACKEND_CPU;
+    CHECK(m && (gpu ? st.fills > 0 && st.lora_merges > 0 : st.fills == 0), "auto + LoRA: %s (%lld fills)",
+          m ? (gpu ? "kept quantized" : "dequantized at load") : e.msg, (long long)st.fills);
+    dit_free(m);
+}
+
 static void test_file(h3_backend *be) {
     h3_err e = {{0}};
     golden g;
@@ -142,24 +208,13 @@ static void test_file(h3_backend *be) {
     dit_model *m = dit_load_single_file(be, FIX "tiny/transformer", GGUF_FILE, DIT_BF16, &e);
     CHECK(!m && strstr(e.msg, "H3_GGUF_RESIDENT must be auto, on or off"), "bad knob: %s", m ? "accepted" : e.msg);
     dit_free(m);
-    dit_lora_spec lora = {FIX "lora/ai_toolkit.safetensors", 1.0, 0};
-    setenv("H3_GGUF_RESIDENT", "on", 1);
-    m = dit_load_lora(be, FIX "tiny/transformer", GGUF_FILE, DIT_BF16, &lora, 1, 0, &e);
-    CHECK(!m && strstr(e.msg, "cannot be combined with --lora"), "on + LoRA: %s", m ? "accepted" : e.msg);
-    dit_free(m);
-    setenv("H3_GGUF_RESIDENT", "auto", 1);
-    m = dit_load_lora(be, FIX "tiny/transformer", GGUF_FILE, DIT_BF16, &lora, 1, 0, &e);
-    dit_stream_stats st = {0};
-    if (m) {
-        float *v = NULL, *a = NULL;
-        int64_t nv, na;
-        CHECK(forward(m, &g, &v, &a, &nv, &na, &e) == 0, "auto + LoRA forward: %s", e.msg);
-        dit_get_stream_stats(m, &st);
-        free(v), free(a);
-    }
-    CHECK(m && st.fills == 0, "auto + LoRA: %s", m ? "blocks kept quantized" : e.msg);
+    unsetenv("H3_GGUF_RESIDENT"); /* --ssd-streaming: a safetensors single file streams, a GGUF is kept quantized */
+    m = dit_load_single_file(be, FIX "tiny/transformer", GGUF_FILE, DIT_BF16 | DIT_STREAM, &e);
+    CHECK(!m && strstr(e.msg, "--ssd-streaming cannot be combined with a GGUF transformer"), "GGUF + streaming: %s",
+          m ? "accepted" : e.msg);
     dit_free(m);
     unsetenv("H3_GGUF_RESIDENT");
+    test_lora(be, &g);
     golden_free(&g);
 }
 

@@ -2,8 +2,8 @@
  * accepts, the weights dit_lora_merge gives equal diffusers' load_lora_weights + set_adapters + fuse_lora bit for bit
  * (the model in its stored dtypes = h3's bf16 mode, and in fp32), and no other weight is touched; `h3 probe dit` /
  * `h3 probe denoise` with --lora against diffusers' fused model (fp32, rel L2 <= 1e-5); and the rejections: a key
- * that maps to no weight, a wrong shape, DoRA, a ref2va LoRA on the transformer partition, too many LoRAs, bad scales,
- * --ssd-streaming. Run from the repo root. */
+ * that maps to no weight, a wrong shape, DoRA, a ref2va LoRA on the transformer partition, too many LoRAs, bad scales;
+ * --ssd-streaming with LoRAs (bf16 and fp32) against the resident model. Run from the repo root. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -274,12 +274,6 @@ static void test_rejections(void) {
         CHECK(dit_lora_parse_arg(arg, "--lora", &s, &e) == 0 && !strcmp(s.path, good[i][1]), "'%s': %s", good[i][0],
               e.msg);
     }
-    h3_backend *be = h3_backend_new(H3_BACKEND_CPU, 0, &e);
-    dit_lora_spec p = {LF "peft.safetensors", 1.0, 0};
-    dit_model *m = be ? dit_load_lora(be, TT, NULL, DIT_STREAM, &p, 1, 0, &e) : NULL;
-    CHECK(!m && strstr(e.msg, "--ssd-streaming needs --precision bf16"), "fp32 streaming + LoRA: %s", m ? "accepted" : e.msg);
-    dit_free(m);
-    h3_backend_free(be);
 }
 
 /* --step-update: h3's sched_step in both forms against diffusers' step and LightX2V's training_euler rule (gen_lora.py
@@ -329,10 +323,11 @@ static void test_step_update(void) {
     st_close(f);
 }
 
-/* --ssd-streaming with a LoRA (bf16): no merged host copies; each touched part's LoRA pieces are merged into the slot
- * as it is filled (h3_lora_merge_into, docs/lora.md), the parts read as stored (H3_STREAM_READ=direct reads them from
- * the files): the resident merged model's bits, on the diffusers snapshot and the FL2VA tree (the fused QKV's
- * per-head rows, fc1's swapped halves). */
+/* --ssd-streaming with a LoRA (bf16 and fp32): no merged host copies; each touched part's LoRA pieces are merged into
+ * the slot as it is filled (h3_lora_merge_into, docs/lora.md), the parts read as stored (H3_STREAM_READ=direct reads
+ * them from the files; fp32: widened to F32 in the slot, as the resident model's merged copies are F32): the resident
+ * merged model's bits, on the diffusers snapshot and the FL2VA tree (the fused QKV's per-head rows, fc1's swapped
+ * halves). */
 static void test_streaming(int cuda) {
     h3_err e = {{0}};
     h3_backend *be = h3_backend_new(cuda ? H3_BACKEND_CUDA : H3_BACKEND_CPU, 0, &e);
@@ -349,14 +344,19 @@ static void test_streaming(int cuda) {
     }
     dit_tensors dt = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
     dit_lora_spec p[2] = {{LF "ai_toolkit.safetensors", 0.7, 0}, {LF "kohya.safetensors", 1.0, 0}};
-    const char *reads[2] = {"map", "direct"}, *dirs[2] = {TT, "tests/fixtures/tiny/FL2VA/transformer"};
-    for (int l = 0; l < 2; l++) {
+    /* the snapshot, the FL2VA tree and a single file (prefixed names, stacked [q; k; v]: docs/checkpoints.md) */
+    const char *reads[2] = {"map", "direct"}, *dirs[3] = {TT, "tests/fixtures/tiny/FL2VA/transformer", TT};
+    const char *files[3] = {NULL, NULL, "tests/fixtures/single_file/tiny_transformer_prefixed.safetensors"};
+    for (int l = 0; l < 6; l++) {
+        const int bf16 = l < 3 ? DIT_BF16 : 0; /* fp32: the touched parts held F32 in the slots, widened as filled */
+        const char *src = files[l % 3] ? files[l % 3] : dirs[l % 3];
+        const char *prec = bf16 ? "bf16" : "fp32";
         float *out[3][2] = {{0}};
         int64_t nv = 0, na = 0;
         dit_stream_stats ss[3] = {{0}};
         for (int k = 0; k < 3; k++) {
             if (k) setenv("H3_STREAM_READ", reads[k - 1], 1);
-            dit_model *m = be ? dit_load_lora(be, dirs[l], NULL, DIT_BF16 | (k ? DIT_STREAM : 0), p, 2, 0, &e) : NULL;
+            dit_model *m = be ? dit_load_lora(be, dirs[l % 3], files[l % 3], bf16 | (k ? DIT_STREAM : 0), p, 2, 0, &e) : NULL;
             dit_inputs x;
             if (m && dit_inputs_from_tensors(dit_get_config(m), &dt, 0, &x, &e) == 0) {
                 nv = x.Nv * 96, na = x.Na * 32;
@@ -372,12 +372,18 @@ static void test_streaming(int cuda) {
         for (int k = 1; k < 3; k++) {
             const int same = out[0][0] && out[k][0] && !memcmp(out[0][0], out[k][0], sizeof(float) * (size_t)nv) &&
                              !memcmp(out[0][1], out[k][1], sizeof(float) * (size_t)na);
-            CHECK(same, "--ssd-streaming (%s, %s) with LoRAs differs from the resident model", reads[k - 1], dirs[l]);
+            CHECK(same, "--ssd-streaming (%s, %s, %s) with LoRAs differs from the resident model", reads[k - 1],
+                  src, prec);
             /* the pieces were merged at fill time (2 files x the tiny DiT's streamed parts), none as a host copy */
-            CHECK(ss[k].lora_merges > 0 && ss[k].lora_bytes > 0, "--ssd-streaming (%s, %s): %lld LoRA pieces merged "
-                  "into the slots, %.0f factor bytes", reads[k - 1], dirs[l], (long long)ss[k].lora_merges, ss[k].lora_bytes);
-            printf("  [%s] --ssd-streaming (H3_STREAM_READ=%s) with 2 LoRAs, %s: %s, %lld pieces merged at fill, %.0f factor bytes\n",
-                   cuda ? "cuda" : "cpu", reads[k - 1], dirs[l], same ? "resident bits" : "DIFFERS", (long long)ss[k].lora_merges, ss[k].lora_bytes);
+            CHECK(ss[k].lora_merges > 0 && ss[k].lora_bytes > 0, "--ssd-streaming (%s, %s, %s): %lld LoRA pieces merged "
+                  "into the slots, %.0f factor bytes", reads[k - 1], src, prec, (long long)ss[k].lora_merges,
+                  ss[k].lora_bytes);
+            CHECK(bf16 ? ss[k].lora_f32_parts == 0 : ss[k].lora_f32_parts > 0, "--ssd-streaming (%s, %s, %s): %lld parts "
+                  "held F32", reads[k - 1], src, prec, (long long)ss[k].lora_f32_parts);
+            printf("  [%s] --ssd-streaming (H3_STREAM_READ=%s) with 2 LoRAs, %s, %s: %s, %lld pieces merged at fill, "
+                   "%lld parts F32, %.0f factor bytes\n", cuda ? "cuda" : "cpu", reads[k - 1], src, prec,
+                   same ? "resident bits" : "DIFFERS", (long long)ss[k].lora_merges, (long long)ss[k].lora_f32_parts,
+                   ss[k].lora_bytes);
         }
         CHECK(ss[0].lora_merges == 0, "the resident model merged %lld pieces into slots", (long long)ss[0].lora_merges);
         for (int k = 0; k < 3; k++) free(out[k][0]), free(out[k][1]);

@@ -6,7 +6,8 @@
  * rank 8; tests/cuda/test_cuda_lora64.c is this file on CUDA at the release width (tests/fixtures/skeleton, blocks
  * 0..LORA_LAYERS-1) with rank 64 and the forwards at the release shape 544x960x124, and prints the merge's cost.
  * Then with --ssd-streaming (STREAM_LAYERS blocks, so the two slots are filled again with other blocks): the LoRA
- * merged into each slot as it is filled gives the resident merged model's forward bit for bit, twice. */
+ * merged into each slot as it is filled gives the resident merged model's forward bit for bit, twice; and in fp32 with
+ * the LoRA on all blocks but the last (its parts widened to F32 in the slots, the last block's kept BF16). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +249,40 @@ int main(void) {
             printf("  --ssd-streaming, %d blocks, rank %d: two forwards == the resident merged model, bit for bit; %lld "
                    "slot fills, %lld LoRA pieces merged at fill, factors %.3g MB\n", STREAM_LAYERS, RANK,
                    (long long)ss.fills, (long long)ss.lora_merges, ss.lora_bytes / 1e6);
+            for (int k = 0; k < 3; k++) free(so[k][0]), free(so[k][1]);
+        }
+        dit_free(sr), dit_free(sm);
+        remove(slpath);
+        /* fp32: the touched parts held F32 in the slots, widened as filled (docs/lora.md "With --ssd-streaming"), as
+         * the resident model's merged copies are F32; the LoRA on blocks 0..STREAM_LAYERS-2 only, so the last block's
+         * parts stay BF16 and the slots change their parts' dtypes as they are filled again */
+        c.num_layers = STREAM_LAYERS - 1;
+        const int wrote = dit_lora_write_random(&c, RANK, 9, slpath, &e) == 0;
+        c.num_layers = STREAM_LAYERS;
+        sr = wrote ? dit_new_random_lora(be, &c, 0, SEED, &sspec, 1, &e) : NULL;
+        sm = sr ? dit_new_random_lora(be, &c, DIT_STREAM, SEED, &sspec, 1, &e) : NULL;
+        CHECK(sr && sm, "fp32, %d blocks + LoRA on %d: %s", STREAM_LAYERS, STREAM_LAYERS - 1, e.msg);
+        if (sr && sm) {
+            float *so[3][2];
+            dit_model *sms[3] = {sr, sm, sm};
+            for (int k = 0; k < 3; k++) {
+                so[k][0] = malloc(sizeof(float) * (size_t)nv), so[k][1] = malloc(sizeof(float) * (size_t)na);
+                CHECK(dit_forward(sms[k], &in, so[k][0], so[k][1], &e) == 0, "fp32 stream forward %d: %s", k, e.msg);
+            }
+            dit_stream_stats ss;
+            dit_get_stream_stats(sm, &ss);
+            for (int k = 1; k < 3; k++) {
+                const int same_s = !memcmp(so[0][0], so[k][0], sizeof(float) * (size_t)nv) &&
+                                   !memcmp(so[0][1], so[k][1], sizeof(float) * (size_t)na);
+                CHECK(same_s, "fp32 --ssd-streaming forward %d differs from the resident merged model (rel L2 %.3e)", k,
+                      h3_rel_l2(so[0][0], so[k][0], (size_t)nv));
+            }
+            CHECK(ss.lora_f32_parts == 6 * (STREAM_LAYERS - 1) && ss.fills > STREAM_LAYERS,
+                  "fp32: %lld parts held F32 (want %d), %lld fills", (long long)ss.lora_f32_parts, 6 * (STREAM_LAYERS - 1),
+                  (long long)ss.fills);
+            printf("  fp32 --ssd-streaming, %d blocks, LoRA on %d, rank %d: two forwards == the resident merged model, "
+                   "bit for bit; %lld slot fills, %lld parts held F32, %lld LoRA pieces merged at fill\n", STREAM_LAYERS,
+                   STREAM_LAYERS - 1, RANK, (long long)ss.fills, (long long)ss.lora_f32_parts, (long long)ss.lora_merges);
             for (int k = 0; k < 3; k++) free(so[k][0]), free(so[k][1]);
         }
         dit_free(sr), dit_free(sm);

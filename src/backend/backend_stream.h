@@ -13,7 +13,9 @@
  * page cache keeps no copy); h3_slot_fill returns once they are no longer read (CUDA stages them through pinned
  * buffers of its own). Or GGUF blocks in backend memory (a GGUF transformer kept quantized, docs/checkpoints.md):
  * expanded into the slot as bf16 by h3_gguf_dequant's arithmetic (CUDA: its kernel on the copy stream, so the
- * expansion of block b + 1 overlaps block b's kernels as a copy does). */
+ * expansion of block b + 1 overlaps block b's kernels as a copy does). A `wide` piece holds BF16 values (or GGUF blocks
+ * expanded to BF16) and lands widened to F32 (exactly), 2 x bytes in the slot: the fp32 mode's LoRA-merged parts, which
+ * the resident model holds as F32 copies of the BF16 weights (docs/lora.md "With --ssd-streaming"). */
 #ifndef H3_BACKEND_STREAM_H
 #define H3_BACKEND_STREAM_H
 
@@ -32,6 +34,7 @@ typedef struct h3_slot_piece {
     uint64_t    file_off;
     int         gguf;      /* 1: src is backend memory holding GGUF blocks of gguf_type, expanded to bytes / 2 bf16 values */
     uint32_t    gguf_type;
+    int         wide;      /* 1: the bytes / 2 BF16 values are written as F32 (2 x bytes at offset) */
 } h3_slot_piece;
 
 /* NULL when out of backend memory. */

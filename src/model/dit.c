@@ -300,7 +300,8 @@ static int load_block(dit_model *m, const h3_expect_list *ex, dit_block_w *b, in
     }
     if (!(b->ff_down = load_w(m, ex, NAME(orig ? "mlp.fc2.weight" : "ff.net.2.weight"), e))) return -1;
     if (streamed) /* the host tensors are in m->stream->src; the fields point into a slot only while bound */
-        b->attn.to_out = b->attn.qkv = b->attn.to_q = b->attn.to_k = b->attn.to_v = b->ff_in = b->ff_down = NULL;
+        b->attn.to_out = b->attn.qkv = b->attn.qkv_planar = b->attn.to_q = b->attn.to_k = b->attn.to_v = b->ff_in =
+            b->ff_down = NULL;
     if (!refiner) {
         if (!(b->adaln_w = load_w(m, ex, NAME("adaln_proj.linear.weight"), e))) return -1;
         if (!(b->adaln_b = load_w(m, ex, NAME("adaln_proj.linear.bias"), e))) return -1;
@@ -417,8 +418,11 @@ static dit_model *load_single(h3_backend *be, const char *dir, const char *file,
                    "original one", dir);
         goto fail;
     }
-    if (mode & DIT_STREAM) {
-        h3_fail(e, "%s: --ssd-streaming cannot be combined with a single-file transformer yet", file);
+    /* a safetensors file streams its blocks' linears from its mapping like the snapshot's shards; a GGUF's are kept
+     * quantized on the GPU instead (docs/checkpoints.md) */
+    if ((mode & DIT_STREAM) && dit_is_gguf(file)) {
+        h3_fail(e, "%s: --ssd-streaming cannot be combined with a GGUF transformer (its blocks stay quantized on the "
+                   "GPU instead, docs/checkpoints.md)", file);
         goto fail;
     }
     if (set_mode(m, mode, e) != 0) goto fail;
@@ -430,7 +434,7 @@ static dit_model *load_single(h3_backend *be, const char *dir, const char *file,
     const char *found = dit_single_file_prefix(m->st, m->gguf, file, e);
     if (!found) goto fail;
     snprintf(m->name_prefix, sizeof m->name_prefix, "%s", found);
-    if ((m->gguf && dit_gguf_begin(m, n_loras, -1, e) != 0) || dit_lora_begin(m, loras, n_loras, 0, mode, e) != 0) goto fail;
+    if ((m->gguf && dit_gguf_begin(m, -1, e) != 0) || dit_lora_begin(m, loras, n_loras, 0, mode, e) != 0) goto fail;
     m->cfg.original_layout = 1, m->cfg.qkv_stacked = 1;
     if (load_all(m, e) != 0 || dit_lora_end(m, e) != 0 || (m->stream && dit_stream_setup(m, e) != 0)) goto fail;
     return m;
@@ -456,6 +460,10 @@ dit_model *dit_new_random_lora(h3_backend *be, const dit_config *cfg, int mode, 
                                int n_loras, h3_err *e) {
     return new_random(be, cfg, mode, seed, -1, loras, n_loras, e);
 }
+dit_model *dit_new_random_gguf_lora(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type,
+                                    const dit_lora_spec *loras, int n_loras, h3_err *e) {
+    return new_random(be, cfg, mode, seed, gguf_type, loras, n_loras, e);
+}
 
 static dit_model *new_random(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type,
                              const dit_lora_spec *loras, int n_loras, h3_err *e) {
@@ -466,7 +474,7 @@ static dit_model *new_random(h3_backend *be, const dit_config *cfg, int mode, ui
     }
     m->be = be;
     m->cfg = *cfg;
-    if (set_mode(m, mode, e) != 0 || (gguf_type >= 0 && dit_gguf_begin(m, 0, gguf_type, e) != 0) ||
+    if (set_mode(m, mode, e) != 0 || (gguf_type >= 0 && dit_gguf_begin(m, gguf_type, e) != 0) ||
         dit_lora_begin(m, loras, n_loras, 0, mode, e) != 0)
         goto fail;
     if (dit_expected_tensors(cfg, &m->mem_names, e) != 0) goto fail;
@@ -485,6 +493,10 @@ static dit_model *new_random(h3_backend *be, const dit_config *cfg, int mode, ui
         int part;
         int64_t blk;
         if (dit_gguf_part(m, x->name)) continue; /* made in GGUF block form by dit_gguf_load */
+        if (m->gguf_rand_dequant && dit_stream_part(cfg, x->name, &blk) >= 0) { /* the same blocks, dequantized */
+            if (!(m->mem[i] = dit_gguf_random_dequant(m, x, e))) goto fail;
+            continue;
+        }
         /* a LoRA's weights are made in host memory, where the merge reads them (docs/lora.md) */
         const int merged = m->lora && dit_lora_touches(m->lora, cfg, x->name);
         if (be->kind != H3_BACKEND_CPU && x->ndim == 2 && !merged && !dit_host_tensor(m, x->name, &part, &blk)) {

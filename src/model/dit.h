@@ -172,6 +172,12 @@ dit_model *dit_new_random_gguf(h3_backend *be, const dit_config *cfg, int mode, 
 struct dit_lora_spec;
 dit_model *dit_new_random_lora(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed,
                                const struct dit_lora_spec *loras, int n_loras, h3_err *e);
+/* Both: random GGUF blocks kept quantized, the LoRAs' pieces on them merged into each slot as it is expanded (as for a
+ * GGUF file, docs/lora.md), the other touched weights merged at load. */
+dit_model *dit_new_random_gguf_lora(h3_backend *be, const dit_config *cfg, int mode, uint64_t seed, int gguf_type,
+                                    const struct dit_lora_spec *loras, int n_loras, h3_err *e);
+/* 1 when file starts with GGUF's magic (a GGUF single-file transformer, docs/checkpoints.md; dit_config.c). */
+int        dit_is_gguf(const char *file);
 /* Seconds spent merging LoRAs into this model's weights at load (the merge itself; 0 without LoRAs). */
 double     dit_lora_seconds(const dit_model *m);
 
@@ -196,6 +202,7 @@ typedef struct dit_stream_stats {
                            (uncached), 2 the files read through the page cache */
     int64_t lora_merges; /* --lora: LoRA pieces merged into the slots as they were filled (docs/lora.md) */
     double  lora_bytes;  /* --lora: backend memory of the kept LoRA factors */
+    int64_t lora_f32_parts; /* --lora in the fp32 mode: streamed parts held F32 in the slots (widened as filled) */
 } dit_stream_stats;
 void dit_get_stream_stats(const dit_model *m, dit_stream_stats *out);
 

@@ -13,12 +13,20 @@
 #include "../backend/ops.h"
 #include "../io/gguf.h"
 #include "dit_internal.h"
+#include "dit_lora.h"
 
-int dit_gguf_begin(dit_model *m, int n_loras, int rand_type, h3_err *e) {
+int dit_gguf_begin(dit_model *m, int rand_type, h3_err *e) {
     if (rand_type >= 0) {
         int64_t bv, bb;
         if (!gguf_type_block((uint32_t)rand_type, &bv, &bb, NULL))
             return h3_fail(e, "random GGUF weights: ggml type %d is not one h3 reads", rand_type);
+        const char *v = h3_knob_get(H3_KNOB_GGUF_RESIDENT);
+        if (v && strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "off"))
+            return h3_fail(e, "H3_GGUF_RESIDENT must be auto, on or off, got '%s'", v);
+        if (v && !strcmp(v, "off")) { /* the reference of a kept-quantized run: dequantized at load (random_dequant) */
+            m->gguf_rand_dequant = rand_type + 1;
+            return 0;
+        }
         if (m->stream)
             return h3_fail(e, "random GGUF weights cannot be combined with --ssd-streaming (both fill the block slots)");
     } else {
@@ -27,12 +35,7 @@ int dit_gguf_begin(dit_model *m, int n_loras, int rand_type, h3_err *e) {
             return h3_fail(e, "H3_GGUF_RESIDENT must be auto, on or off, got '%s'", v);
         const int on = v && !strcmp(v, "on");
         if (v && !strcmp(v, "off")) return 0;
-        if (n_loras) { /* the merge works on the dequantized weights (docs/lora.md) */
-            if (on)
-                return h3_fail(e, "%s: H3_GGUF_RESIDENT=on cannot be combined with --lora (LoRAs merge into the "
-                                  "dequantized weights)", m->gguf->path);
-            return 0;
-        }
+        /* a LoRA does not change the choice: its pieces are merged into each slot as the fill expands it (load) */
         if (!on && m->be->kind == H3_BACKEND_CPU) return 0; /* the CPU reads dequantized host copies either way */
         if (m->stream) return h3_fail(e, "internal: a GGUF transformer with --ssd-streaming");
     }
@@ -49,6 +52,44 @@ int dit_gguf_begin(dit_model *m, int n_loras, int rand_type, h3_err *e) {
 int dit_gguf_part(const dit_model *m, const char *name) {
     int64_t blk;
     return m->stream && m->stream->quant && dit_stream_part(&m->cfg, name, &blk) >= 0;
+}
+
+/* The random blocks of part i (block * DIT_PARTS + part) with dit_new_random's scale for matrices: uniform with the
+ * variance of N(0, 1/fan_in). */
+static void fill_random(dit_model *m, void *dev, uint32_t type, int64_t nblk, int64_t i, const h3_expect *x) {
+    h3_gguf_fill_random(m->be, dev, type, nblk, 0x6767756600000000ull + (uint64_t)i * 0x9e3779b97f4a7c15ull,
+                        sqrtf(3.0f / (float)x->shape[1]));
+}
+
+h3_tensor *dit_gguf_random_dequant(dit_model *m, const h3_expect *x, h3_err *e) {
+    int64_t blk, bv, bb;
+    const int part = dit_stream_part(&m->cfg, x->name, &blk);
+    const uint32_t type = (uint32_t)(m->gguf_rand_dequant - 1);
+    const char *tn;
+    if (part < 0 || x->dtype != H3_BF16 || x->ndim != 2 || !gguf_type_block(type, &bv, &bb, &tn)) {
+        h3_fail(e, "internal: '%s' is not a block linear made as random GGUF blocks", x->name);
+        return NULL;
+    }
+    if (x->shape[1] % bv) {
+        h3_fail(e, "random GGUF weights: '%s' has rows of %lld values, not whole %s blocks of %lld", x->name,
+                (long long)x->shape[1], tn, (long long)bv);
+        return NULL;
+    }
+    const int64_t n = x->shape[0] * x->shape[1], nblk = n / bv;
+    h3_tensor *t = h3_tensor_new(H3_BF16, 2, x->shape, e);
+    void *q = t ? h3_alloc(m->be, (size_t)(nblk * bb)) : NULL, *d = q ? h3_alloc(m->be, (size_t)n * 2) : NULL;
+    if (d) {
+        fill_random(m, q, type, nblk, blk * DIT_PARTS + part, x);
+        h3_gguf_dequant(m->be, d, q, type, n);
+        h3_download(m->be, t->data, d, (size_t)n * 2);
+    }
+    h3_free(m->be, q), h3_free(m->be, d);
+    if (t && !d) {
+        h3_tensor_free(t);
+        h3_fail(e, "random GGUF weights: out of backend memory for '%s'", x->name);
+        return NULL;
+    }
+    return t;
 }
 
 h3_tensor *dit_gguf_load(dit_model *m, const h3_expect_list *ex, const char *name, h3_err *e) {
@@ -101,9 +142,7 @@ h3_tensor *dit_gguf_load(dit_model *m, const h3_expect_list *ex, const char *nam
         return NULL;
     }
     if (host) h3_upload(m->be, dev, host, qb);
-    else /* dit_new_random's scale for matrices: uniform with the variance of N(0, 1/fan_in) */
-        h3_gguf_fill_random(m->be, dev, type, nblk, 0x6767756600000000ull + (uint64_t)i * 0x9e3779b97f4a7c15ull,
-                            sqrtf(3.0f / (float)x->shape[1]));
+    else fill_random(m, dev, type, nblk, i, x);
     h3_tensor *w = h3_tensor_view(H3_BF16, 2, x->shape, dev, e);
     if (!w) {
         h3_free(m->be, dev);
@@ -113,5 +152,9 @@ h3_tensor *dit_gguf_load(dit_model *m, const h3_expect_list *ex, const char *nam
     st->qsrc[i] = st->src[i] = w;
     st->qtype[i] = type, st->qbytes[i] = qb;
     m->total_bytes += qb;
+    /* --lora: the part's pieces, merged into the slot right after each expansion, as --ssd-streaming merges them: the
+     * dequantize-at-load model's merged bits (docs/lora.md "With --ssd-streaming"); w's shape and dtype are those of
+     * the dequantized tensor, which is all the pieces read */
+    if (m->lora && dit_lora_touches(m->lora, &m->cfg, name) && dit_stream_lora_add(m, name, i, w, e) != 0) return NULL;
     return w;
 }

@@ -72,6 +72,10 @@ typedef struct dit_stream {
     /* --lora (docs/lora.md): the LoRA pieces of the touched streamed parts, merged into a slot as it is filled */
     struct dit_stream_lora *lora;
     int          n_lora, cap_lora;
+    /* the fp32 mode's LoRA parts (docs/lora.md "With --ssd-streaming"): held F32 in the slot (a widening fill), as the
+     * resident model holds their merged F32 copies; wide_part: some block's part p is, so the slot has room for it */
+    uint8_t     *wide;            /* [num_layers * DIT_PARTS] */
+    int          wide_part[DIT_PARTS];
 } dit_stream;
 
 /* AdaLN tables of one timestep value (docs/model/dit.md 4.5): per block [3 modalities][6 slots][hidden], and the
@@ -94,6 +98,7 @@ struct dit_model {
     struct gguf_file *gguf;     /* a GGUF single file (dit_load_single_file), instead of st */
     void      **gguf_bufs;      /* its tensors dequantized (gguf_view_as), freed with the model */
     int         n_gguf_bufs;
+    int         gguf_rand_dequant; /* dit_new_random_gguf with H3_GGUF_RESIDENT=off: its ggml type + 1 (dit_gguf.c) */
     char        name_prefix[32]; /* single files: what every stored name starts with ("" or "model.diffusion_model.") */
     h3_expect_list mem_names; /* dit_new_random: weights held in memory instead of st */
     h3_tensor    **mem;
@@ -214,7 +219,8 @@ int  dit_stream_setup(dit_model *m, h3_err *e);
 int  dit_stream_note_file(dit_model *m, const char *name, int64_t slot_index, h3_err *e);
 void dit_stream_free(dit_model *m);
 /* --lora: instead of a merged host copy, the LoRA pieces of the streamed part `slot_index` named `name` (view: its
- * stored tensor) are kept in backend memory and merged into each slot filled with it (dit_lora_load.c calls it). */
+ * stored tensor, or a GGUF part's dequantized shape) are kept in backend memory and merged into each slot filled with
+ * it (dit_lora_load.c and dit_gguf.c call it); in the fp32 mode in F32, the part then held F32 in the slots. */
 int  dit_stream_lora_add(dit_model *m, const char *name, int64_t slot_index, const h3_tensor *view, h3_err *e);
 /* Block b's streamed weights into m->blocks[b] (copied into a slot first unless prefetched), the backend's later
  * ops waiting for the copy. */
@@ -239,9 +245,8 @@ int  dit_text_stream(dit_model *m, const float *text_host, int64_t Nt, void *xt,
  * norm1 is fused into this block's last residual, into x->s.n); normed: that was done for this block. */
 void dit_run_block(dit_model *m, fwd_ctx *x, int64_t b, void *X, int normed, int64_t next);
 
-/* dit_lora_load.c (docs/lora.md): a model's LoRAs. begin opens the set for m->cfg (before load_all; refused with
- * fp32 streaming), view replaces a weight's view by its merged host copy (kept with the model), end checks that every
- * module met a weight and frees the factors; owns: p is one of the merged copies (never given back to the kernel or
+/* dit_lora_load.c (docs/lora.md): a model's LoRAs. begin opens the set for m->cfg (before load_all), view replaces a
+ * weight's view by its merged host copy (kept with the model), end checks that every module met a weight and frees the factors; owns: p is one of the merged copies (never given back to the kernel or
  * re-read from a file); release frees the copies (dit_free). */
 struct dit_lora_spec;
 int  dit_lora_begin(dit_model *m, const struct dit_lora_spec *loras, int n, int ref, int mode, h3_err *e);
@@ -252,15 +257,18 @@ void dit_lora_release(dit_model *m);
 
 /* dit_gguf.c (docs/checkpoints.md "Quantized on the GPU"). begin: after the file is opened (m->gguf) or for
  * dit_new_random_gguf (rand_type >= 0), decides whether the main blocks' linears stay in GGUF block form in backend
- * memory (H3_GGUF_RESIDENT; not with LoRAs) and sets the stream up for it; part: 1 when name is such a linear of
- * this model; load: uploads (or, random, makes) its blocks and records it as its block's stream source. */
-int        dit_gguf_begin(dit_model *m, int n_loras, int rand_type, h3_err *e);
+ * memory (H3_GGUF_RESIDENT) and sets the stream up for it; part: 1 when name is such a linear of this model; load:
+ * uploads (or, random, makes) its blocks and records it as its block's stream source (with a LoRA on it, its pieces:
+ * dit_stream_lora_add). */
+int        dit_gguf_begin(dit_model *m, int rand_type, h3_err *e);
 int        dit_gguf_part(const dit_model *m, const char *name);
 h3_tensor *dit_gguf_load(dit_model *m, const h3_expect_list *ex, const char *name, h3_err *e);
+/* dit_new_random_gguf with H3_GGUF_RESIDENT=off (m->gguf_rand_dequant): block linear x's random blocks, the very bytes
+ * the kept-quantized model expands, dequantized into a new host BF16 tensor (the dequantize-at-load reference). */
+h3_tensor *dit_gguf_random_dequant(dit_model *m, const h3_expect *x, h3_err *e);
 
-/* dit_config.c: whether file starts with GGUF's magic; the name prefix of a single-file transformer held by st or g
- * ("" or a ComfyUI prefix), or NULL with e filled when it is none or a pruned one (docs/checkpoints.md). */
-int         dit_is_gguf(const char *file);
+/* dit_config.c: the name prefix of a single-file transformer held by st or g ("" or a ComfyUI prefix), or NULL with e
+ * filled when it is none or a pruned one (docs/checkpoints.md); dit_is_gguf: dit.h. */
 const char *dit_single_file_prefix(const st_set *st, const struct gguf_file *g, const char *file, h3_err *e);
 
 #endif

@@ -1,6 +1,8 @@
 /* A model's LoRAs (dit_internal.h, docs/lora.md): the set opened for the model's config before its weights are read,
  * each touched weight's view replaced by a merged host copy as load_all reads it (dit.c's lookup_checked), the copies
- * kept with the model and freed with it; with --ssd-streaming the streamed parts' LoRA pieces instead (dit_stream.c). The file mapping is never written: another LoRA list is a fresh load. */
+ * kept with the model and freed with it; with --ssd-streaming, or a GGUF kept quantized (dit_gguf.c), the streamed parts'
+ * LoRA pieces instead, merged into each slot as it is filled (dit_stream.c). The file mapping is never written: another
+ * LoRA list is a fresh load. */
 #include <stdlib.h>
 #include <time.h>
 
@@ -8,11 +10,8 @@
 #include "dit_lora.h"
 
 int dit_lora_begin(dit_model *m, const dit_lora_spec *loras, int n, int ref, int mode, h3_err *e) {
+    (void)mode; /* every mode takes LoRAs: the fp32 mode's streamed parts are widened in their slots (dit_stream.c) */
     if (n <= 0) return 0;
-    /* the fp32 mode merges into F32 copies of the BF16 stored weights: a slot holds the stored bytes, so its merged
-     * parts would need an F32 layout and a widening fill (docs/lora.md) */
-    if ((mode & DIT_STREAM) && !(mode & DIT_BF16))
-        return h3_fail(e, "--lora with --ssd-streaming needs --precision bf16 (docs/lora.md)");
     return (m->lora = dit_lora_set_new(loras, n, &m->cfg, ref, e)) ? 0 : -1;
 }
 

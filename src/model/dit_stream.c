@@ -83,8 +83,19 @@ int dit_stream_lora_add(dit_model *m, const char *name, int64_t slot_index, cons
     dit_stream *st = m->stream;
     dit_lora_piece *p;
     int np;
-    if (dit_lora_pieces(m->lora, &m->cfg, name, view, view->dtype, &p, &np, e) != 0) return -1;
-    const size_t esz = h3_dtype_size(view->dtype);
+    /* the dtype the resident model's merged copy has (dit_lora_view): the stored one in bf16 mode, F32 in fp32 mode */
+    const h3_dtype out = m->bf16 ? view->dtype : H3_F32;
+    if (dit_lora_pieces(m->lora, &m->cfg, name, view, out, &p, &np, e) != 0) return -1;
+    if (np && out != view->dtype) { /* held F32 in the slot, widened as it is filled (backend_stream.h) */
+        if (view->dtype != H3_BF16) {
+            dit_lora_pieces_free(p, np);
+            return h3_fail(e, "--lora with --ssd-streaming --precision fp32: '%s' is %s, the slots widen BF16 weights "
+                              "only", name, h3_dtype_name(view->dtype));
+        }
+        if (!st->wide[slot_index]) st->stats.lora_f32_parts++;
+        st->wide[slot_index] = 1, st->wide_part[slot_index % DIT_PARTS] = 1;
+    }
+    const size_t esz = h3_dtype_size(out);
     for (int i = 0; i < np; i++) {
         if (st->n_lora == st->cap_lora) {
             const int cap = st->cap_lora ? 2 * st->cap_lora : 64;
@@ -95,8 +106,8 @@ int dit_stream_lora_add(dit_model *m, const char *name, int64_t slot_index, cons
         const size_t na = (size_t)p[i].rank * (size_t)p[i].k, nb = (size_t)p[i].rank * (size_t)p[i].n;
         void *hA = malloc(na * esz), *hB = malloc(nb * esz), *dA = NULL, *dB = NULL;
         if (hA && hB && (dA = h3_alloc(m->be, na * esz)) && (dB = h3_alloc(m->be, nb * esz))) {
-            h3_convert_from_f32(hA, view->dtype, p[i].A, na); /* exact: the values are rounded to that dtype */
-            h3_convert_from_f32(hB, view->dtype, p[i].B, nb);
+            h3_convert_from_f32(hA, out, p[i].A, na); /* exact: the values are rounded to that dtype */
+            h3_convert_from_f32(hB, out, p[i].B, nb);
             h3_upload(m->be, dA, hA, na * esz);
             h3_upload(m->be, dB, hB, nb * esz);
         }
@@ -108,7 +119,7 @@ int dit_stream_lora_add(dit_model *m, const char *name, int64_t slot_index, cons
             return h3_fail(e, "--lora: out of backend memory for the LoRA factors of '%s'", name);
         }
         st->lora[st->n_lora++] = (dit_stream_lora){
-            .index = slot_index, .row0 = p[i].row0, .dtype = view->dtype,
+            .index = slot_index, .row0 = p[i].row0, .dtype = out,
             .d = {.A = dA, .B = dB, .n = p[i].n, .k = p[i].k, .row_group = p[i].row_group,
                   .group_stride = p[i].group_stride, .rank = p[i].rank, .scaling = p[i].scaling}};
         st->stats.lora_bytes += (double)((na + nb) * esz);
@@ -123,8 +134,10 @@ oom:
 int dit_stream_note_file(dit_model *m, const char *name, int64_t slot_index, h3_err *e) {
     dit_stream *st = m->stream;
     const st_file *f = NULL;
-    const st_entry *en = st_set_entry(m->st, name, &f);
-    if (!en || !f) return h3_fail(e, "internal: --ssd-streaming: '%s' not in the shards", name);
+    char full[256]; /* a single file's names may carry a prefix (docs/checkpoints.md) */
+    snprintf(full, sizeof full, "%s%s", m->name_prefix, name);
+    const st_entry *en = st_set_entry(m->st, full, &f);
+    if (!en || !f) return h3_fail(e, "internal: --ssd-streaming: '%s' not in the shards", full);
     int idx = -1;
     for (int i = 0; i < st->n_paths && idx < 0; i++)
         if (!strcmp(st->paths[i], f->path)) idx = i;
@@ -196,7 +209,8 @@ static h3_tensor *slot_view(dit_model *m, int s, const h3_tensor *t, size_t off,
 int dit_stream_alloc(dit_model *m, h3_err *e) {
     const size_t n = (size_t)(m->cfg.num_layers > 0 ? m->cfg.num_layers : 1) * DIT_PARTS;
     if (!(m->stream = calloc(1, sizeof *m->stream)) || !(m->stream->src = calloc(n, sizeof(h3_tensor *))) ||
-        !(m->stream->file_of = malloc(n * sizeof(int16_t))) || !(m->stream->file_off = calloc(n, sizeof(uint64_t))))
+        !(m->stream->file_of = malloc(n * sizeof(int16_t))) || !(m->stream->file_off = calloc(n, sizeof(uint64_t))) ||
+        !(m->stream->wide = calloc(n, 1)))
         return h3_fail(e, "out of memory");
     for (size_t i = 0; i < n; i++) m->stream->file_of[i] = -1;
     for (int i = 0; i < DIT_STREAM_FILES; i++) m->stream->files[i].fd = -1;
@@ -214,9 +228,9 @@ int dit_stream_setup(dit_model *m, h3_err *e) {
     if (first < 0) return h3_fail(e, "--ssd-streaming: no main block has streamed weights");
     h3_tensor **f = src_of(m, first);
     size_t off = 0;
-    for (int p = 0; p < DIT_PARTS; p++) {
+    for (int p = 0; p < DIT_PARTS; p++) { /* a part some block holds F32 (wide) takes twice its stored bytes */
         st->offset[p] = off;
-        if (f[p]) off = align256(off + h3_tensor_nbytes(f[p]));
+        if (f[p]) off = align256(off + h3_tensor_nbytes(f[p]) * (st->wide_part[p] ? 2 : 1));
     }
     const int fused = !orig && m->act == H3_BF16 && m->be->kind != H3_BACKEND_CPU; /* q, k, v as one [3I, H] matrix */
     /* adjacent in the slot, so they serve as that fused matrix: true when each is a multiple of 256 bytes */
@@ -295,7 +309,7 @@ void dit_stream_free(dit_model *m) {
         h3_free(m->be, (void *)st->lora[i].d.B);
     }
     free(st->lora);
-    free(st->src), free(st->file_of), free(st->file_off);
+    free(st->src), free(st->file_of), free(st->file_off), free(st->wide);
     free(st);
     m->stream = NULL;
 }
@@ -304,6 +318,33 @@ static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The views of slot s as block b's parts: a wide part of b is F32, of another block the stored dtype (so fc1's row
+ * views move with the row width). Nothing to do without wide parts. */
+static void retype_views(dit_model *m, int s, int64_t b) {
+    dit_stream *st = m->stream;
+    dit_block_w *v = &st->view[s];
+    h3_tensor **t = src_of(m, b);
+    char *base = h3_slot_data(st->slot[s]);
+    for (int p = 0; p < DIT_PARTS; p++) {
+        if (!st->wide_part[p] || !t[p]) continue;
+        const h3_dtype dt = st->wide[b * DIT_PARTS + p] ? H3_F32 : t[p]->dtype;
+        h3_tensor *one = p == DIT_PART_QKV ? (v->attn.qkv ? v->attn.qkv : v->attn.qkv_planar)
+                       : p == DIT_PART_Q   ? v->attn.to_q
+                       : p == DIT_PART_K   ? v->attn.to_k
+                       : p == DIT_PART_V   ? v->attn.to_v
+                       : p == DIT_PART_OUT ? v->attn.to_out
+                       : p == DIT_PART_FF_IN ? v->ff_in : v->ff_down;
+        if (one) one->dtype = dt;
+        if (p == DIT_PART_FF_IN) { /* FFN input: original [gate; value], diffusers [value; gate] (dit_stream_setup) */
+            const int orig = m->cfg.original_layout;
+            const size_t row = (size_t)t[p]->shape[1] * h3_dtype_size(dt), FF = (size_t)m->cfg.ffn_dim;
+            v->ff_value->dtype = v->ff_gate->dtype = dt;
+            v->ff_value->data = base + st->offset[p] + (orig ? FF : 0) * row;
+            v->ff_gate->data = base + st->offset[p] + (orig ? 0 : FF) * row;
+        }
+    }
 }
 
 static int fill(dit_model *m, int s, int64_t b, h3_err *e) {
@@ -318,7 +359,7 @@ static int fill(dit_model *m, int s, int64_t b, h3_err *e) {
             const int from_file = st->reads && st->file_of[i] >= 0;
             pc[n++] = (h3_slot_piece){.src = t[p]->data, .bytes = h3_tensor_nbytes(t[p]), .offset = st->offset[p],
                                       .file = from_file ? &st->files[st->file_of[i]] : NULL, .file_off = st->file_off[i],
-                                      .gguf = st->quant, .gguf_type = st->quant ? st->qtype[i] : 0};
+                                      .gguf = st->quant, .gguf_type = st->quant ? st->qtype[i] : 0, .wide = st->wide[i]};
             bytes += st->quant ? (double)st->qbytes[i] : (double)h3_tensor_nbytes(t[p]);
         }
     if (!n) return h3_fail(e, "internal: --ssd-streaming: block %lld has no streamed weights (dropped by --layers)",
@@ -326,6 +367,7 @@ static int fill(dit_model *m, int s, int64_t b, h3_err *e) {
     const double t0 = now_s();
     st->holds[s] = -1;
     if (h3_slot_fill(m->be, st->slot[s], pc, n, e) != 0) return -1;
+    retype_views(m, s, b);
     /* --lora: the block's LoRA pieces merged into the slot's copy, in load order (each LoRA onto the previous one's
      * result), before any reader: the bits of the merge at load (docs/lora.md) */
     for (int i = 0; i < st->n_lora; i++) {

@@ -40,8 +40,9 @@ static int dit_mode(gen *s, h3_backend *be, const dit_config *dc, size_t kept) {
         return mode;
     }
     if (s->r->ssd_streaming) return mode | DIT_STREAM;
-    /* a single file is not streamed (a GGUF's blocks stay quantized on the GPU instead, docs/checkpoints.md) */
-    if (s->r->transformer_file) return mode;
+    /* a GGUF is not streamed (its blocks stay quantized on the GPU instead, docs/checkpoints.md); a safetensors single
+     * file streams from its mapping like the shards */
+    if (s->r->transformer_file && dit_is_gguf(s->r->transformer_file)) return mode;
     h3_memory_stats ms;
     h3_err e;
     if (s->r->quant_fp8 || s->r->quant_int8 || h3_memory_query(be, &ms, &e) != 0 || !ms.total_bytes) return mode;
@@ -228,10 +229,11 @@ static int dit_loop(gen *s, h3_backend *be, dit_model *m, denoise_args *da, h3_e
         gen_log(s->r, "--ssd-streaming: %lld block copies, %.2f GB from host memory, %.2f s of host time in the "
                         "copy calls (waits for a free slot included), slots %.2f GiB", (long long)(st1.fills - st0.fills),
                 (st1.bytes - st0.bytes) / 1e9, st1.host_seconds - st0.host_seconds, st1.slot_bytes / (double)(1u << 30));
-    if (st1.lora_bytes > 0) /* docs/lora.md: --lora merged into each slot as it was filled */
-        gen_log(s->r, "--lora with --ssd-streaming: %lld LoRA pieces merged into the slots as they were filled (%lld in "
-                        "the loop), factors %.3f GiB", (long long)st1.lora_merges, (long long)(st1.lora_merges - st0.lora_merges),
-                st1.lora_bytes / (double)(1u << 30));
+    if (st1.lora_bytes > 0) /* docs/lora.md: --lora merged into each slot as it was filled (fp32: some parts F32) */
+        gen_log(s->r, "--lora with %s: %lld LoRA pieces merged into the slots as they were filled (%lld in "
+                        "the loop), factors %.3f GiB, %lld parts held F32", st1.gguf ? "the GGUF kept quantized" : "--ssd-streaming",
+                (long long)st1.lora_merges, (long long)(st1.lora_merges - st0.lora_merges),
+                st1.lora_bytes / (double)(1u << 30), (long long)st1.lora_f32_parts);
     return 0;
 }
 

@@ -165,8 +165,6 @@ int h3_request_validate(const h3_request *r, int *aligned_frames, h3_err *e) {
         if (!file_readable(l->path)) return h3_fail(e, "%s %s: no such file", flag, l->path);
     }
     if (r->n_loras && r->random_weights) return h3_fail(e, "--lora: needs the checkpoint's weights, not --random-weights");
-    if (r->n_loras && r->ssd_streaming && !r->bf16)
-        return h3_fail(e, "--lora with --ssd-streaming needs --precision bf16 (docs/lora.md)");
     if ((r->shift_video != 0 && !(r->shift_video > 0 && r->shift_video <= SCHED_MAX_SHIFT)) ||
         (r->shift_audio != 0 && !(r->shift_audio > 0 && r->shift_audio <= SCHED_MAX_SHIFT)))
         return h3_fail(e, "--shift VIDEO[:AUDIO]: each shift must be a number in (0, %g], got %g:%g", (double)SCHED_MAX_SHIFT,

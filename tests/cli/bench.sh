@@ -62,7 +62,21 @@ OMP_WAIT_POLICY=passive "$H3" bench --backend cpu --shapes 64x64x22 --text 16 --
     --config $TINY/transformer >"$tmp/out5" 2>"$tmp/err"
 grep -Eq "^dit: --lora .*l8.safetensors \(scale 0.5\) merged into the random weights at load: $num s" "$tmp/out5" && grep -q '^DIT shape=64x64x22' "$tmp/out5" \
     && ok || bad "bench --lora: $(cat "$tmp/err")"
-run_bad "bench --lora + --gguf-type" "cannot be combined with --gguf-type" --backend cpu --lora "$tmp/l8.safetensors" --gguf-type F16
+# --lora on random GGUF blocks: kept quantized, the LoRA merged into each slot as it is expanded (docs/lora.md)
+OMP_WAIT_POLICY=passive "$H3" bench --backend cpu --shapes 64x64x22 --text 16 --repeats 1 --what dit --gguf-type F16 \
+    --lora "$tmp/l8.safetensors:0.5" --config $TINY/transformer >"$tmp/out6" 2>"$tmp/err"
+grep -Eq "^DIT shape=64x64x22 .* gguf_type=F16 .* lora_merges=$num lora_factors_gib=$num$" "$tmp/out6" \
+    && grep -q "kept as factors for the streamed blocks" "$tmp/out6" && ok || bad "bench --lora + --gguf-type: $(cat "$tmp/out6" "$tmp/err")"
+# ... the outputs of the same blocks dequantized at load + merged at load (H3_GGUF_RESIDENT=off), compared by hash
+bh() { # H3_GGUF_RESIDENT, args...
+    local r=$1; shift
+    H3_GGUF_RESIDENT=$r H3_BENCH_HASH=1 OMP_WAIT_POLICY=passive "$H3" bench --backend cpu --shapes 64x64x22 --text 16 \
+        --repeats 1 --what dit --gguf-type F16 --config $TINY/transformer "$@" >"$tmp/bh_$r" 2>>"$tmp/err"
+    grep -q "$([ $r = off ] && echo 'merged into the random weights at load' || echo 'kept as factors')" "$tmp/bh_$r" || [ $# = 0 ] &&
+        grep -o 'video fnv1a [0-9a-f]*, audio fnv1a [0-9a-f]*' "$tmp/bh_$r"
+}
+hq=$(bh auto --lora "$tmp/l8.safetensors:0.5") hd=$(bh off --lora "$tmp/l8.safetensors:0.5") h0=$(bh auto)
+[ -n "$hq" ] && [ "$hq" = "$hd" ] && [ "$hq" != "$h0" ] && ok || bad "random GGUF + LoRA: kept quantized '$hq', dequantized '$hd', no LoRA '$h0'"
 mlbad() { # name, fragment, args...
     local name=$1 want=$2; shift 2
     "$H3" make-lora "$@" >/dev/null 2>"$tmp/err"; rc=$?

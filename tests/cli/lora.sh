@@ -3,8 +3,9 @@
 # 4-evaluation denoise) is tests/test_lora.c; this script checks the CLI around it:
 #  - h3 generate --lora changes the latents; the snapshot and the single-file transformer with the same LoRA give
 #    the very same latents (bf16 and fp32); --lora F:0 gives the LoRA-less latents bit for bit; two LoRAs run;
-#  - --ssd-streaming (map and direct reads) with one and two LoRAs: the resident latents bit for bit, the LoRA merged
-#    into the slots as they are filled (the log line);
+#  - --ssd-streaming (map and direct reads) with one and two LoRAs, and fp32: the resident latents bit for bit, the LoRA
+#    merged into the slots as they are filled (the log line);
+#  - a GGUF transformer kept quantized (H3_GGUF_RESIDENT=on) + a LoRA: the dequantized-at-load latents, bf16 and fp32;
 #  - h3 probe dit --lora on the diffusers snapshot, the FL2VA tree and the single file writes the same bytes;
 #  - --shift 12:3 is the snapshot's schedule bit for bit, --shift 6 is --shift 6:3 (the audio default), 6:3 differs;
 #    --step-update euler is the default, training_euler differs (both rules bit for bit in test_lora.c);
@@ -12,7 +13,7 @@
 #    untouched weights, never compounded);
 #  - bad LoRAs and flags are refused before the first phase: one line naming the file/key/flag, exit 2, nothing
 #    written (unknown key, wrong shape, DoRA, a transformer_ref LoRA or --lora-ref on t2va, 9 LoRAs, bad scales,
-#    a missing file, --ssd-streaming, --random-weights, bad --shift).
+#    a missing file, --random-weights, bad --shift).
 set -u
 source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 L=tests/fixtures/lora
@@ -52,8 +53,24 @@ for reads in map direct; do
         && ok || bad "streamed LoRA ($reads): neither a fill-time merge nor the CPU's resident run reported: $(grep -i -e lora -e stream "$tmp/out" | tail -2)"
     gen "two LoRAs streamed ($reads)" "$tmp/two_ss_$reads.st" --ssd-streaming --lora $L/peft.safetensors:0.5 --lora $L/kohya.safetensors:1.25
     same "--ssd-streaming ($reads) + two LoRAs = resident + two LoRAs" "$tmp/two.st" "$tmp/two_ss_$reads.st"
+    # fp32: the touched parts held F32 in the slots (test_lora.c checks the slot path itself on the CPU backend)
+    gen "LoRA streamed fp32 ($reads)" "$tmp/lora_ss32_$reads.st" --ssd-streaming --precision fp32 --lora $L/ai_toolkit.safetensors
+    same "--ssd-streaming ($reads) --precision fp32 + LoRA = resident + LoRA" "$tmp/lora_fp32.st" "$tmp/lora_ss32_$reads.st"
 done
 unset H3_STREAM_READ
+# a GGUF transformer kept quantized (H3_GGUF_RESIDENT=on: the CPU twin feeds the slots) + a LoRA merged into each slot as
+# it is expanded: the latents of the file dequantized at load + merged (docs/checkpoints.md), bf16 and fp32
+GG=tests/fixtures/single_file/tiny_transformer.gguf
+for prec in bf16 fp32; do
+    export H3_GGUF_RESIDENT=off
+    gen "GGUF dequantized + LoRA $prec" "$tmp/gg_off_$prec.st" --precision $prec --transformer $GG --lora $L/ai_toolkit.safetensors
+    export H3_GGUF_RESIDENT=on
+    gen "GGUF kept quantized + LoRA $prec" "$tmp/gg_on_$prec.st" --precision $prec --transformer $GG --lora $L/ai_toolkit.safetensors
+    same "GGUF kept quantized + LoRA = dequantized at load + LoRA ($prec)" "$tmp/gg_off_$prec.st" "$tmp/gg_on_$prec.st"
+    gen "GGUF kept quantized $prec" "$tmp/gg_base_$prec.st" --precision $prec --transformer $GG
+    unset H3_GGUF_RESIDENT
+    differ "the LoRA changes the GGUF's latents ($prec)" "$tmp/gg_base_$prec.st" "$tmp/gg_on_$prec.st"
+done
 
 # the probe on the three weight layouts: the same bytes (the merge lands on the original layout's fused rows)
 I=tests/fixtures/golden/dit/t2va.in.safetensors
@@ -113,7 +130,6 @@ refuse "scale nan" "the scale after ':' must be a finite number" --lora $L/peft.
 refuse "scale 1e9" "the scale after ':' must be a finite number" --lora $L/peft.safetensors:1e9
 refuse "missing file" "nofile.safetensors" --lora "$tmp/nofile.safetensors"
 refuse "not a safetensors file" "config.json" --lora $TINY/transformer/config.json
-refuse "fp32 with --ssd-streaming" "needs --precision bf16" --lora $L/peft.safetensors --ssd-streaming --precision fp32
 refuse "with --random-weights" "needs the checkpoint's weights" --lora $L/peft.safetensors --random-weights
 refuse "step update x" "--step-update must be euler or training_euler" --step-update x
 refuse "shift 0" "--shift expects VIDEO" --shift 0

@@ -28,6 +28,7 @@ typedef struct copier {
     cudaEvent_t  stage_done[2]; /* the last DMA out of each staging buffer */
     int          stage_used[2];
     int          slots; /* slots alive: the last one's free gives the stream and the staging buffers back */
+    void        *wide;  /* device memory for one staged chunk of a wide piece's BF16 values (cudaMalloc) */
 } copier;
 
 typedef struct slot_events {
@@ -59,6 +60,7 @@ extern "C" void cuda_copier_release(h3_backend *be) {
         cudaEventDestroy(k->stage_done[i]);
     }
     cudaStreamDestroy(k->stream);
+    if (k->wide) cudaFree(k->wide);
     free(k);
     c->copier = NULL;
 }
@@ -104,6 +106,12 @@ extern "C" void cuda_slot_release_all(h3_backend *be, void *data, void *impl) {
     if (k && --k->slots <= 0) cuda_copier_release(be); /* no slot left: nothing to copy into */
 }
 
+/* a wide piece's chunk: BF16 values staged in device memory, widened (exactly) into the F32 slot part */
+__global__ static void widen_kernel(float *dst, const uint16_t *src, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = __uint_as_float((uint32_t)src[i] << 16);
+}
+
 extern "C" int cuda_slot_fill(h3_backend *be, void *data, void *impl, const h3_slot_piece *p, int n, h3_err *e) {
     slot_events *ev = (slot_events *)impl;
     copier *k = copier_of(be);
@@ -116,10 +124,17 @@ extern "C" int cuda_slot_fill(h3_backend *be, void *data, void *impl, const h3_s
         char *dst = (char *)data + p[i].offset;
         const char *src = (const char *)p[i].src;
         if (p[i].gguf) { /* blocks already in device memory: expanded by a kernel on the copy stream */
-            if (cuda_gguf_dequant_on(k->stream, (h3_bf16 *)dst, src, p[i].gguf_type, (int64_t)(p[i].bytes / 2)) != 0)
+            const int64_t nv = (int64_t)(p[i].bytes / 2);
+            if ((p[i].wide ? cuda_gguf_dequant_wide_on(k->stream, (float *)dst, src, p[i].gguf_type, nv)
+                           : cuda_gguf_dequant_on(k->stream, (h3_bf16 *)dst, src, p[i].gguf_type, nv)) != 0)
                 return h3_fail(e, "weight slot: GGUF type %u is not one h3 reads", p[i].gguf_type);
             CUDA_LAUNCHED(be, "gguf dequant_kernel (weight slot)");
             continue;
+        }
+        if (p[i].wide && !k->wide && cudaMalloc(&k->wide, STAGE_BYTES) != cudaSuccess) {
+            cudaGetLastError();
+            k->wide = NULL;
+            return h3_fail(e, "weight slot: out of device memory for a %d MiB widening buffer", STAGE_BYTES >> 20);
         }
         for (size_t off = 0; off < p[i].bytes; off += STAGE_BYTES) {
             const size_t len = p[i].bytes - off < (size_t)STAGE_BYTES ? p[i].bytes - off : (size_t)STAGE_BYTES;
@@ -134,8 +149,15 @@ extern "C" int cuda_slot_fill(h3_backend *be, void *data, void *impl, const h3_s
             } else {
                 h3_memcpy_par(k->stage[b], src + off, len);
             }
-            CUDA_OK(be, cudaMemcpyAsync(dst + off, (char *)k->stage[b] + skip, len, cudaMemcpyHostToDevice, k->stream));
+            /* wide: into the device buffer, then widened into the part (the same stream orders the buffer's reuse) */
+            CUDA_OK(be, cudaMemcpyAsync(p[i].wide ? (char *)k->wide : dst + off, (char *)k->stage[b] + skip, len,
+                                        cudaMemcpyHostToDevice, k->stream));
             CUDA_OK(be, cudaEventRecord(k->stage_done[b], k->stream));
+            if (p[i].wide) {
+                const int64_t nv = (int64_t)(len / 2);
+                widen_kernel<<<cuda_blocks(nv, 256), 256, 0, k->stream>>>((float *)(dst + 2 * off), (const uint16_t *)k->wide, nv);
+                CUDA_LAUNCHED(be, "widen_kernel (weight slot)");
+            }
             k->stage_used[b] = 1;
         }
     }
