@@ -85,47 +85,23 @@ __device__ static inline float value(const uint8_t *b, int v) {
     return 0.0f;
 }
 
-/* BV values per block of BB bytes */
-template <int T, int BV, int BB>
-__global__ static void dequant_kernel(uint16_t *dst, const uint8_t *src, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = to_bf16(value<T>(src + (i / BV) * BB, (int)(i % BV)));
-}
-
+/* BV values per block of BB bytes, each stored as its bf16 bits */
+__device__ static inline void store_value(uint16_t *dst, int64_t i, float v) { dst[i] = to_bf16(v); }
 /* the same bf16 value widened to F32 (exact): a wide slot piece (backend_stream.h, the fp32 mode's LoRA parts) */
-template <int T, int BV, int BB>
-__global__ static void dequant_wide_kernel(float *dst, const uint8_t *src, int64_t n) {
+__device__ static inline void store_value(float *dst, int64_t i, float v) {
+    dst[i] = __uint_as_float((uint32_t)to_bf16(v) << 16);
+}
+
+template <int T, int BV, int BB, typename OUT>
+__global__ static void dequant_kernel(OUT *dst, const uint8_t *src, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = __uint_as_float((uint32_t)to_bf16(value<T>(src + (i / BV) * BB, (int)(i % BV))) << 16);
+        store_value(dst, i, value<T>(src + (i / BV) * BB, (int)(i % BV)));
 }
 
-extern "C" int cuda_gguf_dequant_wide_on(void *stream, float *dst, const void *src, uint32_t type, int64_t n) {
+template <typename OUT> static int dequant_launch(void *stream, OUT *y, const void *src, uint32_t type, int64_t n) {
     if (n <= 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
     const unsigned g = cuda_blocks(n, 256);
-    const uint8_t *x = (const uint8_t *)src;
-    switch (type) {
-    case 0: dequant_wide_kernel<0, 1, 4><<<g, 256, 0, s>>>(dst, x, n); break;
-    case 1: dequant_wide_kernel<1, 1, 2><<<g, 256, 0, s>>>(dst, x, n); break;
-    case 30: dequant_wide_kernel<30, 1, 2><<<g, 256, 0, s>>>(dst, x, n); break;
-    case 2: dequant_wide_kernel<2, 32, 18><<<g, 256, 0, s>>>(dst, x, n); break;
-    case 3: dequant_wide_kernel<3, 32, 20><<<g, 256, 0, s>>>(dst, x, n); break;
-    case 6: dequant_wide_kernel<6, 32, 22><<<g, 256, 0, s>>>(dst, x, n); break;
-    case 7: dequant_wide_kernel<7, 32, 24><<<g, 256, 0, s>>>(dst, x, n); break;
-    case 8: dequant_wide_kernel<8, 32, 34><<<g, 256, 0, s>>>(dst, x, n); break;
-    case 12: dequant_wide_kernel<12, 256, 144><<<g, 256, 0, s>>>(dst, x, n); break;
-    case 13: dequant_wide_kernel<13, 256, 176><<<g, 256, 0, s>>>(dst, x, n); break;
-    case 14: dequant_wide_kernel<14, 256, 210><<<g, 256, 0, s>>>(dst, x, n); break;
-    default: return -1;
-    }
-    return 0;
-}
-
-extern "C" int cuda_gguf_dequant_on(void *stream, h3_bf16 *dst, const void *src, uint32_t type, int64_t n) {
-    if (n <= 0) return 0;
-    cudaStream_t s = (cudaStream_t)stream;
-    const unsigned g = cuda_blocks(n, 256);
-    uint16_t *y = (uint16_t *)dst;
     const uint8_t *x = (const uint8_t *)src;
     switch (type) {
     case 0: dequant_kernel<0, 1, 4><<<g, 256, 0, s>>>(y, x, n); break;
@@ -142,6 +118,14 @@ extern "C" int cuda_gguf_dequant_on(void *stream, h3_bf16 *dst, const void *src,
     default: return -1;
     }
     return 0;
+}
+
+extern "C" int cuda_gguf_dequant_wide_on(void *stream, float *dst, const void *src, uint32_t type, int64_t n) {
+    return dequant_launch(stream, dst, src, type, n);
+}
+
+extern "C" int cuda_gguf_dequant_on(void *stream, h3_bf16 *dst, const void *src, uint32_t type, int64_t n) {
+    return dequant_launch(stream, (uint16_t *)dst, src, type, n);
 }
 
 /* the type's block (values, bytes); 0 when not read (gguf.c's table, which the CUDA objects do not link against
