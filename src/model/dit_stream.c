@@ -84,7 +84,7 @@ int dit_stream_lora_add(dit_model *m, const char *name, int64_t slot_index, cons
     dit_lora_piece *p;
     int np;
     /* the dtype the resident model's merged copy has (dit_lora_view): the stored one in bf16 mode, F32 in fp32 mode */
-    const h3_dtype out = m->bf16 ? view->dtype : H3_F32;
+    const h3_dtype out = m->act == H3_BF16 ? view->dtype : H3_F32;
     if (dit_lora_pieces(m->lora, &m->cfg, name, view, out, &p, &np, e) != 0) return -1;
     if (np && out != view->dtype) { /* held F32 in the slot, widened as it is filled (backend_stream.h) */
         if (view->dtype != H3_BF16) {
