@@ -42,6 +42,20 @@ static void *dup(const void *p, size_t bytes) {
 
 static const char *dn(h3_dtype act) { return act == H3_F32 ? "f32" : "bf16"; }
 
+/* The ops h3_act_gated_residual_rmsnorm_modulate stands for, on x2 with the norm into y2 (y2 == x2: in place) */
+static void ref_gated_residual_norm(h3_dtype act, void *x2, const void *br, void *y2, int64_t rows, int64_t dim,
+                                    const float *t, int64_t stride, const int32_t *idx, const float *w) {
+    if (act == H3_BF16) {
+        h3_bf16_gated_residual_rmsnorm_modulate(be, x2, br, y2, rows, dim, t, stride, idx, 5 * dim, w, 1e-5f, t,
+                                                stride, idx, 3 * dim, 4 * dim);
+        return;
+    }
+    if (t) h3_gated_residual(be, x2, br, rows, dim, t, stride, idx, 5 * dim, 0);
+    else h3_add(be, x2, x2, br, rows * dim, 0);
+    h3_rmsnorm(be, y2, x2, rows, dim, w, 1e-5f, 0);
+    if (t) h3_adaln_modulate(be, y2, y2, rows, dim, t, stride, idx, 3 * dim, 4 * dim, 0);
+}
+
 /* rmsnorm + modulate, gated residual, residual + norm (with and without tables, and the _q forms in bf16) */
 static void test_norms(h3_dtype act, int64_t rows, int64_t dim) {
     char name[96];
@@ -79,15 +93,7 @@ static void test_norms(h3_dtype act, int64_t rows, int64_t dim) {
         memcpy(x1, x, nb), memcpy(x2, x, nb);
         h3_act_gated_residual_rmsnorm_modulate(be, act, x1, br, y1, rows, dim, t, stride, idx, 5 * dim, w, 1e-5f, t,
                                                stride, idx, 3 * dim, 4 * dim, NULL);
-        if (act == H3_BF16) {
-            h3_bf16_gated_residual_rmsnorm_modulate(be, x2, br, y2, rows, dim, t, stride, idx, 5 * dim, w, 1e-5f, t,
-                                                    stride, idx, 3 * dim, 4 * dim);
-        } else {
-            if (t) h3_gated_residual(be, x2, br, rows, dim, t, stride, idx, 5 * dim, 0);
-            else h3_add(be, x2, x2, br, rows * dim, 0);
-            h3_rmsnorm(be, y2, x2, rows, dim, w, 1e-5f, 0);
-            if (t) h3_adaln_modulate(be, y2, y2, rows, dim, t, stride, idx, 3 * dim, 4 * dim, 0);
-        }
+        ref_gated_residual_norm(act, x2, br, y2, rows, dim, t, stride, idx, w);
         snprintf(name, sizeof name, "%s gated_residual_rmsnorm_modulate%s (x, y)", dn(act), t ? "" : " (no tables)");
         SAME(name, x1, x2, nb);
         SAME(name, y1, y2, nb);
@@ -95,15 +101,7 @@ static void test_norms(h3_dtype act, int64_t rows, int64_t dim) {
         memcpy(x1, x, nb), memcpy(x2, x, nb); /* in place: y == x (the refiner's final norm) */
         h3_act_gated_residual_rmsnorm_modulate(be, act, x1, br, x1, rows, dim, t, stride, idx, 5 * dim, w, 1e-5f, t,
                                                stride, idx, 3 * dim, 4 * dim, NULL);
-        if (act == H3_BF16) {
-            h3_bf16_gated_residual_rmsnorm_modulate(be, x2, br, x2, rows, dim, t, stride, idx, 5 * dim, w, 1e-5f, t,
-                                                    stride, idx, 3 * dim, 4 * dim);
-        } else {
-            if (t) h3_gated_residual(be, x2, br, rows, dim, t, stride, idx, 5 * dim, 0);
-            else h3_add(be, x2, x2, br, rows * dim, 0);
-            h3_rmsnorm(be, x2, x2, rows, dim, w, 1e-5f, 0);
-            if (t) h3_adaln_modulate(be, x2, x2, rows, dim, t, stride, idx, 3 * dim, 4 * dim, 0);
-        }
+        ref_gated_residual_norm(act, x2, br, x2, rows, dim, t, stride, idx, w);
         snprintf(name, sizeof name, "%s gated_residual_rmsnorm_modulate in place%s", dn(act), t ? "" : " (no tables)");
         SAME(name, x1, x2, nb);
 

@@ -41,7 +41,8 @@ static const h3_knob_info knobs[H3_KNOB_COUNT] = {
 
 /* H3_* variables of the tools, tests and examples (not read by src/): not reported as unknown */
 static const char *const tool_names[] = {"H3_HISTORY", "H3_OPENER", "H3_EXAMPLE_SIZE", "H3_EXAMPLE_STEPS", "H3_TEST_JOBS",
-                                         "H3_BUILD", "H3_E2E_FAST", "H3_E2E_TASKS", "H3_TOKENIZER_DIR"};
+                                         "H3_BUILD", "H3_E2E_FAST", "H3_E2E_TASKS", "H3_E2E_SKIP", "H3_TOKENIZER_DIR",
+                                         "H3_BENCH_HASH"};
 
 const h3_knob_info *h3_knob_about(h3_knob k) { return k >= 0 && k < H3_KNOB_COUNT ? &knobs[k] : NULL; }
 

@@ -16,25 +16,22 @@
 #include "dit_lora.h"
 
 int dit_gguf_begin(dit_model *m, int rand_type, h3_err *e) {
+    const char *v = h3_knob_get(H3_KNOB_GGUF_RESIDENT);
+    if (v && strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "off"))
+        return h3_fail(e, "H3_GGUF_RESIDENT must be auto, on or off, got '%s'", v);
+    const int on = v && !strcmp(v, "on"), off = v && !strcmp(v, "off");
     if (rand_type >= 0) {
         int64_t bv, bb;
         if (!gguf_type_block((uint32_t)rand_type, &bv, &bb, NULL))
             return h3_fail(e, "random GGUF weights: ggml type %d is not one h3 reads", rand_type);
-        const char *v = h3_knob_get(H3_KNOB_GGUF_RESIDENT);
-        if (v && strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "off"))
-            return h3_fail(e, "H3_GGUF_RESIDENT must be auto, on or off, got '%s'", v);
-        if (v && !strcmp(v, "off")) { /* the reference of a kept-quantized run: dequantized at load (random_dequant) */
+        if (off) { /* the reference of a kept-quantized run: dequantized at load (random_dequant) */
             m->gguf_rand_dequant = rand_type + 1;
             return 0;
         }
         if (m->stream)
             return h3_fail(e, "random GGUF weights cannot be combined with --ssd-streaming (both fill the block slots)");
     } else {
-        const char *v = h3_knob_get(H3_KNOB_GGUF_RESIDENT);
-        if (v && strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "off"))
-            return h3_fail(e, "H3_GGUF_RESIDENT must be auto, on or off, got '%s'", v);
-        const int on = v && !strcmp(v, "on");
-        if (v && !strcmp(v, "off")) return 0;
+        if (off) return 0;
         /* a LoRA does not change the choice: its pieces are merged into each slot as the fill expands it (load) */
         if (!on && m->be->kind == H3_BACKEND_CPU) return 0; /* the CPU reads dequantized host copies either way */
         if (m->stream) return h3_fail(e, "internal: a GGUF transformer with --ssd-streaming");

@@ -20,19 +20,7 @@
 #  (8., the remix endpoint, is tests/cli/serve_remix.sh: not timing-sensitive, it runs beside the other tests).
 set -u
 source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-
-if ! "$H3" serve --help >/dev/null 2>&1; then
-    echo "(h3 built without libmicrohttpd: serve tests skipped)"; echo "RESULT 0 0"; exit 0
-fi
-if "$H3" generate -d "$TINY" -p x -o "$tmp/probe.mp4" --width 64 --height 32 --steps 1 2>&1 | grep -q "MEDIA=0"; then
-    out=$("$H3" serve -d "$TINY" --port 0 --data "$tmp/d0" 2>&1); rc=$?
-    check "MEDIA=0: serve refused ($out)" '[ $rc = 2 ] && grep -q "MEDIA=0" <<<"$out"'
-    echo "RESULT $pass $fail"; exit 0
-fi
-
-source "$(dirname "$0")/lib/serve.bash" # start_server, jget, submit, status_of, wait_status, section_done, err
+source "$(dirname "$0")/lib/serve.bash" # the skips; start_server, jget, submit, status_of, wait_status, section_done, err
 
 # ---- 1. the API end to end ----
 start_server "$tmp/d1" "$tmp/s1.log" --resident --queue 64 --max-body 262144 --max-upload 65536 || { echo "RESULT $pass $fail"; exit 1; }

@@ -8,20 +8,7 @@
 #     was deleted, the same bytes).
 set -u
 source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
-
-if ! "$H3" serve --help >/dev/null 2>&1; then
-    echo "(h3 built without libmicrohttpd: serve tests skipped)"; echo "RESULT 0 0"; exit 0
-fi
-if "$H3" generate -d "$TINY" -p x -o "$tmp/probe.mp4" --width 64 --height 32 --steps 1 2>&1 | grep -q "MEDIA=0"; then
-    out=$("$H3" serve -d "$TINY" --port 0 --data "$tmp/d0" 2>&1); rc=$?
-    check "MEDIA=0: serve refused ($out)" '[ $rc = 2 ] && grep -q "MEDIA=0" <<<"$out"'
-    echo "RESULT $pass $fail"; exit 0
-fi
-
-source "$(dirname "$0")/lib/serve.bash" # start_server, jget, submit, status_of, wait_status, section_done, err
-t_start=$(date +%s); t_sec=$t_start
+source "$(dirname "$0")/lib/serve.bash" # the skips; start_server, jget, submit, status_of, wait_status, section_done, err
 # the inputs serve.sh's first section makes: its clip (the served MP4 equals h3 generate's with these settings, checked
 # there), a keyframe from it, and a body over --max-body
 "$H3" generate -d "$TINY" -p "A red fox." --width 64 --height 32 --frames 108 --steps 2 --seed 7 -o "$tmp/v1.mp4" 2>/dev/null

@@ -1,5 +1,18 @@
 # The helpers of tests/cli/serve.sh and tests/cli/serve_remix.sh (sourced after lib/common.bash): a server on a free
-# port, the JSON of a reply, a job's status, the error replies' code and message.
+# port, the JSON of a reply, a job's status, the error replies' code and message. Sourcing it also stops the script
+# (RESULT, exit 0) where `h3 serve` cannot run: a build without libmicrohttpd, or MEDIA=0 (checked to be refused).
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+
+if ! "$H3" serve --help >/dev/null 2>&1; then
+    echo "(h3 built without libmicrohttpd: serve tests skipped)"; echo "RESULT 0 0"; exit 0
+fi
+if "$H3" generate -d "$TINY" -p x -o "$tmp/probe.mp4" --width 64 --height 32 --steps 1 2>&1 | grep -q "MEDIA=0"; then
+    out=$("$H3" serve -d "$TINY" --port 0 --data "$tmp/d0" 2>&1); rc=$?
+    check "MEDIA=0: serve refused ($out)" '[ $rc = 2 ] && grep -q "MEDIA=0" <<<"$out"'
+    echo "RESULT $pass $fail"; exit 0
+fi
+
 J='Content-Type: application/json'
 start_server() { # DATA LOG [flags...]: starts a server, sets PID and B (the base URL)
     local data=$1 log=$2; shift 2
