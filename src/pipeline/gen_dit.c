@@ -223,8 +223,8 @@ static int dit_loop(gen *s, h3_backend *be, dit_model *m, denoise_args *da, h3_e
     progress_end(&s->pg);
     dit_get_stream_stats(m, &st1);
     if (st1.slot_bytes > 0 && st1.gguf) /* docs/checkpoints.md: the GGUF blocks expanded into the slots */
-        gen_log(s->r, "GGUF blocks kept quantized on the GPU: %lld block expansions of %.2f GB of blocks, slots %.2f GiB",
-                (long long)(st1.fills - st0.fills), (st1.bytes - st0.bytes) / 1e9, st1.slot_bytes / (double)(1u << 30));
+        gen_log(s->r, "GGUF blocks kept quantized on the %s: %lld block expansions of %.2f GB of blocks, slots %.2f GiB",
+                be->kind == H3_BACKEND_CPU ? "CPU" : "GPU", (long long)(st1.fills - st0.fills), (st1.bytes - st0.bytes) / 1e9, st1.slot_bytes / (double)(1u << 30));
     else if (st1.slot_bytes > 0) /* docs/model/features.md 7.3's report: what the slots copied during the loop */
         gen_log(s->r, "--ssd-streaming: %lld block copies, %.2f GB from host memory, %.2f s of host time in the "
                         "copy calls (waits for a free slot included), slots %.2f GiB", (long long)(st1.fills - st0.fills),

@@ -9,7 +9,7 @@ set -u
 source "$(dirname "$0")/lib/common.bash" # H3, TINY, $tmp (removed at exit), pass/fail, ok, bad, check
 G=tests/fixtures/golden/dit
 LX=tests/fixtures/int8
-PY="python3 $(dirname "$0")/lib/st_int8.py"
+PY="$PYTHON $(dirname "$0")/lib/st_int8.py"
 
 one_line_2() { # name, expected stderr fragment, out file (must not exist), cmd...
     local name=$1 want=$2 out=$3; shift 3
@@ -45,7 +45,7 @@ one_line_2 "existing DST" "exists" "$tmp/none" "$H3" quantize -d $TINY -o "$tmp/
 one_line_2 "bad profile" "--profile" "$tmp/q_x" "$H3" quantize -d $TINY -o "$tmp/q_x" --profile fc2
 one_line_2 "int8 source" "already int8" "$tmp/q_x" "$H3" quantize -d "$tmp/q_mlp" -o "$tmp/q_x"
 cp -rL $TINY "$tmp/nan"
-python3 "$(dirname "$0")/lib/plant_nan.py" "$tmp/nan/transformer"
+"$PYTHON" "$(dirname "$0")/lib/plant_nan.py" "$tmp/nan/transformer"
 "$H3" quantize -d "$tmp/nan" -o "$tmp/q_nan" >/dev/null 2>"$tmp/err"; rc=$? # progress lines, then the one error line
 [ $rc -eq 2 ] && tail -1 "$tmp/err" | grep -q "ff.net.2.weight' row 0 is not finite" && [ ! -e "$tmp/q_nan" ] && ok \
     || bad "non-finite weight: rc $rc: $(tail -1 "$tmp/err")"

@@ -138,7 +138,7 @@ check "session: the same prompt fails with the same line, the session goes on (e
 
 # ---- 6. --ref-audio's 15 s limit on the decoded duration ----
 wav() { # wav PATH RATE SECONDS: a mono 16-bit WAV of a quiet tone
-    python3 - "$@" <<'PY'
+    "$PYTHON" - "$@" <<'PY'
 import math, struct, sys, wave
 path, rate, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 n = int(round(rate * secs))
@@ -148,12 +148,12 @@ with wave.open(path, "wb") as w:
 PY
 }
 R=(--width 64 --height 32 --frames 120 --steps 2 -p "A fox." -o '' --dump-latents "$tmp/out/r.safetensors" --ref-image "$IMG")
-if python3 -c 'import wave' 2>/dev/null; then
+if "$PYTHON" -c 'import wave' 2>/dev/null; then
     wav "$tmp/a23.wav" 44100 23; wav "$tmp/a155.wav" 44100 15.5; wav "$tmp/a151.wav" 32000 15.01
     refuse "--ref-audio 23 s at 44.1 kHz refused" "the audio lasts more than the 15 s limit" -- -d "$TINY" "${R[@]}" --ref-audio "$tmp/a23.wav"
     refuse "--ref-audio 15.5 s at 44.1 kHz refused" "the audio lasts more than the 15 s limit" -- -d "$TINY" "${R[@]}" --ref-audio "$tmp/a155.wav"
     refuse "--ref-audio 15.01 s at 32 kHz refused" "the audio lasts more than the 15 s limit" -- -d "$TINY" "${R[@]}" --ref-audio "$tmp/a151.wav"
-    python3 - "$tmp/big.png" <<'PY'
+    "$PYTHON" - "$tmp/big.png" <<'PY'
 import struct, sys, zlib
 W = H = 20000  # a valid 1-bit PNG of 400 M pixels, 49 KB
 chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
@@ -169,7 +169,7 @@ fi
 
 # ---- 7. non-finite results ----
 snap "$tmp/nan"; rm "$tmp/nan/transformer"; cp -r "$TINY/transformer" "$tmp/nan/"
-python3 "$(dirname "$0")/lib/plant_nan.py" "$tmp/nan/transformer"
+"$PYTHON" "$(dirname "$0")/lib/plant_nan.py" "$tmp/nan/transformer"
 out=$("$H3" generate -d "$tmp/nan" "${G[@]}" --dump-latents "$tmp/out/n.safetensors" 2>&1); rc=$?
 check "a NaN weight: exit 1, the phase named, nothing written" \
     '[ $rc = 1 ] && tail -1 <<<"$out" | grep -q "denoise: the video latents after the DiT: [0-9]* of [0-9]* values are not finite" &&

@@ -20,7 +20,7 @@ probe() { # out, extra args...
 }
 # relative L2 of every F32 tensor of a against b (the probe's outputs), the largest one printed
 rel() {
-    python3 - "$1" "$2" <<'PY'
+    "$PYTHON" - "$1" "$2" <<'PY'
 import json, math, struct, sys
 def load(p):
     b = open(p, "rb").read()
@@ -49,7 +49,7 @@ probe "$tmp/s8.st" --attention sage8 && ok || bad "probe --attention sage8: $(ca
 probe "$tmp/s8b.st" --attention sage8 && cmp -s "$tmp/s8.st" "$tmp/s8b.st" && ok || bad "sage8: not the same bits twice"
 cmp -s "$tmp/s8.st" "$tmp/exact.st" && bad "sage8 output equals exact (the 8-bit op not taken)" || ok
 r=$(rel "$tmp/s8.st" "$tmp/exact.st")
-python3 -c "import sys; sys.exit(0 if float('$r') < 0.1 else 1)" && ok || bad "sage8 vs exact DiT output: rel L2 $r >= 0.1"
+"$PYTHON" -c "import sys; sys.exit(0 if float('$r') < 0.1 else 1)" && ok || bad "sage8 vs exact DiT output: rel L2 $r >= 0.1"
 echo "  probe dit: sage8 vs exact rel L2 $r (tiny model)"
 one_line_2 "probe sage8 fp32" "precision bf16" "$tmp/f.st" "$H3" probe dit --model $TINY --in $G/t2va.in.safetensors \
     --out "$tmp/f.st" --attention sage8

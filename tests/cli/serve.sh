@@ -87,7 +87,7 @@ submit '{"prompt":"A red fox.","size":"64x32","frames":108,"steps":6,"seed":8}' 
 code=$(submit '{"prompt":"A red fox.","size":"64x32","frames":108,"steps":6,"seed":9}')
 ide=$(jget 'd["id"]' <"$tmp/sub.json")
 curl -s -N --max-time 60 "$B/v1/videos/$ide/events" >"$tmp/events_eta.txt"
-eta=$(grep '^data: ' "$tmp/events_eta.txt" | sed 's/^data: //' | python3 -c '
+eta=$(grep '^data: ' "$tmp/events_eta.txt" | sed 's/^data: //' | "$PYTHON" -c '
 import json, sys
 best = None
 for line in sys.stdin:
@@ -96,7 +96,7 @@ for line in sys.stdin:
         best = (d["eta_seconds"], d["phase_eta_seconds"])
 print("%.4f %.4f" % best if best else "none")')
 check "a repeated job's ETA during the denoise covers the phases after it (job, phase: $eta)" \
-    '[ "$eta" != none ] && python3 -c "import sys; j, p = map(float, sys.argv[1:]); sys.exit(0 if j > p >= 0 else 1)" $eta'
+    '[ "$eta" != none ] && "$PYTHON" -c "import sys; j, p = map(float, sys.argv[1:]); sys.exit(0 if j > p >= 0 else 1)" $eta'
 # ---- 2. error paths ----
 V=(-X POST "$B/v1/videos" -H "$J")
 err "bad JSON" 400 '^the body is not valid JSON: ' "${V[@]}" -d '{"prompt": "x",'
@@ -151,13 +151,13 @@ t0=$(date +%s)
 seq 50 | xargs -P 8 -I{} curl -s -o "$tmp/q{}.json" -w '%{http_code}\n' -X POST "$B/v1/videos" -H "$J" \
     -d '{"prompt":"Fifty jobs.","size":"32x32","frames":108,"steps":1,"seed":{},"previews":false}' >"$tmp/codes50"
 check "50 submissions: all 202 ($(sort "$tmp/codes50" | uniq -c | tr '\n' ' '))" '[ "$(grep -c "^202$" "$tmp/codes50")" = 50 ]'
-ids50=$(cat "$tmp"/q*.json | python3 -c 'import sys,json; [print(json.loads(l)["id"]) for l in sys.stdin.read().replace("}{","}\n{").splitlines()]' | sort -u)
+ids50=$(cat "$tmp"/q*.json | "$PYTHON" -c 'import sys,json; [print(json.loads(l)["id"]) for l in sys.stdin.read().replace("}{","}\n{").splitlines()]' | sort -u)
 for _ in $(seq 600); do
     n=$(curl -s "$B/healthz" | jget 'd["queued"]+d["in_progress"]'); [ "$n" = 0 ] && break; sleep 0.5
 done
 curl -s "$B/v1/videos?limit=1000&order=asc" >"$tmp/all.json"
-done50=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["data"]; ids=set(sys.argv[2].split()); print(sum(1 for v in d if v["id"] in ids and v["status"]=="completed"))' "$tmp/all.json" "$ids50")
-fifo=$(python3 -c 'import json,sys; d=[v for v in json.load(open(sys.argv[1]))["data"] if v["id"] in set(sys.argv[2].split())]; s=[v["started_at"] for v in d]; print(int(s==sorted(s)))' "$tmp/all.json" "$ids50")
+done50=$("$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1]))["data"]; ids=set(sys.argv[2].split()); print(sum(1 for v in d if v["id"] in ids and v["status"]=="completed"))' "$tmp/all.json" "$ids50")
+fifo=$("$PYTHON" -c 'import json,sys; d=[v for v in json.load(open(sys.argv[1]))["data"] if v["id"] in set(sys.argv[2].split())]; s=[v["started_at"] for v in d]; print(int(s==sorted(s)))' "$tmp/all.json" "$ids50")
 check "50 jobs: 50 distinct ids, all completed, started in submission order ($done50 completed, $(( $(date +%s) - t0 )) s)" \
     '[ "$(wc -l <<<"$ids50")" = 50 ] && [ "$done50" = 50 ] && [ "$fifo" = 1 ]'
 nmp4=$(ls "$tmp"/d1/jobs/*/video.mp4 | wc -l)

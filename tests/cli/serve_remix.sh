@@ -39,8 +39,9 @@ curl -s -o "$tmp/vo.mp4" "$B/v1/videos/$ido/content"; curl -s -o "$tmp/vm.mp4" "
 check "the remix's MP4 = h3 generate with the same keyframes and seed 11 (and not the original's, seed 5)" \
     '[ -s "$tmp/cli_m.mp4" ] && cmp -s "$tmp/vm.mp4" "$tmp/cli_m.mp4" && ! cmp -s "$tmp/vm.mp4" "$tmp/vo.mp4"'
 # a ref2va job (an image and an audio reference, base64) remixed: the same references (a video reference would
-# cost minutes of encoding on 2 cores; its upload is stored and copied like these)
-ffmpeg -v error -f lavfi -i sine=frequency=440:sample_rate=8000 -t 2.5 -ac 1 "$tmp/ra.wav"
+# cost minutes of encoding on 2 cores; its upload is stored and copied like these). The audio is the 2 s minimum:
+# each of its seconds is 3,200 DiT rows on the tiny snapshot (its audio VAE encodes 10 samples at 32 kHz a latent).
+ffmpeg -v error -f lavfi -i sine=frequency=440:sample_rate=8000 -t 2 -ac 1 "$tmp/ra.wav"
 code=$(submit "{\"prompt\":\"Refs.\",\"size\":\"64x32\",\"frames\":108,\"steps\":1,\"previews\":false,\"ref_image_size\":\"match\",\"references\":[{\"kind\":\"image\",\"data\":\"$k1\"},{\"kind\":\"audio\",\"data\":\"$(base64 -w0 "$tmp/ra.wav")\"}]}")
 idro=$(jget 'd["id"]' <"$tmp/sub.json")
 code2=$(remix "$idro" '{"seed":21}'); idrm=$(jget 'd["id"]' <"$tmp/sub.json")
@@ -94,7 +95,7 @@ n6=$(curl -s "$B/v1/videos?limit=100" | jget 'len(d["data"])')
 check "no refused remix left a job behind ($n6 = 6 jobs)" '[ "$n6" = 6 ]'
 # persistence: a restart lists the remix with its origin; the original deleted, the remix's own uploads remain
 kill -9 "$PID"; wait "$PID" 2>/dev/null
-check "job.json keeps remixed_from_video_id" 'python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))[\"remixed_from_video_id\"] != sys.argv[2])" "$tmp/d6/jobs/$idm/job.json" "$ido"'
+check "job.json keeps remixed_from_video_id" '"$PYTHON" -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))[\"remixed_from_video_id\"] != sys.argv[2])" "$tmp/d6/jobs/$idm/job.json" "$ido"'
 start_server "$tmp/d6" "$tmp/s6b.log" --queue 2 --max-body 262144 --max-upload 65536
 check "after a restart: the remix listed, remixed_from_video_id kept, served" \
     '[ "$(curl -s "$B/v1/videos/$idm" | jget "d[\"status\"],d[\"remixed_from_video_id\"]")" = "completed $ido" ] && [ "$(curl -s -o /dev/null -w "%{http_code}" "$B/v1/videos/$idm/content")" = 200 ]'

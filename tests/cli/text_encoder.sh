@@ -7,7 +7,7 @@ G=tests/fixtures/golden/text_encoder
 source "$(dirname "$0")/lib/probe_checks.bash"
 # same_tensor OUT GOLDEN NAME: byte-identical tensor data (the data area after the JSON header)
 same_tensor() {
-    python3 - "$1" "$2" "$3" <<'PY' 2>/dev/null
+    "$PYTHON" - "$1" "$2" "$3" <<'PY' 2>/dev/null
 import json, struct, sys
 def data(path, name):
     b = open(path, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])[name]

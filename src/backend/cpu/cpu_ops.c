@@ -2,6 +2,7 @@
  * loops parallelized with OpenMP. Compiled with -ffp-contract=off so fp32 results round like the
  * PyTorch reference's unfused ops. */
 #include "cpu_ops.h"
+#include "cpu_exp.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -97,23 +98,28 @@ void cpu_attention(h3_backend *be, float *out, int64_t o_stride, const float *q,
             for (int64_t i = 0; i < nq; i++) {
                 float *s = scores + i * Skv;
                 int64_t lim = causal ? q0 + i + 1 : Skv;
+                /* The max and the scaling are lane-wise (same bits as one at a time); libm's expf is
+                 * taken several values at a time, the sum stays in order (docs/architecture.md "The CPU twins' loops"). */
                 float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
                 for (int64_t j = 0; j < lim; j++) mx = s[j] > mx ? s[j] : mx;
+                cpu_expf_shifted(s, lim, mx);
                 float sum = 0.0f;
-                for (int64_t j = 0; j < lim; j++) {
-                    s[j] = expf(s[j] - mx);
-                    sum += s[j];
-                }
+                for (int64_t j = 0; j < lim; j++) sum += s[j];
                 float inv = 1.0f / sum;
+#pragma omp simd
                 for (int64_t j = 0; j < lim; j++) s[j] *= inv;
-                for (int64_t j = lim; j < Skv; j++) s[j] = 0.0f;
+                if (lim < Skv) memset(s + lim, 0, (size_t)(Skv - lim) * sizeof(float));
             }
             float *oh = out + q0 * o_stride + (int64_t)h * D;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, D, (int)Skv, 1.0f, scores, (int)Skv, vh,
                         (int)v_stride, 0.0f, oh, (int)o_stride);
             if (flags & H3_BF16_OUT)
-                for (int64_t i = 0; i < nq; i++)
-                    for (int d = 0; d < D; d++) oh[i * o_stride + d] = h3_round_bf16(oh[i * o_stride + d]);
+                for (int64_t i = 0; i < nq; i++) {
+                    float *o = oh + i * o_stride;
+#pragma omp simd
+                    for (int d = 0; d < D; d++) o[d] = h3_round_bf16(o[d]);
+                }
         }
     }
     cpu_free(be, scores);

@@ -8,3 +8,6 @@ pass=0; fail=0
 ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 check() { if eval "$2"; then ok; else bad "$1"; fi; } # check NAME 'shell condition'
+# python3's interpreter itself, found once: through a version manager's shim (pyenv) each start costs ~0.1 s more,
+# and the serve tests start it hundreds of times (docs/testing.md "Run time")
+PYTHON=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null); [ -x "$PYTHON" ] || PYTHON=python3

@@ -27,7 +27,7 @@ start_server() { # DATA LOG [flags...]: starts a server, sets PID and B (the bas
     bad "server did not start: $(tail -2 "$log")"; return 1
 }
 jget() { # EXPR: a Python expression on the JSON on stdin (d); a tuple printed space-separated
-    python3 -c 'import json,sys; d=json.load(sys.stdin); r=eval(sys.argv[1]); print(" ".join(map(str, r)) if isinstance(r, tuple) else r)' "$1" 2>/dev/null
+    "$PYTHON" -I -S -c 'import json,sys; d=json.load(sys.stdin); r=eval(sys.argv[1]); print(" ".join(map(str, r)) if isinstance(r, tuple) else r)' "$1" 2>/dev/null
 }
 submit() { curl -s -o "$tmp/sub.json" -w '%{http_code}' -X POST "$B/v1/videos" -H "$J" -d "$1"; }
 status_of() { curl -s "$B/v1/videos/$1" | jget 'd["status"]'; }
