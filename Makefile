@@ -197,8 +197,9 @@ build-fuzz/%: fuzz/%.c $(FUZZ_CORE) $$(FUZZ_EXTRA_$$*)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -Isrc -Iinclude -o $@ $< $(FUZZ_CORE) $(FUZZ_EXTRA_$*) -ljansson -lutf8proc -lm -lpthread $(FUZZ_LIBS_$*)
 
-# Every build folder: build/, build-cuda/, build-nomedia/, build-cuda-nomedia/, build-san/, build-fuzz/ and BUILD=DIR.
+# Every build folder: build/ and every build-*/ (build-cuda/, build-cuda-media/, build-san/, build-fuzz/, the BUILD=build-NAME
+# folders docs/conventions.md suggests, tools/build_ffmpeg_min.sh's build-ffmpeg/) and BUILD=DIR.
 clean:
-	rm -rf build build-cuda build-nomedia build-cuda-nomedia build-san build-fuzz $(BUILD)
+	rm -rf build build-*/ $(BUILD)
 
 -include $(OBJ:.o=.d) $(TOOL_OBJ:.o=.d)

@@ -35,7 +35,7 @@ for s in tests/cli/*.sh; do
 done
 
 # The slowest tests start first so the last ones to finish are short (measured on 2 cores).
-slow="session.sh test_e2e_ref2va serve_remix.sh test_e2e condition.sh test_condition test_dit test_text_encoder test_video_vae"
+slow="test_e2e_ref2va serve_remix.sh lora.sh test_backend_ops session.sh int8.sh rope256.sh test_e2e numbers.sh"
 order=(); last=()
 for n in $slow; do for i in "${!names[@]}"; do [ "${names[$i]}" = "$n" ] && order+=("$i"); done; done
 for i in "${!names[@]}"; do
