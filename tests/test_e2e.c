@@ -269,6 +269,12 @@ static void run_task(const e2e_case *c, const char *h3, const char *tmp, int mp4
         return;
     }
     printf("%s: h3 generate %.1f s\n", task, secs);
+    if (!strcmp(task, "ref2va")) { /* the default policy is the reference's: the 32x32 image enlarged to 2048x2048 */
+        char *text = read_text(log);
+        CHECK(text && strstr(text, ": encoded at 2048x2048 (--ref-image-size reference)\n"),
+              "ref2va: the log does not give the image reference's 2048x2048 encoding under the default policy");
+        free(text);
+    }
     h3_err e = {0};
     snprintf(path, sizeof path, GOLDEN "/%s.out.safetensors", task);
     st_file *g = st_open(path, &e);

@@ -319,6 +319,15 @@ int resolve_geometry(gen *s, h3_err *e) {
         progress_begin(&s->pg, "read references", 0);
         if (cond_set_references(&s->cond, s->r, s->g.num_frames, s->g.width, s->g.height, e)) return -1;
         progress_end(&s->pg);
+        /* the size an image reference is encoded at drives the conditioner's and the DiT's cost (docs/condition.md:
+         * the reference's rule enlarges a small image to a 2048 short edge) */
+        static const char *const policy[] = {"reference", "match", "max"};
+        const int p = s->r->ref_image_size >= 0 && s->r->ref_image_size <= 2 ? s->r->ref_image_size : 0;
+        for (int i = 0; i < s->cond.n; i++) {
+            const cond_item *it = &s->cond.items[i];
+            if (it->kind == LAYOUT_REF_IMAGE)
+                gen_log(s->r, "%s: encoded at %dx%d (--ref-image-size %s)", it->what, it->W, it->H, policy[p]);
+        }
     }
     return 0;
 }

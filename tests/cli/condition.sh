@@ -37,10 +37,13 @@ run_bad "the explicit reference policy keeps it" "a reference image must be with
 # and text encoder on one core), is what tests/test_e2e.c's ref2va case runs and compares with diffusers; here the
 # explicit value is checked to be accepted (the aspect rule's line above, not the unknown value's refusal below).
 RI=tests/fixtures/golden/e2e/fl2va_small_first.png
-for p in match max; do
+for ps in match:64x32 max:128x64; do
+    p=${ps%%:*} size=${ps#*:}
     "$H3" generate -d $TINY -p "<Picture 1> sings." --width 64 --height 32 --frames 120 --steps 2 -o '' \
         --dump-latents "$tmp/rs_$p.st" --ref-image $RI --ref-image-size $p 2>"$tmp/rs_$p.err"
     if [ $? -eq 0 ] && [ -s "$tmp/rs_$p.st" ]; then ok; else bad "--ref-image-size $p: $(tail -1 "$tmp/rs_$p.err")"; fi
+    check "--ref-image-size $p: the log gives the size it was encoded at, $size" \
+        'grep -qx "h3: --ref-image $RI: encoded at $size (--ref-image-size $p)" "$tmp/rs_$p.err"'
 done
 if ! cmp -s "$tmp/rs_match.st" "$tmp/rs_max.st"; then ok; else bad "--ref-image-size match and max: the same output"; fi
 "$H3" generate -d $TINY -p "<Picture 1> sings." --width 64 --height 32 --frames 120 --steps 2 -o '' \
